@@ -1,0 +1,498 @@
+//! CFS bandwidth control: the "CFS bandwidth control machinery" section of
+//! `kernel/sched/fair.c` and `tg_set_cfs_bandwidth` of `core.c`. Function
+//! names are the kernel's; each cites the behaviour it follows, per profile.
+
+use crate::event::{Event, Time};
+use crate::noise::{self, Stream};
+use crate::profile::Profile;
+use crate::sim::{CfsRqId, Sim, NSEC_PER_MSEC};
+use crate::trace::TraceKind;
+
+/// A cfs_rq won't donate quota below this amount.
+pub const MIN_CFS_RQ_RUNTIME: u64 = NSEC_PER_MSEC;
+/// Minimum remaining period time to redistribute slack quota.
+pub const MIN_BANDWIDTH_EXPIRATION: u64 = 2 * NSEC_PER_MSEC;
+/// How long we wait to gather additional slack before distributing.
+pub const CFS_BANDWIDTH_SLACK_PERIOD: u64 = 5 * NSEC_PER_MSEC;
+/// The period `init_cfs_bandwidth` draws the timer's random first expiry from.
+const DEFAULT_CFS_PERIOD: u64 = 100 * NSEC_PER_MSEC;
+
+/// A group's global runtime pool: `struct cfs_bandwidth`.
+#[derive(Debug, Clone)]
+pub struct CfsBandwidth {
+    /// `None` = RUNTIME_INF.
+    pub quota: Option<u64>,
+    pub period: u64,
+    pub burst: u64,
+    pub runtime: u64,
+    pub runtime_snap: u64,
+    pub idle: bool,
+    pub period_active: bool,
+    pub slack_started: bool,
+    /// `throttled_cfs_rq`, in list order.
+    pub throttled_cfs_rq: Vec<CfsRqId>,
+    /// The period hrtimer's expiry (on the period grid, without jitter).
+    pub period_expires: Time,
+    /// How many times each timer has fired (indexes their jitter).
+    pub period_fired: u64,
+    pub slack_fired: u64,
+    /// 4.18: when the current period's runtime expires, and its sequence.
+    pub runtime_expires: Time,
+    pub expires_seq: u64,
+    pub nr_periods: u64,
+    pub nr_throttled: u64,
+    pub throttled_time: u64,
+    pub nr_burst: u64,
+    pub burst_time: u64,
+}
+
+impl CfsBandwidth {
+    /// `init_cfs_bandwidth` followed by the group's initial settings.
+    pub fn new(profile: Profile, tg: usize, seed: u64, quota: Option<u64>, period: u64, burst: u64) -> Self {
+        // "Add a random offset so that timers interleave" (6.6+).
+        let period_expires =
+            if profile.has_random_timer_offset() { noise::uniform(seed, Stream::TimerOffset(tg), 0, DEFAULT_CFS_PERIOD) } else { 0 };
+        CfsBandwidth {
+            quota,
+            period,
+            burst,
+            runtime: 0,
+            runtime_snap: 0,
+            idle: false,
+            period_active: false,
+            slack_started: false,
+            throttled_cfs_rq: Vec::new(),
+            period_expires,
+            period_fired: 0,
+            slack_fired: 0,
+            runtime_expires: 0,
+            expires_seq: 0,
+            nr_periods: 0,
+            nr_throttled: 0,
+            throttled_time: 0,
+            nr_burst: 0,
+            burst_time: 0,
+        }
+    }
+}
+
+impl Sim<'_> {
+    /// `__refill_cfs_bandwidth_runtime`: add a quota, capped at quota + burst
+    /// (before 5.14 burst is 0, so this is the old `runtime = quota`).
+    fn refill_cfs_bandwidth_runtime(&mut self, tg: usize) {
+        let now = self.now;
+        let has_expiry = self.profile.has_expiry();
+        let b = &mut self.tgs[tg].cfs_b;
+        let Some(quota) = b.quota else { return };
+        let runtime = b.runtime + quota;
+        if b.runtime_snap > runtime {
+            b.burst_time += b.runtime_snap - runtime;
+            b.nr_burst += 1;
+        }
+        b.runtime = runtime.min(quota + b.burst);
+        b.runtime_snap = b.runtime;
+        if has_expiry {
+            b.runtime_expires = now + b.period;
+            b.expires_seq += 1;
+        }
+        self.record(None, tg, TraceKind::Refill);
+    }
+
+    /// `__assign_cfs_rq_runtime`: top the local pool up to `target` (paying
+    /// its debt first) from the global pool; true if it is now positive.
+    fn assign_runtime(&mut self, rq: CfsRqId, target: u64) -> bool {
+        let tg = self.cfs_rqs[rq].tg;
+        let min_amount = (target as i64 - self.cfs_rqs[rq].runtime_remaining) as u64;
+        let amount = if self.tgs[tg].cfs_b.quota.is_none() {
+            min_amount
+        } else {
+            self.start_cfs_bandwidth(tg);
+            let b = &mut self.tgs[tg].cfs_b;
+            if b.runtime > 0 {
+                let amount = b.runtime.min(min_amount);
+                b.runtime -= amount;
+                b.idle = false;
+                amount
+            } else {
+                0
+            }
+        };
+        let (expires, seq) = (self.tgs[tg].cfs_b.runtime_expires, self.tgs[tg].cfs_b.expires_seq);
+        let c = &mut self.cfs_rqs[rq];
+        c.runtime_remaining += amount as i64;
+        if self.profile.has_expiry() && c.expires_seq != seq {
+            c.expires_seq = seq;
+            c.runtime_expires = expires;
+        }
+        let cpu = c.cpu;
+        let ok = c.runtime_remaining > 0;
+        self.record(Some(cpu), tg, TraceKind::Assign(amount));
+        ok
+    }
+
+    /// `assign_cfs_rq_runtime`: ask for a slice.
+    fn assign_cfs_rq_runtime(&mut self, rq: CfsRqId) -> bool {
+        self.assign_runtime(rq, self.tun.slice_ns)
+    }
+
+    /// 4.18 `expire_cfs_rq_runtime`: local runtime left from an earlier
+    /// period is dropped, unless the global deadline has not moved yet
+    /// (clock drift), in which case the local one is extended by a tick.
+    fn expire_cfs_rq_runtime(&mut self, rq: CfsRqId) {
+        let tg = self.cfs_rqs[rq].tg;
+        let seq = self.tgs[tg].cfs_b.expires_seq;
+        let tick = self.tun.tick_ns;
+        let c = &mut self.cfs_rqs[rq];
+        if self.now < c.runtime_expires || c.runtime_remaining < 0 {
+            return;
+        }
+        if c.expires_seq == seq {
+            c.runtime_expires += tick;
+        } else {
+            c.runtime_remaining = 0;
+        }
+    }
+
+    /// `account_cfs_rq_runtime` / `__account_cfs_rq_runtime`: charge the
+    /// local pool; when it is used up ask for more, and if there is none
+    /// make the CPU reschedule so that the hierarchy gets throttled.
+    pub(crate) fn account_cfs_rq_runtime(&mut self, rq: CfsRqId, delta: u64) {
+        if !self.cfs_rqs[rq].runtime_enabled {
+            return;
+        }
+        self.cfs_rqs[rq].runtime_remaining -= delta as i64;
+        if self.profile.has_expiry() {
+            self.expire_cfs_rq_runtime(rq);
+        }
+        let c = &self.cfs_rqs[rq];
+        if c.runtime_remaining > 0 || (c.throttled && self.profile.has_throttle_race_fixes()) {
+            return;
+        }
+        if !self.assign_cfs_rq_runtime(rq) && self.cfs_rqs[rq].curr.is_some() {
+            self.resched_curr(self.cfs_rqs[rq].cpu);
+        }
+    }
+
+    /// Apply `f` to the cfs_rq of every group in `tg`'s subtree on `cpu`
+    /// (`walk_tg_tree_from`).
+    fn walk_tg_tree_from(&mut self, tg: usize, cpu: usize, f: impl Fn(&mut crate::fair::CfsRq)) {
+        for i in 0..self.tgs[tg].subtree.len() {
+            let d = self.tgs[tg].subtree[i];
+            let id = self.cfs_rq_id(d, cpu);
+            f(&mut self.cfs_rqs[id]);
+        }
+    }
+
+    /// `throttle_cfs_rq`: take the group's entity off its parent on this CPU.
+    /// Returns false when runtime turned up after all (5.7+).
+    pub(crate) fn throttle_cfs_rq(&mut self, rq: CfsRqId) -> bool {
+        let tg = self.cfs_rqs[rq].tg;
+        if self.profile.has_throttle_race_fixes() && self.assign_runtime(rq, 1) {
+            return false;
+        }
+        self.tgs[tg].cfs_b.throttled_cfs_rq.push(rq);
+        if !self.profile.has_throttle_race_fixes() {
+            // Before 5.7 the first throttled cfs_rq starts the timer here.
+            self.start_cfs_bandwidth(tg);
+        }
+        let cpu = self.cfs_rqs[rq].cpu;
+        self.walk_tg_tree_from(tg, cpu, |c| c.throttle_count += 1);
+        let delta = self.cfs_rqs[rq].h_nr_running;
+        let mut se = self.group_se(rq);
+        let mut dequeue = true;
+        while let Some(s) = se {
+            if !self.ses[s].on_rq {
+                break;
+            }
+            let parent = self.ses[s].cfs_rq;
+            if dequeue {
+                self.dequeue_entity(parent, s);
+            }
+            self.cfs_rqs[parent].h_nr_running -= delta;
+            if self.cfs_rqs[parent].throttled {
+                break;
+            }
+            // Stop dequeuing once a parent keeps other entities.
+            if dequeue && self.cfs_rqs[parent].load > 0 {
+                dequeue = false;
+            }
+            se = self.ses[s].parent;
+        }
+        let c = &mut self.cfs_rqs[rq];
+        c.throttled = true;
+        if c.nr_running > 0 {
+            c.throttled_clock = Some(self.now);
+        }
+        self.record(Some(cpu), tg, TraceKind::Throttle);
+        true
+    }
+
+    /// `unthrottle_cfs_rq`: account the throttled time and put the group's
+    /// entity back on its parents.
+    pub(crate) fn unthrottle_cfs_rq(&mut self, rq: CfsRqId) {
+        let tg = self.cfs_rqs[rq].tg;
+        let cpu = self.cfs_rqs[rq].cpu;
+        self.touch(cpu);
+        let now = self.now;
+        let c = &mut self.cfs_rqs[rq];
+        c.throttled = false;
+        if let Some(since) = c.throttled_clock.take() {
+            self.tgs[tg].cfs_b.throttled_time += now - since;
+        }
+        self.tgs[tg].cfs_b.throttled_cfs_rq.retain(|&r| r != rq);
+        self.walk_tg_tree_from(tg, cpu, |c| c.throttle_count -= 1);
+        self.record(Some(cpu), tg, TraceKind::Unthrottle);
+        if self.cfs_rqs[rq].load == 0 {
+            return;
+        }
+        let delta = self.cfs_rqs[rq].h_nr_running;
+        let mut se = self.group_se(rq);
+        let mut enqueue = true;
+        while let Some(s) = se {
+            let parent = self.ses[s].cfs_rq;
+            if enqueue {
+                if self.ses[s].on_rq {
+                    enqueue = false;
+                } else {
+                    self.enqueue_entity(parent, s, true, false);
+                }
+            }
+            self.cfs_rqs[parent].h_nr_running += delta;
+            if self.cfs_rqs[parent].throttled {
+                break;
+            }
+            se = self.ses[s].parent;
+        }
+        if self.rqs[cpu].curr.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].nr_running > 0 {
+            self.resched_curr(cpu);
+        }
+    }
+
+    /// `check_cfs_rq_runtime`: throttle a runqueue that is out of runtime;
+    /// true if it is (now) throttled.
+    pub(crate) fn check_cfs_rq_runtime(&mut self, rq: CfsRqId) -> bool {
+        let c = &self.cfs_rqs[rq];
+        if !c.runtime_enabled || c.runtime_remaining > 0 {
+            return false;
+        }
+        if c.throttled {
+            return true;
+        }
+        self.throttle_cfs_rq(rq)
+    }
+
+    /// `check_enqueue_throttle`: a group waking up on a CPU must not run on
+    /// runtime it does not have.
+    pub(crate) fn check_enqueue_throttle(&mut self, rq: CfsRqId) {
+        let c = &self.cfs_rqs[rq];
+        if !c.runtime_enabled || c.curr.is_some() || c.throttled {
+            return;
+        }
+        self.account_cfs_rq_runtime(rq, 0);
+        if self.cfs_rqs[rq].runtime_remaining <= 0 {
+            self.throttle_cfs_rq(rq);
+        }
+    }
+
+    /// `return_cfs_rq_runtime`: a runqueue whose last entity left gives all
+    /// but `min_cfs_rq_runtime` back; the slack timer hands it to throttled
+    /// runqueues.
+    pub(crate) fn return_cfs_rq_runtime(&mut self, rq: CfsRqId) {
+        let c = &self.cfs_rqs[rq];
+        if !c.runtime_enabled || c.nr_running > 0 {
+            return;
+        }
+        let slack = c.runtime_remaining - MIN_CFS_RQ_RUNTIME as i64;
+        if slack <= 0 {
+            return;
+        }
+        let tg = c.tg;
+        // 4.18 returns only runtime of the current period.
+        if self.profile.has_expiry() && c.runtime_expires != self.tgs[tg].cfs_b.runtime_expires {
+            self.cfs_rqs[rq].runtime_remaining -= slack;
+            return;
+        }
+        let b = &mut self.tgs[tg].cfs_b;
+        if b.quota.is_some() {
+            b.runtime += slack as u64;
+            if b.runtime > self.tun.slice_ns && !b.throttled_cfs_rq.is_empty() {
+                self.start_cfs_slack_bandwidth(tg);
+            }
+        }
+        self.cfs_rqs[rq].runtime_remaining -= slack;
+        let cpu = self.cfs_rqs[rq].cpu;
+        self.record(Some(cpu), tg, TraceKind::Return(slack as u64));
+    }
+
+    /// `runtime_refresh_within`: is the period timer about to fire?
+    fn runtime_refresh_within(&self, tg: usize, min_expire: u64) -> bool {
+        (self.tgs[tg].cfs_b.period_expires as i64 - self.now as i64) < min_expire as i64
+    }
+
+    fn start_cfs_slack_bandwidth(&mut self, tg: usize) {
+        if self.runtime_refresh_within(tg, CFS_BANDWIDTH_SLACK_PERIOD + MIN_BANDWIDTH_EXPIRATION) {
+            return;
+        }
+        let b = &mut self.tgs[tg].cfs_b;
+        if b.slack_started {
+            return;
+        }
+        b.slack_started = true;
+        let n = b.slack_fired;
+        let at = self.now + CFS_BANDWIDTH_SLACK_PERIOD + self.timer_jitter(Stream::SlackTimer(tg), n);
+        self.events.push(at, Event::SlackTimer(tg));
+    }
+
+    /// `sched_cfs_slack_timer` / `do_sched_cfs_slack_timer`.
+    pub(crate) fn sched_cfs_slack_timer(&mut self, tg: usize) {
+        let b = &mut self.tgs[tg].cfs_b;
+        b.slack_started = false;
+        b.slack_fired += 1;
+        if self.runtime_refresh_within(tg, MIN_BANDWIDTH_EXPIRATION) {
+            return;
+        }
+        let b = &self.tgs[tg].cfs_b;
+        if b.quota.is_some() && b.runtime > self.tun.slice_ns {
+            self.record(None, tg, TraceKind::SlackDistribute);
+            self.distribute_cfs_runtime(tg);
+        }
+    }
+
+    /// `distribute_cfs_runtime`: give each throttled runqueue, in list order,
+    /// what it needs to be positive again; returns whether some stay throttled.
+    /// Unthrottling happens after the walk (remote CPUs get it by IPI).
+    fn distribute_cfs_runtime(&mut self, tg: usize) -> bool {
+        let mut throttled = false;
+        let mut remaining = 1;
+        let mut unthrottle = Vec::new();
+        let (expires, has_expiry) = (self.tgs[tg].cfs_b.runtime_expires, self.profile.has_expiry());
+        for rq in self.tgs[tg].cfs_b.throttled_cfs_rq.clone() {
+            if remaining == 0 {
+                throttled = true;
+                break;
+            }
+            let c = &self.cfs_rqs[rq];
+            if !c.throttled || unthrottle.contains(&rq) {
+                continue;
+            }
+            let b = &mut self.tgs[tg].cfs_b;
+            let runtime = ((-c.runtime_remaining + 1) as u64).min(b.runtime);
+            b.runtime -= runtime;
+            remaining = b.runtime;
+            let c = &mut self.cfs_rqs[rq];
+            c.runtime_remaining += runtime as i64;
+            if has_expiry {
+                c.runtime_expires = expires;
+            }
+            if c.runtime_remaining > 0 {
+                unthrottle.push(rq);
+            } else {
+                throttled = true;
+            }
+        }
+        for rq in unthrottle {
+            if self.cfs_rqs[rq].throttled {
+                self.unthrottle_cfs_rq(rq);
+            }
+        }
+        throttled
+    }
+
+    /// `start_cfs_bandwidth`: arm the period timer if it is not running.
+    fn start_cfs_bandwidth(&mut self, tg: usize) {
+        if self.tgs[tg].cfs_b.period_active {
+            return;
+        }
+        self.tgs[tg].cfs_b.period_active = true;
+        self.hrtimer_forward_now(tg);
+        self.arm_period_timer(tg);
+    }
+
+    fn arm_period_timer(&mut self, tg: usize) {
+        let b = &self.tgs[tg].cfs_b;
+        let at = b.period_expires + self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired);
+        self.events.push(at, Event::PeriodTimer(tg));
+    }
+
+    /// `hrtimer_forward_now`: move the expiry past now by whole periods;
+    /// returns the number of periods moved (the overrun).
+    fn hrtimer_forward_now(&mut self, tg: usize) -> u64 {
+        let now = self.now;
+        let b = &mut self.tgs[tg].cfs_b;
+        if now < b.period_expires {
+            return 0;
+        }
+        let overrun = (now - b.period_expires) / b.period + 1;
+        b.period_expires += overrun * b.period;
+        overrun
+    }
+
+    /// `sched_cfs_period_timer`: one call per expiry of the period timer.
+    pub(crate) fn sched_cfs_period_timer(&mut self, tg: usize) {
+        self.tgs[tg].cfs_b.period_fired += 1;
+        let mut idle = false;
+        loop {
+            let overrun = self.hrtimer_forward_now(tg);
+            if overrun == 0 {
+                break;
+            }
+            idle = self.do_sched_cfs_period_timer(tg, overrun);
+        }
+        if idle {
+            self.tgs[tg].cfs_b.period_active = false;
+        } else {
+            self.arm_period_timer(tg);
+        }
+    }
+
+    /// `do_sched_cfs_period_timer`: count the period, refill, and hand the
+    /// new runtime to throttled runqueues. Returns true to deactivate.
+    fn do_sched_cfs_period_timer(&mut self, tg: usize, overrun: u64) -> bool {
+        if self.tgs[tg].cfs_b.quota.is_none() {
+            return true;
+        }
+        let mut throttled = !self.tgs[tg].cfs_b.throttled_cfs_rq.is_empty();
+        self.tgs[tg].cfs_b.nr_periods += overrun;
+        self.refill_cfs_bandwidth_runtime(tg);
+        let b = &mut self.tgs[tg].cfs_b;
+        if b.idle && !throttled {
+            return true;
+        }
+        if !throttled {
+            b.idle = true;
+            return false;
+        }
+        b.nr_throttled += overrun;
+        while throttled && self.tgs[tg].cfs_b.runtime > 0 {
+            throttled = self.distribute_cfs_runtime(tg);
+        }
+        self.tgs[tg].cfs_b.idle = false;
+        false
+    }
+
+    /// `tg_set_cfs_bandwidth`: a write to cpu.max (or cfs_quota_us /
+    /// cfs_period_us / burst). Even with unchanged values it refills the
+    /// global pool, empties every local pool and unthrottles.
+    pub(crate) fn tg_set_cfs_bandwidth(&mut self, tg: usize, period: u64, quota: Option<u64>, burst: u64) {
+        for cpu in 0..self.nr_cpus() {
+            self.touch(cpu);
+        }
+        let b = &mut self.tgs[tg].cfs_b;
+        b.period = period;
+        b.quota = quota;
+        b.burst = burst;
+        self.refill_cfs_bandwidth_runtime(tg);
+        if quota.is_some() {
+            self.start_cfs_bandwidth(tg);
+        }
+        for cpu in 0..self.nr_cpus() {
+            let rq = self.cfs_rq_id(tg, cpu);
+            let c = &mut self.cfs_rqs[rq];
+            c.runtime_enabled = quota.is_some();
+            c.runtime_remaining = 0;
+            if c.throttled {
+                self.unthrottle_cfs_rq(rq);
+            }
+        }
+    }
+}

@@ -1,0 +1,714 @@
+//! The fair scheduling class (`kernel/sched/fair.c`, minus bandwidth control,
+//! which is in `bandwidth.rs`).
+//!
+//! Modelled: hierarchical group scheduling (a `cfs_rq` per group per CPU, a
+//! group entity per group per CPU whose weight follows `calc_group_shares`),
+//! `update_curr`, enqueue/dequeue along the hierarchy with the throttle checks
+//! of the kernel, tick and wake-up preemption, wake-up placement and idle
+//! pulling.
+//!
+//! Approximations (documented in docs/engine.md):
+//! - group shares use instantaneous runnable weights, not PELT averages;
+//! - profiles >= 6.6 pick by EEVDF (eligible entity with the earliest virtual
+//!   deadline, lag ignored on placement, no delayed dequeue);
+//! - load balancing is limited to wake-up placement and pulling by CPUs that
+//!   go idle.
+
+use crate::event::{Event, Time};
+use crate::sim::{CfsRqId, CpuId, SeId, Sim, ThreadId, ThreadState};
+use crate::trace::TraceKind;
+
+/// `MIN_SHARES`: the smallest weight a group entity can get.
+const MIN_SHARES: u64 = 2;
+/// `NICE_0_LOAD` (without the fixed-point shift).
+const NICE_0_LOAD: u64 = 1024;
+
+/// A runqueue of the fair class: `struct cfs_rq`.
+#[derive(Debug, Clone, Default)]
+pub struct CfsRq {
+    pub tg: usize,
+    pub cpu: CpuId,
+    /// Queued entities other than `curr` (the kernel's rbtree).
+    pub queue: Vec<SeId>,
+    pub curr: Option<SeId>,
+    /// Entities on this runqueue, `curr` included.
+    pub nr_running: u32,
+    /// Tasks runnable below this runqueue, not counting throttled subtrees.
+    pub h_nr_running: u32,
+    /// Sum of the weights of the entities on this runqueue.
+    pub load: u64,
+    pub min_vruntime: u64,
+    // Bandwidth control state (see bandwidth.rs).
+    pub runtime_enabled: bool,
+    pub runtime_remaining: i64,
+    pub throttled: bool,
+    /// Throttled ancestors, itself included.
+    pub throttle_count: u32,
+    pub throttled_clock: Option<Time>,
+    /// 4.18: when the local runtime expires, and the refill it came from.
+    pub runtime_expires: Time,
+    pub expires_seq: u64,
+}
+
+/// A schedulable entity: `struct sched_entity`, of a task or of a group.
+#[derive(Debug, Clone)]
+pub struct Se {
+    pub task: Option<ThreadId>,
+    /// A group entity's own runqueue (`group_cfs_rq`).
+    pub my_q: Option<CfsRqId>,
+    /// The runqueue it is queued on (`cfs_rq_of`).
+    pub cfs_rq: CfsRqId,
+    pub parent: Option<SeId>,
+    pub weight: u64,
+    pub on_rq: bool,
+    pub vruntime: u64,
+    pub deadline: u64,
+    pub exec_start: Time,
+    pub sum_exec: u64,
+    pub prev_sum_exec: u64,
+}
+
+/// `calc_delta_fair`: wall time to virtual time at a weight.
+fn calc_delta_fair(delta: u64, weight: u64) -> u64 {
+    (delta as u128 * NICE_0_LOAD as u128 / weight.max(1) as u128) as u64
+}
+
+impl Sim<'_> {
+    pub fn cfs_rq_id(&self, tg: usize, cpu: CpuId) -> CfsRqId {
+        tg * self.nr_cpus() + cpu
+    }
+
+    /// The group entity that represents `cfs_rq` in its parent (None for the root).
+    pub fn group_se(&self, rq: CfsRqId) -> Option<SeId> {
+        let tg = self.cfs_rqs[rq].tg;
+        (tg > 0).then(|| (tg - 1) * self.nr_cpus() + self.cfs_rqs[rq].cpu)
+    }
+
+    /// Create every group's runqueue and group entity on every CPU, and apply
+    /// each group's initial cpu.max.
+    pub(crate) fn init_fair(&mut self) {
+        let n = self.nr_cpus();
+        for tg in 0..self.tgs.len() {
+            for cpu in 0..n {
+                self.cfs_rqs.push(CfsRq { tg, cpu, ..CfsRq::default() });
+            }
+        }
+        for tg in 1..self.tgs.len() {
+            let parent = self.tgs[tg].parent.expect("non-root group has a parent");
+            for cpu in 0..n {
+                let my_q = self.cfs_rq_id(tg, cpu);
+                let cfs_rq = self.cfs_rq_id(parent, cpu);
+                let se = Se {
+                    task: None,
+                    my_q: Some(my_q),
+                    cfs_rq,
+                    parent: self.group_se(cfs_rq),
+                    weight: self.tgs[tg].shares,
+                    on_rq: false,
+                    vruntime: 0,
+                    deadline: 0,
+                    exec_start: 0,
+                    sum_exec: 0,
+                    prev_sum_exec: 0,
+                };
+                debug_assert_eq!(self.ses.len(), self.group_se(my_q).unwrap());
+                self.ses.push(se);
+            }
+        }
+        for tg in 1..self.tgs.len() {
+            let b = &self.tgs[tg].cfs_b;
+            let (period, quota, burst) = (b.period, b.quota, b.burst);
+            if quota.is_some() {
+                self.tg_set_cfs_bandwidth(tg, period, quota, burst);
+            }
+        }
+    }
+
+    pub(crate) fn new_task_se(&mut self, tid: ThreadId, tg: usize, cpu: CpuId) -> SeId {
+        let cfs_rq = self.cfs_rq_id(tg, cpu);
+        self.ses.push(Se {
+            task: Some(tid),
+            my_q: None,
+            cfs_rq,
+            parent: self.group_se(cfs_rq),
+            weight: NICE_0_LOAD,
+            on_rq: false,
+            vruntime: 0,
+            deadline: 0,
+            exec_start: 0,
+            sum_exec: 0,
+            prev_sum_exec: 0,
+        });
+        self.ses.len() - 1
+    }
+
+    /// Entities from a task's up to the root's child, bottom-up (`for_each_sched_entity`).
+    fn hierarchy(&self, se: SeId) -> Vec<SeId> {
+        let mut v = vec![se];
+        let mut s = se;
+        while let Some(p) = self.ses[s].parent {
+            v.push(p);
+            s = p;
+        }
+        v
+    }
+
+    fn add_load(&mut self, rq: CfsRqId, weight: u64, add: bool) {
+        let tg = self.cfs_rqs[rq].tg;
+        let c = &mut self.cfs_rqs[rq];
+        if add {
+            c.load += weight;
+            self.tgs[tg].load_sum += weight;
+        } else {
+            c.load -= weight;
+            self.tgs[tg].load_sum -= weight;
+        }
+    }
+
+    /// `update_curr`: charge the running entity of `rq` for the time since
+    /// it was last charged: vruntime, and the group's runtime (bandwidth).
+    pub fn update_curr(&mut self, rq: CfsRqId, now: Time) {
+        let Some(se) = self.cfs_rqs[rq].curr else { return };
+        let s = &mut self.ses[se];
+        if now <= s.exec_start {
+            return;
+        }
+        let delta = now - s.exec_start;
+        s.exec_start = now;
+        s.sum_exec += delta;
+        s.vruntime += calc_delta_fair(delta, s.weight);
+        if self.profile.has_eevdf() && s.vruntime >= s.deadline {
+            // update_deadline(): a new slice, and a chance for others to run.
+            s.deadline = s.vruntime + calc_delta_fair(self.tun.base_slice_ns, s.weight);
+            if self.cfs_rqs[rq].nr_running > 1 {
+                self.resched_curr(self.cfs_rqs[rq].cpu);
+            }
+        }
+        self.update_min_vruntime(rq);
+        self.account_cfs_rq_runtime(rq, delta);
+    }
+
+    fn update_min_vruntime(&mut self, rq: CfsRqId) {
+        let c = &self.cfs_rqs[rq];
+        let curr = c.curr.filter(|&s| self.ses[s].on_rq).map(|s| self.ses[s].vruntime);
+        let left = c.queue.iter().map(|&s| self.ses[s].vruntime).min();
+        let v = match (curr, left) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => return,
+        };
+        let c = &mut self.cfs_rqs[rq];
+        c.min_vruntime = c.min_vruntime.max(v);
+    }
+
+    /// Weighted average vruntime of the entities on `rq` (EEVDF's zero-lag point).
+    fn avg_vruntime(&self, rq: CfsRqId) -> u64 {
+        let c = &self.cfs_rqs[rq];
+        let (mut sum, mut w) = (0u128, 0u128);
+        for s in c.queue.iter().copied().chain(c.curr.filter(|&s| self.ses[s].on_rq)) {
+            sum += self.ses[s].vruntime as u128 * self.ses[s].weight as u128;
+            w += self.ses[s].weight as u128;
+        }
+        if w == 0 {
+            c.min_vruntime
+        } else {
+            (sum / w) as u64
+        }
+    }
+
+    /// `place_entity`: the vruntime (and deadline) an entity gets on enqueue.
+    fn place_entity(&mut self, rq: CfsRqId, se: SeId, initial: bool) {
+        let weight = self.ses[se].weight;
+        if self.profile.has_eevdf() {
+            let v = self.avg_vruntime(rq);
+            let vslice = calc_delta_fair(self.tun.base_slice_ns, weight);
+            let s = &mut self.ses[se];
+            s.vruntime = v;
+            s.deadline = v + if initial { vslice / 2 } else { vslice };
+        } else {
+            let min_v = self.cfs_rqs[rq].min_vruntime;
+            let s = &mut self.ses[se];
+            s.vruntime = if initial {
+                // START_DEBIT: a new task starts one slice behind.
+                min_v + calc_delta_fair(self.tun.latency_ns, weight)
+            } else {
+                // GENTLE_FAIR_SLEEPERS: sleepers get at most half a latency of credit.
+                s.vruntime.max(min_v.saturating_sub(self.tun.latency_ns / 2))
+            };
+        }
+    }
+
+    /// `enqueue_entity`.
+    pub(crate) fn enqueue_entity(&mut self, rq: CfsRqId, se: SeId, wakeup: bool, initial: bool) {
+        self.update_curr(rq, self.now);
+        if wakeup {
+            self.place_entity(rq, se, initial);
+        }
+        if let Some(my_q) = self.ses[se].my_q {
+            self.update_cfs_group(se, my_q);
+        }
+        let w = self.ses[se].weight;
+        self.add_load(rq, w, true);
+        let c = &mut self.cfs_rqs[rq];
+        c.nr_running += 1;
+        if c.curr != Some(se) {
+            c.queue.push(se);
+        }
+        self.ses[se].on_rq = true;
+        if self.cfs_rqs[rq].nr_running == 1 {
+            self.check_enqueue_throttle(rq);
+        }
+    }
+
+    /// `dequeue_entity`.
+    pub(crate) fn dequeue_entity(&mut self, rq: CfsRqId, se: SeId) {
+        self.update_curr(rq, self.now);
+        let c = &mut self.cfs_rqs[rq];
+        if c.curr != Some(se) {
+            let pos = c.queue.iter().position(|&s| s == se).expect("queued entity");
+            c.queue.swap_remove(pos);
+        }
+        c.nr_running -= 1;
+        self.ses[se].on_rq = false;
+        let w = self.ses[se].weight;
+        self.add_load(rq, w, false);
+        self.update_min_vruntime(rq);
+        self.return_cfs_rq_runtime(rq);
+    }
+
+    /// `update_cfs_group` / `calc_group_shares`: a group entity's weight is
+    /// the group's shares times this CPU's part of the group's load.
+    fn update_cfs_group(&mut self, se: SeId, my_q: CfsRqId) {
+        let tg = self.cfs_rqs[my_q].tg;
+        let tg_shares = self.tgs[tg].shares;
+        let load = self.cfs_rqs[my_q].load;
+        let tg_weight = self.tgs[tg].load_sum;
+        let shares = if tg_weight == 0 { tg_shares } else { tg_shares * load / tg_weight };
+        let shares = shares.clamp(MIN_SHARES, tg_shares);
+        let old = self.ses[se].weight;
+        if shares != old {
+            if self.ses[se].on_rq {
+                let parent = self.ses[se].cfs_rq;
+                self.add_load(parent, old, false);
+                self.add_load(parent, shares, true);
+            }
+            self.ses[se].weight = shares;
+        }
+    }
+
+    /// `enqueue_task_fair`.
+    pub(crate) fn enqueue_task(&mut self, tid: ThreadId, wakeup: bool, initial: bool) {
+        let path = self.hierarchy(self.threads[tid].se);
+        let mut i = 0;
+        let mut throttled = false;
+        while i < path.len() {
+            let se = path[i];
+            if self.ses[se].on_rq {
+                break;
+            }
+            let rq = self.ses[se].cfs_rq;
+            self.enqueue_entity(rq, se, wakeup || i > 0, initial && i == 0);
+            self.cfs_rqs[rq].h_nr_running += 1;
+            i += 1;
+            if self.cfs_rqs[rq].throttled {
+                throttled = true;
+                break;
+            }
+        }
+        if !throttled {
+            for &se in &path[i..] {
+                let rq = self.ses[se].cfs_rq;
+                if let Some(my_q) = self.ses[se].my_q {
+                    self.update_cfs_group(se, my_q);
+                }
+                self.cfs_rqs[rq].h_nr_running += 1;
+                if self.cfs_rqs[rq].throttled {
+                    break;
+                }
+            }
+        }
+        let cpu = self.threads[tid].cpu;
+        self.rqs[cpu].runnable.push(tid);
+    }
+
+    /// `dequeue_task_fair`.
+    pub(crate) fn dequeue_task(&mut self, tid: ThreadId) {
+        let path = self.hierarchy(self.threads[tid].se);
+        let mut i = 0;
+        let mut throttled = false;
+        while i < path.len() {
+            let se = path[i];
+            let rq = self.ses[se].cfs_rq;
+            self.dequeue_entity(rq, se);
+            self.cfs_rqs[rq].h_nr_running -= 1;
+            i += 1;
+            if self.cfs_rqs[rq].throttled {
+                throttled = true;
+                break;
+            }
+            // Don't dequeue the parent if it has other entities besides us.
+            if self.cfs_rqs[rq].load > 0 {
+                break;
+            }
+        }
+        if !throttled {
+            for &se in &path[i..] {
+                let rq = self.ses[se].cfs_rq;
+                if let Some(my_q) = self.ses[se].my_q {
+                    self.update_cfs_group(se, my_q);
+                }
+                self.cfs_rqs[rq].h_nr_running -= 1;
+                if self.cfs_rqs[rq].throttled {
+                    break;
+                }
+            }
+        }
+        let cpu = self.threads[tid].cpu;
+        let rq = &mut self.rqs[cpu];
+        let pos = rq.runnable.iter().position(|&t| t == tid).expect("runnable thread");
+        rq.runnable.swap_remove(pos);
+    }
+
+    /// `pick_next_entity`: smallest vruntime (CFS) or, from 6.6, the eligible
+    /// entity with the earliest virtual deadline (EEVDF).
+    fn pick_next_entity(&self, rq: CfsRqId) -> Option<SeId> {
+        let q = &self.cfs_rqs[rq].queue;
+        let by_vruntime = q.iter().copied().min_by_key(|&s| (self.ses[s].vruntime, s));
+        if !self.profile.has_eevdf() {
+            return by_vruntime;
+        }
+        let v = self.avg_vruntime(rq);
+        q.iter()
+            .copied()
+            .filter(|&s| self.ses[s].vruntime <= v)
+            .min_by_key(|&s| (self.ses[s].deadline, s))
+            .or(by_vruntime)
+    }
+
+    fn set_next_entity(&mut self, rq: CfsRqId, se: SeId) {
+        let c = &mut self.cfs_rqs[rq];
+        if let Some(pos) = c.queue.iter().position(|&s| s == se) {
+            c.queue.swap_remove(pos);
+        }
+        c.curr = Some(se);
+        let s = &mut self.ses[se];
+        s.exec_start = self.now;
+        s.prev_sum_exec = s.sum_exec;
+    }
+
+    /// `put_prev_entity` on every level of the running task's hierarchy,
+    /// where over-runtime groups get throttled.
+    fn put_prev_task(&mut self, tid: ThreadId) {
+        for se in self.hierarchy(self.threads[tid].se) {
+            let rq = self.ses[se].cfs_rq;
+            let on_rq = self.ses[se].on_rq;
+            if on_rq {
+                self.update_curr(rq, self.now);
+            }
+            self.check_cfs_rq_runtime(rq);
+            let c = &mut self.cfs_rqs[rq];
+            if self.ses[se].on_rq {
+                c.queue.push(se);
+            }
+            c.curr = None;
+        }
+    }
+
+    /// `pick_next_task_fair`: walk down from the root runqueue, throttling
+    /// groups found without runtime on the way.
+    fn pick_next_task_fair(&mut self, cpu: CpuId) -> Option<ThreadId> {
+        'again: loop {
+            let mut rq = self.cfs_rq_id(0, cpu);
+            if self.cfs_rqs[rq].nr_running == 0 {
+                return None;
+            }
+            let mut path = Vec::new();
+            loop {
+                if self.check_cfs_rq_runtime(rq) {
+                    continue 'again;
+                }
+                let se = self.pick_next_entity(rq)?;
+                path.push((rq, se));
+                match self.ses[se].my_q {
+                    Some(q) => rq = q,
+                    None => break,
+                }
+            }
+            for &(rq, se) in path.iter().rev() {
+                self.set_next_entity(rq, se);
+            }
+            let (_, se) = *path.last().expect("picked a task");
+            return self.ses[se].task;
+        }
+    }
+
+    /// `__schedule`: put the running thread back, pick the next one, pull
+    /// work from a busy CPU when there is none.
+    pub fn schedule(&mut self, cpu: CpuId) {
+        self.touch(cpu);
+        self.rqs[cpu].need_resched = false;
+        self.account_thread_time(cpu);
+        if let Some(prev) = self.rqs[cpu].curr.take() {
+            self.put_prev_task(prev);
+        }
+        let next = loop {
+            match self.pick_next_task_fair(cpu) {
+                Some(t) => break Some(t),
+                None if self.newidle_balance(cpu) => continue,
+                None => break None,
+            }
+        };
+        let rq = &mut self.rqs[cpu];
+        rq.curr = next;
+        rq.since = self.now;
+        self.arm_run_done(cpu);
+        if let Some(t) = next {
+            self.record(Some(cpu), self.threads[t].tg, TraceKind::Switch(Some(t)));
+        } else {
+            self.record(Some(cpu), 0, TraceKind::Switch(None));
+        }
+    }
+
+    /// The running thread on its CPU sleeps or exits.
+    pub(crate) fn block(&mut self, tid: ThreadId) {
+        let cpu = self.threads[tid].cpu;
+        self.touch(cpu);
+        self.dequeue_task(tid);
+        self.resched_curr(cpu);
+    }
+
+    fn is_idle(&self, cpu: CpuId) -> bool {
+        self.rqs[cpu].curr.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running == 0
+    }
+
+    /// `select_task_rq_fair`, simplified: the previous CPU if idle, else the
+    /// first idle allowed CPU after it, else the previous CPU.
+    fn select_task_rq(&self, tid: ThreadId) -> CpuId {
+        let th = &self.threads[tid];
+        let prev = if th.allowed.contains(&th.cpu) { th.cpu } else { th.allowed[0] };
+        if self.is_idle(prev) {
+            return prev;
+        }
+        let start = th.allowed.iter().position(|&c| c >= prev).unwrap_or(0);
+        let n = th.allowed.len();
+        (0..n).map(|i| th.allowed[(start + i) % n]).find(|&c| self.is_idle(c)).unwrap_or(prev)
+    }
+
+    /// `set_task_cpu`: move a (not queued) thread's entity to another CPU,
+    /// carrying its vruntime relative to the runqueues' min_vruntime.
+    fn set_task_cpu(&mut self, tid: ThreadId, dst: CpuId) {
+        let th = &self.threads[tid];
+        if th.cpu == dst {
+            return;
+        }
+        let (tg, se) = (th.tg, th.se);
+        let src_rq = self.cfs_rq_id(tg, th.cpu);
+        let dst_rq = self.cfs_rq_id(tg, dst);
+        let v = self.ses[se].vruntime.saturating_sub(self.cfs_rqs[src_rq].min_vruntime) + self.cfs_rqs[dst_rq].min_vruntime;
+        let parent = self.group_se(dst_rq);
+        let s = &mut self.ses[se];
+        s.vruntime = v;
+        s.cfs_rq = dst_rq;
+        s.parent = parent;
+        self.threads[tid].cpu = dst;
+    }
+
+    /// `try_to_wake_up`: place the thread, enqueue it, maybe preempt.
+    pub(crate) fn try_to_wake_up(&mut self, tid: ThreadId) {
+        let initial = self.threads[tid].cpu_ns == 0 && self.threads[tid].state != ThreadState::Runnable;
+        let cpu = self.select_task_rq(tid);
+        self.set_task_cpu(tid, cpu);
+        self.touch(cpu);
+        self.threads[tid].state = ThreadState::Runnable;
+        self.enqueue_task(tid, true, initial);
+        self.check_preempt_wakeup(cpu, tid);
+    }
+
+    /// `check_preempt_wakeup_fair`: compare the woken task with the running
+    /// one at the level where their hierarchies meet.
+    fn check_preempt_wakeup(&mut self, cpu: CpuId, tid: ThreadId) {
+        let Some(curr) = self.rqs[cpu].curr else {
+            self.resched_curr(cpu);
+            return;
+        };
+        let (mut a, mut b) = (self.threads[tid].se, self.threads[curr].se);
+        let depth = |sim: &Self, mut s: SeId| {
+            let mut d = 0;
+            while let Some(p) = sim.ses[s].parent {
+                s = p;
+                d += 1;
+            }
+            d
+        };
+        let (mut da, mut db) = (depth(self, a), depth(self, b));
+        while da > db {
+            a = self.ses[a].parent.expect("deeper");
+            da -= 1;
+        }
+        while db > da {
+            b = self.ses[b].parent.expect("deeper");
+            db -= 1;
+        }
+        while self.ses[a].cfs_rq != self.ses[b].cfs_rq {
+            a = self.ses[a].parent.expect("common root");
+            b = self.ses[b].parent.expect("common root");
+        }
+        if !self.ses[a].on_rq || !self.ses[b].on_rq {
+            return;
+        }
+        let rq = self.ses[b].cfs_rq;
+        self.update_curr(rq, self.now);
+        let (sa, sb) = (&self.ses[a], &self.ses[b]);
+        let preempt = if self.profile.has_eevdf() {
+            sa.vruntime <= self.avg_vruntime(rq) && sa.deadline < sb.deadline
+        } else {
+            sb.vruntime as i64 - sa.vruntime as i64 > calc_delta_fair(self.tun.wakeup_granularity_ns, sa.weight) as i64
+        };
+        if preempt {
+            self.resched_curr(cpu);
+        }
+    }
+
+    /// `sched_slice` of the CFS: a share of the latency period by weight.
+    fn sched_slice(&self, rq: CfsRqId, se: SeId) -> u64 {
+        let c = &self.cfs_rqs[rq];
+        let period = self.tun.latency_ns.max(c.nr_running as u64 * self.tun.min_granularity_ns);
+        (period as u128 * self.ses[se].weight as u128 / c.load.max(1) as u128) as u64
+    }
+
+    /// `check_preempt_tick` (CFS; EEVDF reschedules from `update_curr`).
+    fn check_preempt_tick(&mut self, rq: CfsRqId) {
+        let Some(curr) = self.cfs_rqs[rq].curr else { return };
+        let ideal = self.sched_slice(rq, curr).min(self.tun.latency_ns);
+        let s = &self.ses[curr];
+        let ran = s.sum_exec - s.prev_sum_exec;
+        let cpu = self.cfs_rqs[rq].cpu;
+        if ran > ideal {
+            self.resched_curr(cpu);
+            return;
+        }
+        if ran < self.tun.min_granularity_ns {
+            return;
+        }
+        if let Some(first) = self.cfs_rqs[rq].queue.iter().copied().min_by_key(|&s| (self.ses[s].vruntime, s)) {
+            if s.vruntime as i64 - self.ses[first].vruntime as i64 > ideal as i64 {
+                self.resched_curr(cpu);
+            }
+        }
+    }
+
+    /// `sched_tick` → `task_tick_fair`: charge every level of the running
+    /// hierarchy, bottom-up, and check for preemption.
+    pub(crate) fn scheduler_tick(&mut self, cpu: CpuId, index: u64) {
+        self.touch(cpu);
+        self.rqs[cpu].next_tick = index + 1;
+        let Some(tid) = self.rqs[cpu].curr else { return };
+        for se in self.hierarchy(self.threads[tid].se) {
+            let rq = self.ses[se].cfs_rq;
+            self.update_curr(rq, self.now);
+            if !self.profile.has_eevdf() && self.cfs_rqs[rq].nr_running > 1 {
+                self.check_preempt_tick(rq);
+            }
+        }
+        self.record(Some(cpu), self.threads[tid].tg, TraceKind::Tick);
+    }
+
+    /// Apply the ticks that were skipped because they could not change
+    /// anything but the charged time: one `update_curr` per level at the
+    /// last such tick. Idle CPUs have no tick (NOHZ).
+    pub(crate) fn catch_up_ticks(&mut self, cpu: CpuId) {
+        let rq = &self.rqs[cpu];
+        let Some(tid) = rq.curr else {
+            self.rqs[cpu].next_tick = self.first_tick_at_or_after(cpu, self.now + 1);
+            return;
+        };
+        let limit = rq.tick_armed.map(|(k, _)| k).unwrap_or(u64::MAX);
+        let first = rq.next_tick;
+        if first >= limit || self.tick_time(cpu, first) > self.now {
+            return;
+        }
+        // The last tick before `limit` that is due by now.
+        let mut k = self.first_tick_at_or_after(cpu, self.now + 1).min(limit) - 1;
+        while k > first && self.tick_time(cpu, k) > self.now {
+            k -= 1;
+        }
+        let at = self.tick_time(cpu, k);
+        for se in self.hierarchy(self.threads[tid].se) {
+            let rq = self.ses[se].cfs_rq;
+            self.update_curr(rq, at);
+        }
+        self.rqs[cpu].next_tick = k + 1;
+    }
+
+    /// The next tick on `cpu` that can change something: every tick while
+    /// more than one entity competes at some level; otherwise the first tick
+    /// at which some level's local runtime is used up (or, on 4.18, expires).
+    fn next_interesting_tick(&self, cpu: CpuId) -> Option<u64> {
+        let tid = self.rqs[cpu].curr?;
+        if !self.skip_ticks {
+            return Some(self.first_tick_at_or_after(cpu, self.now));
+        }
+        let mut due: Option<Time> = None;
+        for se in self.hierarchy(self.threads[tid].se) {
+            let c = &self.cfs_rqs[self.ses[se].cfs_rq];
+            if c.nr_running > 1 {
+                return Some(self.first_tick_at_or_after(cpu, self.now));
+            }
+            if c.runtime_enabled && !c.throttled {
+                let mut t = self.ses[se].exec_start.saturating_add_signed(c.runtime_remaining.max(0));
+                if self.profile.has_expiry() && c.runtime_remaining >= 0 {
+                    t = t.min(c.runtime_expires);
+                }
+                due = Some(due.map_or(t, |d: Time| d.min(t)));
+            }
+        }
+        due.map(|t| self.first_tick_at_or_after(cpu, t.max(self.now)))
+    }
+
+    /// (Re-)arm the next tick event of `cpu` if it changed.
+    pub(crate) fn arm_tick(&mut self, cpu: CpuId) {
+        let next = self.next_interesting_tick(cpu);
+        let rq = &mut self.rqs[cpu];
+        if rq.tick_armed.map(|(k, _)| k) == next {
+            return;
+        }
+        rq.tick_gen += 1;
+        rq.tick_armed = None;
+        if let Some(index) = next {
+            let at = self.tick_time(cpu, index);
+            let rq = &mut self.rqs[cpu];
+            rq.tick_armed = Some((index, at));
+            let gen = rq.tick_gen;
+            self.events.push(at, Event::Tick { cpu, index, gen });
+        }
+    }
+
+    /// Newly idle balance: pull a waiting thread from the busiest CPU,
+    /// unless either side's group hierarchy is throttled (`throttled_lb_pair`).
+    fn newidle_balance(&mut self, cpu: CpuId) -> bool {
+        let n = self.nr_cpus();
+        let mut best: Option<(u32, CpuId, ThreadId)> = None;
+        for src in (1..n).map(|i| (cpu + i) % n) {
+            let busy = self.cfs_rqs[self.cfs_rq_id(0, src)].h_nr_running;
+            if busy < 2 || best.is_some_and(|(b, _, _)| b >= busy) {
+                continue;
+            }
+            let candidate = self.rqs[src].runnable.iter().copied().find(|&t| {
+                let th = &self.threads[t];
+                self.rqs[src].curr != Some(t)
+                    && th.allowed.contains(&cpu)
+                    && self.cfs_rqs[self.cfs_rq_id(th.tg, src)].throttle_count == 0
+                    && self.cfs_rqs[self.cfs_rq_id(th.tg, cpu)].throttle_count == 0
+            });
+            if let Some(t) = candidate {
+                best = Some((busy, src, t));
+            }
+        }
+        let Some((_, src, tid)) = best else { return false };
+        self.touch(src);
+        self.dequeue_task(tid);
+        self.set_task_cpu(tid, cpu);
+        self.enqueue_task(tid, false, false);
+        true
+    }
+}

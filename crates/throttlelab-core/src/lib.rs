@@ -1,0 +1,33 @@
+//! throttlelab-core: a deterministic discrete-event simulator of Linux CFS
+//! bandwidth control (`cpu.max`), and the scenario format both backends read.
+//!
+//! ```no_run
+//! let text = std::fs::read_to_string("scenario.toml").unwrap();
+//! let scenario = throttlelab_core::load(&text, &[]).unwrap();
+//! let out = throttlelab_core::simulate(&scenario);
+//! println!("{}", serde_json::to_string(&out).unwrap());
+//! ```
+
+mod bandwidth;
+mod error;
+mod event;
+mod fair;
+mod load;
+mod noise;
+pub mod output;
+mod profile;
+pub mod scenario;
+mod sim;
+pub mod trace;
+
+pub use error::ScenarioError;
+pub use load::load;
+pub use output::Output;
+pub use profile::{Feature, Profile};
+pub use scenario::Scenario;
+pub use sim::Sim;
+
+/// Simulate a validated scenario to its end.
+pub fn simulate(scenario: &Scenario) -> Output {
+    Sim::new(scenario).run()
+}

@@ -1,0 +1,214 @@
+//! From TOML text and `--set` overrides to a validated [`Scenario`].
+
+use crate::error::{line_of_offset, ScenarioError};
+use crate::scenario::Scenario;
+use toml::de::{DeTable, DeValue};
+use toml::{Table, Value};
+
+/// Arrays of tables whose elements `--set` addresses by their `name`.
+const NAMED_ARRAYS: [&str; 3] = ["cgroup", "task", "service"];
+
+/// Parse, apply overrides (`dotted.key=value`, TOML value syntax) and validate.
+pub fn load(text: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+    let scenario = if overrides.is_empty() {
+        deserialize(text).map_err(|e| {
+            let line = line_of_key(text, &e.key);
+            e.at_line(line)
+        })?
+    } else {
+        let mut table: Table = toml::from_str(text).map_err(|e| syntax_error(text, &e))?;
+        for o in overrides {
+            apply_override(&mut table, o)?;
+        }
+        let edited = toml::to_string(&table).expect("a TOML table serialises");
+        deserialize(&edited).map_err(|e| ScenarioError { line: None, ..e })?
+    };
+    scenario.validate().map_err(|e| {
+        let line = if overrides.is_empty() { line_of_key(text, &e.key) } else { None };
+        e.at_line(line)
+    })?;
+    Ok(scenario)
+}
+
+fn syntax_error(text: &str, e: &toml::de::Error) -> ScenarioError {
+    let line = e.span().map(|s| line_of_offset(text, s.start));
+    ScenarioError::new("", format!("TOML: {}", e.message().trim())).at_line(line)
+}
+
+/// Deserialize with the failing key's path attached.
+fn deserialize(text: &str) -> Result<Scenario, ScenarioError> {
+    let de = toml::de::Deserializer::parse(text).map_err(|e| syntax_error(text, &e))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = named_path(text, &e.path().to_string());
+        let inner = e.into_inner();
+        let line = inner.span().map(|s| line_of_offset(text, s.start));
+        ScenarioError::new(key, inner.message().trim().to_string()).at_line(line)
+    })
+}
+
+/// Rewrite `cgroup[1].quota_us` as `cgroup.<name>.quota_us` where the element has a name.
+fn named_path(text: &str, path: &str) -> String {
+    let Ok(table) = text.parse::<Table>() else { return path.to_string() };
+    for arr in NAMED_ARRAYS {
+        let prefix = format!("{arr}[");
+        if let Some(rest) = path.strip_prefix(&prefix) {
+            if let Some((idx, tail)) = rest.split_once(']') {
+                let name = idx
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| table.get(arr)?.as_array()?.get(i)?.get("name")?.as_str().map(str::to_string));
+                if let Some(name) = name {
+                    return format!("{arr}.{name}{tail}");
+                }
+            }
+        }
+    }
+    if path == "." { String::new() } else { path.to_string() }
+}
+
+/// The line where a dotted key (`cgroup.app.quota_us`, `machine.hz`) is written, if it is.
+pub fn line_of_key(text: &str, key: &str) -> Option<usize> {
+    let root = DeTable::parse(text).ok()?;
+    let parts: Vec<&str> = key.split('.').collect();
+    let (table, rest): (&DeTable, &[&str]) = match parts.as_slice() {
+        [arr, name, rest @ ..] if NAMED_ARRAYS.contains(arr) => {
+            let array = root.get_ref().get(*arr)?.get_ref().as_array()?;
+            let elem = array.iter().find(|v| v.get_ref().get("name").and_then(|n| n.get_ref().as_str()) == Some(*name))?;
+            (elem.get_ref().as_table()?, rest)
+        }
+        _ => (root.get_ref(), parts.as_slice()),
+    };
+    let mut table = table;
+    let mut span = None;
+    for (i, part) in rest.iter().enumerate() {
+        let (k, v) = table.get_key_value(*part)?;
+        span = Some(k.span().start);
+        if i + 1 < rest.len() {
+            match v.get_ref() {
+                DeValue::Table(t) => table = t,
+                _ => return None,
+            }
+        }
+    }
+    span.map(|s| line_of_offset(text, s))
+}
+
+/// Apply one `--set dotted.key=value`.
+fn apply_override(table: &mut Table, spec: &str) -> Result<(), ScenarioError> {
+    let Some((key, raw)) = spec.split_once('=') else {
+        return Err(ScenarioError::new("--set", format!("expected dotted.key=value, got {spec:?}")));
+    };
+    let key = key.trim();
+    let value = parse_value(raw.trim());
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(ScenarioError::new("--set", format!("bad key {key:?}")));
+    }
+    match parts.as_slice() {
+        [arr, name, field, rest @ ..] if NAMED_ARRAYS.contains(arr) => {
+            let elems = table.get_mut(*arr).and_then(Value::as_array_mut);
+            let elem = elems
+                .and_then(|a| a.iter_mut().find(|e| e.get("name").and_then(Value::as_str) == Some(*name)))
+                .and_then(Value::as_table_mut)
+                .ok_or_else(|| ScenarioError::new(format!("--set {key}"), format!("no {arr} named {name:?}")))?;
+            set_path(elem, field, rest, value, key)
+        }
+        [arr, _] | [arr] if NAMED_ARRAYS.contains(arr) => {
+            Err(ScenarioError::new(format!("--set {key}"), format!("address a field as {arr}.NAME.key")))
+        }
+        [first, rest @ ..] => set_path(table, first, rest, value, key),
+        [] => unreachable!("split yields at least one part"),
+    }
+}
+
+fn set_path(table: &mut Table, first: &str, rest: &[&str], value: Value, key: &str) -> Result<(), ScenarioError> {
+    match rest.split_first() {
+        None => {
+            table.insert(first.to_string(), value);
+            Ok(())
+        }
+        Some((next, tail)) => {
+            let sub = table.entry(first.to_string()).or_insert_with(|| Value::Table(Table::new()));
+            let sub = sub
+                .as_table_mut()
+                .ok_or_else(|| ScenarioError::new(format!("--set {key}"), format!("{first} is not a table")))?;
+            set_path(sub, next, tail, value, key)
+        }
+    }
+}
+
+/// A TOML value (`5`, `"x"`, `["a"]`, `true`); anything else is taken as a bare string.
+fn parse_value(raw: &str) -> Value {
+    format!("v = {raw}")
+        .parse::<Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| Value::String(raw.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+name = "t"
+duration_s = 1
+
+[machine]
+cpus = 2
+
+[[cgroup]]
+name = "app"
+quota_us = 20000
+period_us = 10000
+
+[[task]]
+name = "spin"
+cgroup = "app"
+phases = [{ run_us = 1000 }]
+"#;
+
+    fn err(text: &str, overrides: &[&str]) -> ScenarioError {
+        let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        load(text, &o).unwrap_err()
+    }
+
+    #[test]
+    fn loads_and_overrides() {
+        let s = load(BASE, &["cgroup.app.quota_us=-1".into(), "kernel.profile=5.4".into(), "seed=7".into()]).unwrap();
+        assert_eq!(s.cgroups[0].quota(), None);
+        assert_eq!(s.kernel.profile.as_str(), "5.4");
+        assert_eq!(s.seed, 7);
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let text = BASE.replace("quota_us = 20000", "quota_us = 20000\nquota = 5");
+        let e = err(&text, &[]);
+        assert_eq!(e.key, "cgroup.app");
+        assert!(e.message.contains("unknown field `quota`"), "{e}");
+        assert_eq!(e.line, Some(11));
+    }
+
+    #[test]
+    fn range_error_has_line() {
+        let e = err(&BASE.replace("quota_us = 20000", "quota_us = 500"), &[]);
+        assert_eq!(e.key, "cgroup.app.quota_us");
+        assert_eq!(e.line, Some(10));
+        assert_eq!(e.to_string(), "cgroup.app.quota_us: must be >= 1000 (1 ms), got 500 (line 10)");
+    }
+
+    #[test]
+    fn bad_overrides() {
+        assert_eq!(err(BASE, &["seed"]).key, "--set");
+        assert!(err(BASE, &["cgroup.nope.quota_us=1"]).message.contains("no cgroup named"));
+        assert_eq!(err(BASE, &["machine.hz=200"]).key, "machine.hz");
+    }
+
+    #[test]
+    fn syntax_error_has_line() {
+        let e = err("name = \"x\"\nduration_s = = 1\n", &[]);
+        assert_eq!(e.line, Some(2));
+        assert!(e.to_string().starts_with("TOML:"));
+    }
+}

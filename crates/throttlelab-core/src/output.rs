@@ -1,0 +1,145 @@
+//! The output document, identical in schema for both backends; field names
+//! follow cgroup v2 `cpu.stat`.
+
+use crate::sim::{Driver, Sim};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Output {
+    pub scenario: String,
+    pub backend: &'static str,
+    pub profile: String,
+    pub seed: u64,
+    pub duration_s: f64,
+    pub cgroups: BTreeMap<String, CgroupStats>,
+    pub tasks: BTreeMap<String, TaskStats>,
+    pub engine: Engine,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CgroupStats {
+    pub usage_usec: u64,
+    pub nr_periods: u64,
+    pub nr_throttled: u64,
+    pub throttled_usec: u64,
+    pub nr_bursts: u64,
+    pub burst_usec: u64,
+    /// nr_throttled / nr_periods.
+    pub throttled_ratio: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TaskStats {
+    pub threads: u64,
+    pub cpu_usec: u64,
+    pub work_usec: u64,
+    /// When the last thread finished; null if some thread did not.
+    pub finished_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<Latency>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Latency {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+/// The only part that may differ between two runs of the same seed.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Engine {
+    pub events: u64,
+    pub wall_s: f64,
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn latency(ns: &[u64]) -> Latency {
+    let mut us: Vec<u64> = ns.iter().map(|n| n / 1_000).collect();
+    us.sort_unstable();
+    Latency { p50: percentile(&us, 50.0), p90: percentile(&us, 90.0), p99: percentile(&us, 99.0), max: us.last().copied().unwrap_or(0) }
+}
+
+pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Output {
+    let s = sim.scenario;
+    let mut cgroups = BTreeMap::new();
+    for (i, c) in s.cgroups.iter().enumerate() {
+        let tg = &sim.tgs[i + 1];
+        let usage_ns: u64 = sim.threads.iter().filter(|t| tg.subtree.contains(&t.tg)).map(|t| t.cpu_ns).sum();
+        let b = &tg.cfs_b;
+        cgroups.insert(
+            c.name.clone(),
+            CgroupStats {
+                usage_usec: usage_ns / 1_000,
+                nr_periods: b.nr_periods,
+                nr_throttled: b.nr_throttled,
+                throttled_usec: b.throttled_time / 1_000,
+                nr_bursts: b.nr_burst,
+                burst_usec: b.burst_time / 1_000,
+                throttled_ratio: if b.nr_periods == 0 { 0.0 } else { b.nr_throttled as f64 / b.nr_periods as f64 },
+            },
+        );
+    }
+    let mut tasks = BTreeMap::new();
+    let mut add = |name: &str, driver: Driver, class: Option<String>, svc: Option<usize>| {
+        let threads: Vec<_> = sim.threads.iter().filter(|t| t.driver == driver).collect();
+        let done = !threads.is_empty() && threads.iter().all(|t| t.finished_at.is_some());
+        tasks.insert(
+            name.to_string(),
+            TaskStats {
+                threads: threads.len() as u64,
+                cpu_usec: threads.iter().map(|t| t.cpu_ns).sum::<u64>() / 1_000,
+                work_usec: threads.iter().map(|t| t.work_ns).sum::<u64>() / 1_000,
+                finished_s: done.then(|| threads.iter().filter_map(|t| t.finished_at).max().unwrap_or(0) as f64 / 1e9),
+                class,
+                requests: svc.map(|i| sim.services[i].latencies_ns.len() as u64),
+                latency_us: svc.map(|i| latency(&sim.services[i].latencies_ns)),
+            },
+        );
+    };
+    for (i, t) in s.tasks.iter().enumerate() {
+        add(&t.name, Driver::Task(i), t.class.clone(), None);
+    }
+    for (i, svc) in s.services.iter().enumerate() {
+        add(&svc.name, Driver::Worker(i), None, Some(i));
+    }
+    Output {
+        scenario: s.name.clone(),
+        backend: "sim",
+        profile: s.kernel.profile.as_str().to_string(),
+        seed: s.seed,
+        duration_s: end_ns as f64 / 1e9,
+        cgroups,
+        tasks,
+        engine: Engine { events, wall_s },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), 50);
+        assert_eq!(percentile(&v, 99.0), 99);
+        assert_eq!(percentile(&v, 100.0), 100);
+        assert_eq!(percentile(&[7], 50.0), 7);
+        assert_eq!(percentile(&[], 50.0), 0);
+    }
+}

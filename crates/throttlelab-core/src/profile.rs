@@ -1,0 +1,132 @@
+//! Kernel releases whose bandwidth-control semantics differ, and the proposed
+//! mechanisms that can be switched on with `kernel.features`.
+
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+
+/// `kernel.profile`: which release's code paths the simulator follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Profile {
+    /// Per-CPU runtime expires at the period boundary (512ac999).
+    V4_18,
+    /// Expiry removed (de53fd7aedb1, 763a9ec06c40).
+    V5_4,
+    /// `cpu.max.burst` (f4183717b370).
+    V5_14,
+    /// EEVDF pick; period timer starts at a random offset (41abdba93747).
+    V6_6,
+    /// Task-based throttling, deferred to the return to user space.
+    #[default]
+    V6_18,
+}
+
+impl Profile {
+    pub const ALL: [Profile; 5] = [Profile::V4_18, Profile::V5_4, Profile::V5_14, Profile::V6_6, Profile::V6_18];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::V4_18 => "4.18",
+            Profile::V5_4 => "5.4",
+            Profile::V5_14 => "5.14",
+            Profile::V6_6 => "6.6",
+            Profile::V6_18 => "6.18",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Profile> {
+        Profile::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// Local runtime carries an expiry stamp (`runtime_expires`, `expires_seq`).
+    pub fn has_expiry(self) -> bool {
+        self < Profile::V5_4
+    }
+
+    /// `cpu.max.burst` exists and refills accumulate up to quota + burst.
+    pub fn has_burst(self) -> bool {
+        self >= Profile::V5_14
+    }
+
+    /// `init_cfs_bandwidth` sets a random first expiry in [0, 100 ms).
+    pub fn has_random_timer_offset(self) -> bool {
+        self >= Profile::V6_6
+    }
+
+    /// `throttle_cfs_rq` first retries for 1 ns of runtime, and throttled
+    /// runqueues do not ask for runtime (26a8b12747c9 and its companions, 5.7).
+    pub fn has_throttle_race_fixes(self) -> bool {
+        self >= Profile::V5_14
+    }
+
+    /// The fair class picks by EEVDF rather than by smallest vruntime.
+    pub fn has_eevdf(self) -> bool {
+        self >= Profile::V6_6
+    }
+}
+
+impl Serialize for Profile {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Profile {
+    /// Accepts `"5.4"` and, since `--set kernel.profile=5.4` reads as a TOML
+    /// float, the number `5.4` as well.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Profile;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "one of {}", names(Profile::ALL.iter().map(|p| p.as_str())))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Profile, E> {
+                Profile::parse(s).ok_or_else(|| E::custom(format!("unknown profile {s:?}, expected {}", names(Profile::ALL.iter().map(|p| p.as_str())))))
+            }
+            fn visit_f64<E: de::Error>(self, f: f64) -> Result<Profile, E> {
+                self.visit_str(&f.to_string())
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `kernel.features`: proposed mechanisms, off by default, valid with any profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Feature {
+    SlushFund,
+    NoopUpdate,
+    AtomicPool,
+    InterleaveTimers,
+}
+
+impl Feature {
+    pub const ALL: [Feature; 4] = [Feature::SlushFund, Feature::NoopUpdate, Feature::AtomicPool, Feature::InterleaveTimers];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Feature::SlushFund => "slush_fund",
+            Feature::NoopUpdate => "noop_update",
+            Feature::AtomicPool => "atomic_pool",
+            Feature::InterleaveTimers => "interleave_timers",
+        }
+    }
+}
+
+impl Serialize for Feature {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Feature {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Feature::ALL.into_iter().find(|f| f.as_str() == s).ok_or_else(|| {
+            de::Error::custom(format!("unknown feature {s:?}, expected {}", names(Feature::ALL.iter().map(|f| f.as_str()))))
+        })
+    }
+}
+
+fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
+    it.collect::<Vec<_>>().join(", ")
+}

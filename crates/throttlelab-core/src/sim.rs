@@ -1,0 +1,591 @@
+//! The simulator: machine state, the event loop, and the workloads that drive
+//! the scheduler. The scheduling classes and bandwidth control live in their
+//! own modules (`fair`, `bandwidth`) as `impl Sim` blocks, the way the
+//! kernel's `kernel/sched/*.c` files share `struct rq`.
+
+use crate::bandwidth::CfsBandwidth;
+use crate::event::{Event, EventQueue, Time};
+use crate::noise::{self, Stream};
+use crate::output::{self, Output};
+use crate::profile::Profile;
+use crate::scenario::{ms_to_ns, parse_cpu_list, Arrival, Phase, Scenario};
+use crate::trace::{Trace, TraceKind};
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp};
+use rand_pcg::Pcg64;
+use std::collections::VecDeque;
+
+pub type CpuId = usize;
+pub type ThreadId = usize;
+pub type SeId = usize;
+/// `cfs_rq` index: `tg * nr_cpus + cpu`; task group 0 is the root.
+pub type CfsRqId = usize;
+
+pub const NSEC_PER_USEC: u64 = 1_000;
+pub const NSEC_PER_MSEC: u64 = 1_000_000;
+
+/// Per-CPU state: `struct rq`.
+#[derive(Debug, Default)]
+pub struct Rq {
+    /// The running thread; `None` = idle.
+    pub curr: Option<ThreadId>,
+    /// When `curr` last had its thread-level time (work, cpu time) accounted.
+    pub since: Time,
+    pub need_resched: bool,
+    /// Invalidates a pending `RunDone`.
+    pub run_gen: u64,
+    /// Invalidates a pending `Tick`.
+    pub tick_gen: u64,
+    /// The pending tick, if any: (index, time).
+    pub tick_armed: Option<(u64, Time)>,
+    /// Index of the first tick whose effects have not been applied yet.
+    pub next_tick: u64,
+    /// Threads enqueued on this CPU (running or waiting), for idle pulling.
+    pub runnable: Vec<ThreadId>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadState {
+    NotStarted,
+    Runnable,
+    Sleeping,
+    Done,
+}
+
+/// What drives a thread: a phase list, or requests of a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    Task(usize),
+    Worker(usize),
+}
+
+#[derive(Debug)]
+pub struct Thread {
+    pub driver: Driver,
+    /// Task group (index into `tgs`).
+    pub tg: usize,
+    pub se: SeId,
+    pub cpu: CpuId,
+    pub allowed: Vec<CpuId>,
+    pub state: ThreadState,
+    pub phase: usize,
+    pub loops_done: i64,
+    /// Work left in the current run phase, in ns at nominal speed.
+    pub work_left: u64,
+    pub cpu_ns: u64,
+    pub work_ns: u64,
+    pub finished_at: Option<Time>,
+    /// Arrival time of the request a worker is serving.
+    pub request: Option<Time>,
+}
+
+/// A task group (cgroup) and its `cfs_bandwidth`.
+#[derive(Debug)]
+pub struct TaskGroup {
+    pub name: String,
+    pub parent: Option<usize>,
+    /// Descendants including itself, in tree order (`walk_tg_tree_from`).
+    pub subtree: Vec<usize>,
+    /// `tg->shares`: cpu.weight scaled to 1024 = weight 100.
+    pub shares: u64,
+    /// Sum over CPUs of this group's cfs_rq load (instantaneous `tg->load_avg`).
+    pub load_sum: u64,
+    pub cfs_b: CfsBandwidth,
+}
+
+pub struct Service {
+    pub arrival: Arrival,
+    pub rate_per_s: f64,
+    pub cost_ns: u64,
+    pub queue: VecDeque<Time>,
+    pub idle_workers: Vec<ThreadId>,
+    pub latencies_ns: Vec<u64>,
+}
+
+/// Scheduler constants derived from the machine (`sched_init_granularity`).
+#[derive(Debug, Clone, Copy)]
+pub struct Tunables {
+    pub tick_ns: u64,
+    pub slice_ns: u64,
+    /// `sysctl_sched_latency`, scaled by 1 + ilog2(min(cpus, 8)).
+    pub latency_ns: u64,
+    pub min_granularity_ns: u64,
+    pub wakeup_granularity_ns: u64,
+    /// EEVDF `sysctl_sched_base_slice`.
+    pub base_slice_ns: u64,
+}
+
+impl Tunables {
+    fn new(s: &Scenario) -> Self {
+        let factor = 1 + (s.machine.cpus.min(8) as u64).ilog2() as u64;
+        Tunables {
+            tick_ns: (1_000_000_000 + s.machine.hz as u64 / 2) / s.machine.hz as u64,
+            slice_ns: s.kernel.slice_us * NSEC_PER_USEC,
+            latency_ns: 6 * NSEC_PER_MSEC * factor,
+            min_granularity_ns: 750 * NSEC_PER_USEC * factor,
+            wakeup_granularity_ns: NSEC_PER_MSEC * factor,
+            base_slice_ns: 750 * NSEC_PER_USEC * factor,
+        }
+    }
+}
+
+pub struct Sim<'s> {
+    pub scenario: &'s Scenario,
+    pub profile: Profile,
+    pub tun: Tunables,
+    pub now: Time,
+    pub end: Time,
+    pub seed: u64,
+    pub events: EventQueue,
+    pub rqs: Vec<Rq>,
+    pub cfs_rqs: Vec<crate::fair::CfsRq>,
+    pub ses: Vec<crate::fair::Se>,
+    pub threads: Vec<Thread>,
+    pub tgs: Vec<TaskGroup>,
+    pub services: Vec<Service>,
+    /// CPUs whose `need_resched` was set during the current event.
+    pub resched: Vec<CpuId>,
+    /// CPUs touched during the current event; their tick is re-armed after it.
+    pub dirty: Vec<CpuId>,
+    pub rng: Pcg64,
+    /// Phase-driven threads that have not finished (ends a run without `duration_s`).
+    pub finite_left: usize,
+    pub trace: Option<Trace>,
+    /// Skip ticks that cannot change the outcome (off only to check that
+    /// skipping changes nothing).
+    pub skip_ticks: bool,
+    tick_jitter_ns: u64,
+    timer_jitter_ns: u64,
+}
+
+impl<'s> Sim<'s> {
+    pub fn new(scenario: &'s Scenario) -> Self {
+        let nr_cpus = scenario.machine.cpus;
+        let tun = Tunables::new(scenario);
+        let mut tgs = vec![TaskGroup {
+            name: String::new(),
+            parent: None,
+            subtree: vec![0],
+            shares: 1024,
+            load_sum: 0,
+            cfs_b: CfsBandwidth::new(scenario.kernel.profile, 0, scenario.seed, None, 100_000 * NSEC_PER_USEC, 0),
+        }];
+        for (i, c) in scenario.cgroups.iter().enumerate() {
+            let tg = i + 1;
+            let parent = c.parent.as_ref().map(|p| scenario.cgroup_index(p).expect("validated") + 1).unwrap_or(0);
+            tgs.push(TaskGroup {
+                name: c.name.clone(),
+                parent: Some(parent),
+                subtree: vec![tg],
+                shares: c.weight * 1024 / 100,
+                load_sum: 0,
+                cfs_b: CfsBandwidth::new(
+                    scenario.kernel.profile,
+                    tg,
+                    scenario.seed,
+                    c.quota().map(|q| q * NSEC_PER_USEC),
+                    c.period_us * NSEC_PER_USEC,
+                    c.burst_us * NSEC_PER_USEC,
+                ),
+            });
+            let mut p = Some(parent);
+            while let Some(a) = p {
+                tgs[a].subtree.push(tg);
+                p = tgs[a].parent;
+            }
+        }
+        let mut sim = Sim {
+            scenario,
+            profile: scenario.kernel.profile,
+            tun,
+            now: 0,
+            end: scenario.duration_ns(),
+            seed: scenario.seed,
+            events: EventQueue::default(),
+            rqs: (0..nr_cpus).map(|_| Rq::default()).collect(),
+            cfs_rqs: Vec::new(),
+            ses: Vec::new(),
+            threads: Vec::new(),
+            tgs,
+            services: Vec::new(),
+            resched: Vec::new(),
+            dirty: Vec::new(),
+            rng: Pcg64::seed_from_u64(scenario.seed),
+            finite_left: 0,
+            trace: None,
+            skip_ticks: true,
+            tick_jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
+            timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
+        };
+        sim.init_fair();
+        sim.spawn_workloads();
+        sim.schedule_writes();
+        sim
+    }
+
+    pub fn nr_cpus(&self) -> usize {
+        self.rqs.len()
+    }
+
+    fn cpus_of_group(&self, tg: usize) -> Vec<CpuId> {
+        let mut g = Some(tg);
+        while let Some(i) = g {
+            if i > 0 {
+                if let Some(list) = &self.scenario.cgroups[i - 1].cpus {
+                    return parse_cpu_list(list).expect("validated");
+                }
+            }
+            g = self.tgs[i].parent;
+        }
+        (0..self.nr_cpus()).collect()
+    }
+
+    /// Allowed CPUs: the task's list within its cgroup's cpuset.
+    fn allowed_cpus(&self, tg: usize, cpus: &Option<String>) -> Vec<CpuId> {
+        let group = self.cpus_of_group(tg);
+        match cpus {
+            Some(list) => parse_cpu_list(list).expect("validated").into_iter().filter(|c| group.contains(c)).collect(),
+            None => group,
+        }
+    }
+
+    fn tg_of(&self, cgroup: &Option<String>) -> usize {
+        cgroup.as_ref().map(|n| self.scenario.cgroup_index(n).expect("validated") + 1).unwrap_or(0)
+    }
+
+    fn add_thread(&mut self, driver: Driver, tg: usize, allowed: Vec<CpuId>) -> ThreadId {
+        let tid = self.threads.len();
+        let cpu = allowed[0];
+        let se = self.new_task_se(tid, tg, cpu);
+        self.threads.push(Thread {
+            driver,
+            tg,
+            se,
+            cpu,
+            allowed,
+            state: ThreadState::NotStarted,
+            phase: 0,
+            loops_done: 0,
+            work_left: 0,
+            cpu_ns: 0,
+            work_ns: 0,
+            finished_at: None,
+            request: None,
+        });
+        tid
+    }
+
+    fn spawn_workloads(&mut self) {
+        let s = self.scenario;
+        for (ti, t) in s.tasks.iter().enumerate() {
+            let tg = self.tg_of(&t.cgroup);
+            let allowed = self.allowed_cpus(tg, &t.cpus);
+            for i in 0..t.threads as usize {
+                let cpus = if t.pin { vec![allowed[i % allowed.len()]] } else { allowed.clone() };
+                let tid = self.add_thread(Driver::Task(ti), tg, cpus);
+                let start = t.start_us * NSEC_PER_USEC
+                    + noise::uniform(self.seed, Stream::ThreadStart(tid), 0, t.start_spread_us * NSEC_PER_USEC);
+                self.events.push(start, Event::Start(tid));
+                if t.loops >= 0 {
+                    self.finite_left += 1;
+                }
+            }
+        }
+        for (si, svc) in s.services.iter().enumerate() {
+            let tg = self.tg_of(&svc.cgroup);
+            let allowed = self.allowed_cpus(tg, &svc.cpus);
+            let mut idle = Vec::new();
+            for _ in 0..svc.workers {
+                let tid = self.add_thread(Driver::Worker(si), tg, allowed.clone());
+                self.threads[tid].state = ThreadState::Sleeping;
+                idle.push(tid);
+            }
+            idle.reverse();
+            self.services.push(Service {
+                arrival: svc.arrival,
+                rate_per_s: svc.rate_per_s,
+                cost_ns: svc.cost_us * NSEC_PER_USEC,
+                queue: VecDeque::new(),
+                idle_workers: idle,
+                latencies_ns: Vec::new(),
+            });
+            let first = self.interarrival(si);
+            self.events.push(first, Event::Arrival(si));
+        }
+    }
+
+    fn schedule_writes(&mut self) {
+        for (index, w) in self.scenario.writes.iter().enumerate() {
+            let at = ms_to_ns(w.at_ms.or(w.start_ms).expect("validated"));
+            self.events.push(at, Event::Write { index, n: 0 });
+        }
+    }
+
+    fn interarrival(&mut self, si: usize) -> Time {
+        let svc = &self.services[si];
+        let mean_ns = 1e9 / svc.rate_per_s;
+        let gap = match svc.arrival {
+            Arrival::Uniform => mean_ns,
+            Arrival::Poisson => Exp::new(1.0 / mean_ns).expect("rate > 0").sample(&mut self.rng),
+        };
+        self.now + (gap.round() as u64).max(1)
+    }
+
+    /// Time of tick `index` on `cpu`: the jiffy grid (skewed per CPU with
+    /// `skew_tick`) plus a seeded interrupt latency.
+    pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
+        let tick = self.tun.tick_ns;
+        let skew = if self.scenario.kernel.skew_tick { tick / 2 / self.nr_cpus() as u64 * cpu as u64 } else { 0 };
+        skew + index * tick + noise::uniform(self.seed, Stream::Tick(cpu), index, self.tick_jitter_ns)
+    }
+
+    /// The first tick index on `cpu` at or after `t` (and not before `next_tick`).
+    pub fn first_tick_at_or_after(&self, cpu: CpuId, t: Time) -> u64 {
+        let tick = self.tun.tick_ns;
+        let mut k = (t.saturating_sub(self.tick_jitter_ns + tick) / tick).max(self.rqs[cpu].next_tick);
+        while self.tick_time(cpu, k) < t {
+            k += 1;
+        }
+        k
+    }
+
+    /// Latency of an hrtimer (period or slack) expiry.
+    pub fn timer_jitter(&self, stream: Stream, n: u64) -> Time {
+        noise::uniform(self.seed, stream, n, self.timer_jitter_ns)
+    }
+
+    pub fn record(&mut self, cpu: Option<CpuId>, tg: usize, kind: TraceKind) {
+        if let Some(trace) = self.trace.as_mut() {
+            let local = cpu.map(|c| self.cfs_rqs[tg * self.rqs.len() + c].runtime_remaining);
+            trace.push(self.now, cpu, tg, kind, local, self.tgs[tg].cfs_b.runtime);
+        }
+    }
+
+    /// Run to the end and collect the output.
+    pub fn run(self) -> Output {
+        self.run_to_end().0
+    }
+
+    /// Run to the end, recording the bandwidth trace too.
+    pub fn run_traced(mut self) -> (Output, Trace) {
+        self.trace = Some(Trace::default());
+        let (out, trace) = self.run_to_end();
+        (out, trace.expect("tracing was on"))
+    }
+
+    fn run_to_end(mut self) -> (Output, Option<Trace>) {
+        let wall = std::time::Instant::now();
+        let until_done = self.scenario.duration_s.is_none();
+        while let Some(t) = self.events.peek_time() {
+            if t > self.end || (until_done && self.finite_left == 0) {
+                break;
+            }
+            let (t, ev) = self.events.pop().expect("peeked");
+            self.now = t;
+            self.dispatch(ev);
+            self.finish_event();
+        }
+        let end = if until_done && self.finite_left == 0 { self.now } else { self.end };
+        self.now = end;
+        for cpu in 0..self.nr_cpus() {
+            self.account_thread_time(cpu);
+        }
+        let out = output::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
+        (out, self.trace.take())
+    }
+
+    fn dispatch(&mut self, ev: Event) {
+        match ev {
+            Event::Start(tid) => self.advance(tid, true, false),
+            Event::Wake(tid) => self.advance(tid, true, true),
+            Event::RunDone { cpu, gen } => {
+                if self.rqs[cpu].run_gen == gen {
+                    self.run_done(cpu);
+                }
+            }
+            Event::Tick { cpu, index, gen } => {
+                if self.rqs[cpu].tick_gen == gen {
+                    self.rqs[cpu].tick_armed = None;
+                    self.scheduler_tick(cpu, index);
+                }
+            }
+            Event::PeriodTimer(tg) => self.sched_cfs_period_timer(tg),
+            Event::SlackTimer(tg) => self.sched_cfs_slack_timer(tg),
+            Event::Write { index, n } => self.cpu_max_write(index, n),
+            Event::Arrival(si) => self.arrival(si),
+        }
+    }
+
+    /// After every event: reschedule the CPUs that asked for it, then re-arm
+    /// the ticks of every CPU whose state changed.
+    fn finish_event(&mut self) {
+        while let Some(cpu) = self.resched.pop() {
+            if self.rqs[cpu].need_resched {
+                self.schedule(cpu);
+            }
+        }
+        while let Some(cpu) = self.dirty.pop() {
+            self.arm_tick(cpu);
+        }
+    }
+
+    /// Mark `cpu` as touched by this event: apply the ticks skipped so far.
+    pub fn touch(&mut self, cpu: CpuId) {
+        self.catch_up_ticks(cpu);
+        if !self.dirty.contains(&cpu) {
+            self.dirty.push(cpu);
+        }
+    }
+
+    pub fn resched_curr(&mut self, cpu: CpuId) {
+        if !self.rqs[cpu].need_resched {
+            self.rqs[cpu].need_resched = true;
+            self.resched.push(cpu);
+        }
+    }
+
+    /// Account the running thread's CPU time and work up to now.
+    pub fn account_thread_time(&mut self, cpu: CpuId) {
+        let rq = &mut self.rqs[cpu];
+        if let Some(tid) = rq.curr {
+            let delta = self.now - rq.since;
+            rq.since = self.now;
+            let th = &mut self.threads[tid];
+            th.cpu_ns += delta;
+            let work = delta.min(th.work_left);
+            th.work_left -= work;
+            th.work_ns += work;
+        }
+    }
+
+    /// Arm the `RunDone` of the thread now running on `cpu`.
+    pub fn arm_run_done(&mut self, cpu: CpuId) {
+        let rq = &mut self.rqs[cpu];
+        rq.run_gen += 1;
+        if let Some(tid) = rq.curr {
+            let at = self.now + self.threads[tid].work_left;
+            let gen = rq.run_gen;
+            self.events.push(at, Event::RunDone { cpu, gen });
+        }
+    }
+
+    /// The running thread finished its run phase.
+    fn run_done(&mut self, cpu: CpuId) {
+        self.touch(cpu);
+        self.account_thread_time(cpu);
+        let tid = self.rqs[cpu].curr.expect("RunDone on an idle CPU");
+        self.advance(tid, false, true);
+    }
+
+    /// Move a thread on from where it stands. `waking`: it is not on a
+    /// runqueue (start, end of sleep, new request); otherwise it is running.
+    /// `completed`: the phase it was in is over.
+    fn advance(&mut self, tid: ThreadId, waking: bool, completed: bool) {
+        let runnable = match self.threads[tid].driver {
+            Driver::Task(ti) => self.next_phase(tid, ti, completed),
+            Driver::Worker(si) => self.next_request(tid, si),
+        };
+        match (waking, runnable) {
+            (true, true) => self.try_to_wake_up(tid),
+            (false, true) => self.arm_run_done(self.threads[tid].cpu),
+            (true, false) => {}
+            (false, false) => self.block(tid),
+        }
+    }
+
+    /// Step a phase-driven thread; returns whether it now has work to run.
+    fn next_phase(&mut self, tid: ThreadId, ti: usize, completed: bool) -> bool {
+        let task = &self.scenario.tasks[ti];
+        let th = &mut self.threads[tid];
+        if completed {
+            th.phase += 1;
+        }
+        th.state = ThreadState::Runnable;
+        loop {
+            if th.phase >= task.phases.len() {
+                th.phase = 0;
+                th.loops_done += 1;
+                if task.loops >= 0 && th.loops_done >= task.loops {
+                    th.state = ThreadState::Done;
+                    th.finished_at = Some(self.now);
+                    self.finite_left -= 1;
+                    return false;
+                }
+            }
+            match task.phases[th.phase].phase().expect("validated") {
+                Phase::Run(0) | Phase::Sleep(0) => th.phase += 1,
+                Phase::Run(w) => {
+                    th.work_left = w;
+                    return true;
+                }
+                Phase::Sleep(d) => {
+                    th.state = ThreadState::Sleeping;
+                    self.events.push(self.now + d, Event::Wake(tid));
+                    return false;
+                }
+                Phase::Timer(p) => {
+                    th.state = ThreadState::Sleeping;
+                    self.events.push((self.now / p + 1) * p, Event::Wake(tid));
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// A worker finished a request (or was just woken for one): record the
+    /// latency and take the next request; returns whether it has work.
+    fn next_request(&mut self, tid: ThreadId, si: usize) -> bool {
+        let now = self.now;
+        let th = &mut self.threads[tid];
+        let svc = &mut self.services[si];
+        if th.work_left == 0 {
+            if let Some(arrived) = th.request.take() {
+                svc.latencies_ns.push(now - arrived);
+            }
+        }
+        if th.request.is_some() {
+            return true;
+        }
+        match svc.queue.pop_front() {
+            Some(arrived) => {
+                th.request = Some(arrived);
+                th.work_left = svc.cost_ns;
+                th.state = ThreadState::Runnable;
+                true
+            }
+            None => {
+                th.state = ThreadState::Sleeping;
+                svc.idle_workers.push(tid);
+                false
+            }
+        }
+    }
+
+    fn arrival(&mut self, si: usize) {
+        self.services[si].queue.push_back(self.now);
+        if let Some(tid) = self.services[si].idle_workers.pop() {
+            self.advance(tid, true, false);
+        }
+        let next = self.interarrival(si);
+        self.events.push(next, Event::Arrival(si));
+    }
+
+    /// A `[[write]]`: `tg_set_cfs_bandwidth` with the given (or unchanged) values.
+    fn cpu_max_write(&mut self, index: usize, n: u64) {
+        let w = &self.scenario.writes[index];
+        let tg = self.scenario.cgroup_index(&w.cgroup).expect("validated") + 1;
+        let b = &self.tgs[tg].cfs_b;
+        let period = w.period_us.map(|p| p * NSEC_PER_USEC).unwrap_or(b.period);
+        let quota = match w.quota_us {
+            Some(q) if q >= 0 => Some(q as u64 * NSEC_PER_USEC),
+            Some(_) => None,
+            None => b.quota,
+        };
+        let burst = w.burst_us.map(|b| b * NSEC_PER_USEC).unwrap_or(b.burst);
+        self.tg_set_cfs_bandwidth(tg, period, quota, burst);
+        if let (Some(start), Some(every)) = (w.start_ms, w.every_ms) {
+            let at = ms_to_ns(start) + (n + 1) * ms_to_ns(every);
+            self.events.push(at, Event::Write { index, n: n + 1 });
+        }
+    }
+}
