@@ -31,7 +31,8 @@ pub struct CfsBandwidth {
     pub slack_started: bool,
     /// `throttled_cfs_rq`, in list order.
     pub throttled_cfs_rq: Vec<CfsRqId>,
-    /// The period hrtimer's expiry (on the period grid, without jitter).
+    /// The period hrtimer's expiry in CLOCK_MONOTONIC (`Sim::monotonic`),
+    /// on the period grid, without jitter.
     pub period_expires: Time,
     /// How many times each timer has fired (indexes their jitter).
     pub period_fired: u64,
@@ -49,7 +50,8 @@ pub struct CfsBandwidth {
 impl CfsBandwidth {
     /// `init_cfs_bandwidth` followed by the group's initial settings.
     pub fn new(profile: Profile, tg: usize, seed: u64, quota: Option<u64>, period: u64, burst: u64) -> Self {
-        // "Add a random offset so that timers interleave" (6.6+).
+        // "Add a random offset so that timers interleave" (6.6+): an
+        // absolute time in [0, 100 ms), long past when the timer first starts.
         let period_expires =
             if profile.has_random_timer_offset() { noise::uniform(seed, Stream::TimerOffset(tg), 0, DEFAULT_CFS_PERIOD) } else { 0 };
         CfsBandwidth {
@@ -326,7 +328,7 @@ impl Sim<'_> {
 
     /// `runtime_refresh_within`: is the period timer about to fire?
     fn runtime_refresh_within(&self, tg: usize, min_expire: u64) -> bool {
-        (self.tgs[tg].cfs_b.period_expires as i64 - self.now as i64) < min_expire as i64
+        (self.tgs[tg].cfs_b.period_expires as i64 - self.monotonic() as i64) < min_expire as i64
     }
 
     fn start_cfs_slack_bandwidth(&mut self, tg: usize) {
@@ -410,14 +412,14 @@ impl Sim<'_> {
 
     fn arm_period_timer(&mut self, tg: usize) {
         let b = &self.tgs[tg].cfs_b;
-        let at = b.period_expires + self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired);
+        let at = b.period_expires - self.uptime_ns + self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired);
         self.events.push(at, Event::PeriodTimer(tg));
     }
 
     /// `hrtimer_forward_now`: move the expiry past now by whole periods;
     /// returns the number of periods moved (the overrun).
     fn hrtimer_forward_now(&mut self, tg: usize) -> u64 {
-        let now = self.now;
+        let now = self.monotonic();
         let b = &mut self.tgs[tg].cfs_b;
         if now < b.period_expires {
             return 0;

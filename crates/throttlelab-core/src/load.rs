@@ -185,7 +185,7 @@ phases = [{ run_us = 1000 }]
     fn unknown_key_names_key_and_line() {
         let text = BASE.replace("quota_us = 20000", "quota_us = 20000\nquota = 5");
         let e = err(&text, &[]);
-        assert_eq!(e.key, "cgroup.app");
+        assert_eq!(e.key, "cgroup.app.quota");
         assert!(e.message.contains("unknown field `quota`"), "{e}");
         assert_eq!(e.line, Some(11));
     }

@@ -13,6 +13,12 @@ pub enum Stream {
     SlackTimer(usize),
     ThreadStart(usize),
     TimerOffset(usize),
+    /// The jiffy grid's phase, set at boot.
+    TickPhase,
+    /// Arrivals of background kernel activity on a CPU.
+    Background(usize),
+    /// How long the machine has been up at simulated time 0.
+    Uptime,
 }
 
 impl Stream {
@@ -23,6 +29,9 @@ impl Stream {
             Stream::SlackTimer(g) => (3, g),
             Stream::ThreadStart(t) => (4, t),
             Stream::TimerOffset(g) => (5, g),
+            Stream::TickPhase => (6, 0),
+            Stream::Background(c) => (7, c),
+            Stream::Uptime => (8, 0),
         };
         (tag << 56) ^ id as u64
     }
@@ -44,6 +53,13 @@ pub fn uniform(seed: u64, stream: Stream, index: u64, bound: u64) -> u64 {
     ((h as u128 * bound as u128) >> 64) as u64
 }
 
+/// Exponentially distributed with the given mean (inverse transform).
+pub fn exponential(seed: u64, stream: Stream, index: u64, mean: f64) -> f64 {
+    const SCALE: u64 = 1 << 53;
+    let u = (uniform(seed, stream, index, SCALE) as f64 + 0.5) / SCALE as f64;
+    -mean * u.ln()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +74,12 @@ mod tests {
         assert_ne!(uniform(7, Stream::Tick(3), 0, 1 << 40), uniform(8, Stream::Tick(3), 0, 1 << 40));
         assert_ne!(uniform(7, Stream::Tick(3), 0, 1 << 40), uniform(7, Stream::Tick(4), 0, 1 << 40));
         assert_eq!(uniform(7, Stream::Tick(3), 5, 0), 0);
+    }
+
+    #[test]
+    fn exponential_has_its_mean() {
+        let n = 20_000;
+        let mean = (0..n).map(|i| exponential(3, Stream::Background(0), i, 50.0)).sum::<f64>() / n as f64;
+        assert!((mean - 50.0).abs() < 2.0, "mean {mean}");
     }
 }

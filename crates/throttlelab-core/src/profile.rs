@@ -57,6 +57,13 @@ impl Profile {
         self >= Profile::V5_14
     }
 
+    /// Ticks sit on multiples of TICK_NSEC of CLOCK_MONOTONIC ("tick/common:
+    /// Align tick period with the HZ tick", 6.5); before, the grid's phase
+    /// was wherever boot left it.
+    pub fn has_aligned_tick(self) -> bool {
+        self >= Profile::V6_6
+    }
+
     /// The fair class picks by EEVDF rather than by smallest vruntime.
     pub fn has_eevdf(self) -> bool {
         self >= Profile::V6_6

@@ -31,13 +31,13 @@ pub struct Scenario {
     pub machine: Machine,
     #[serde(default)]
     pub kernel: Kernel,
-    #[serde(default, rename = "cgroup")]
+    #[serde(default, rename(deserialize = "cgroup"))]
     pub cgroups: Vec<CgroupSpec>,
-    #[serde(default, rename = "task")]
+    #[serde(default, rename(deserialize = "task"))]
     pub tasks: Vec<TaskSpec>,
-    #[serde(default, rename = "service")]
+    #[serde(default, rename(deserialize = "service"))]
     pub services: Vec<ServiceSpec>,
-    #[serde(default, rename = "write")]
+    #[serde(default, rename(deserialize = "write"))]
     pub writes: Vec<WriteSpec>,
 }
 
@@ -45,8 +45,9 @@ fn default_seed() -> u64 {
     1
 }
 
-/// The hardware and its noise. Jitter defaults come from measurements on a
-/// 6.18 host (docs/fidelity.md): hrtimer expiry latency of a few microseconds.
+/// The hardware and its noise. Defaults come from measurements on a 6.18
+/// host (docs/engine.md, "Noise"): hrtimer wake-up latency p50 14-27 us, and
+/// 2.1-2.4 involuntary context switches per second of an isolated spinner.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Machine {
@@ -64,6 +65,21 @@ pub struct Machine {
     /// Each period/slack timer fires up to this late (uniform, seeded).
     #[serde(default = "default_timer_jitter_us")]
     pub timer_jitter_us: f64,
+    /// Background kernel activity (kworkers, softirq threads): short
+    /// preemptions of whatever runs, arriving per CPU as a Poisson process.
+    #[serde(default = "default_background_per_s")]
+    pub background_per_s: f64,
+    /// CPU time each background preemption takes.
+    #[serde(default = "default_background_us")]
+    pub background_us: f64,
+    /// CLOCK_MONOTONIC at simulated time 0, which places the timer grids.
+    /// Absent: seeded, uniform in [600, 1200) s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uptime_s: Option<f64>,
+    /// Offset of the jiffy grid from multiples of the tick since boot.
+    /// Absent: 0 on profiles >= 6.6 (ticks aligned since 6.5), seeded before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_phase_us: Option<f64>,
 }
 
 fn default_cpus() -> usize {
@@ -81,6 +97,12 @@ fn default_tick_jitter_us() -> f64 {
 fn default_timer_jitter_us() -> f64 {
     20.0
 }
+fn default_background_per_s() -> f64 {
+    2.0
+}
+fn default_background_us() -> f64 {
+    20.0
+}
 
 impl Default for Machine {
     fn default() -> Self {
@@ -90,6 +112,10 @@ impl Default for Machine {
             smt: default_smt(),
             tick_jitter_us: default_tick_jitter_us(),
             timer_jitter_us: default_timer_jitter_us(),
+            background_per_s: default_background_per_s(),
+            background_us: default_background_us(),
+            uptime_s: None,
+            tick_phase_us: None,
         }
     }
 }
@@ -343,6 +369,22 @@ impl Scenario {
         for (key, v) in [("machine.tick_jitter_us", m.tick_jitter_us), ("machine.timer_jitter_us", m.timer_jitter_us)] {
             if !(0.0..tick_us).contains(&v) {
                 return err(key.into(), format!("must be in [0, {tick_us:.0}) (one tick), got {v}"));
+            }
+        }
+        if !(0.0..=10_000.0).contains(&m.background_per_s) {
+            return err("machine.background_per_s".into(), format!("must be in [0, 10000], got {}", m.background_per_s));
+        }
+        if !(m.background_us >= 0.0 && m.background_us <= 10_000.0) {
+            return err("machine.background_us".into(), format!("must be in [0, 10000], got {}", m.background_us));
+        }
+        if let Some(u) = m.uptime_s {
+            if !(1.0..=1e7).contains(&u) {
+                return err("machine.uptime_s".into(), format!("must be in [1, 1e7], got {u}"));
+            }
+        }
+        if let Some(p) = m.tick_phase_us {
+            if !(0.0..tick_us).contains(&p) {
+                return err("machine.tick_phase_us".into(), format!("must be in [0, {tick_us:.0}) (one tick), got {p}"));
             }
         }
         let k = &self.kernel;

@@ -8,7 +8,7 @@ use crate::event::{Event, EventQueue, Time};
 use crate::noise::{self, Stream};
 use crate::output::{self, Output};
 use crate::profile::Profile;
-use crate::scenario::{ms_to_ns, parse_cpu_list, Arrival, Phase, Scenario};
+use crate::scenario::{ms_to_ns, parse_cpu_list, secs_to_ns, Arrival, Phase, Scenario};
 use crate::trace::{Trace, TraceKind};
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
@@ -22,6 +22,8 @@ pub type SeId = usize;
 pub type CfsRqId = usize;
 
 pub const NSEC_PER_USEC: u64 = 1_000;
+/// Simulated time 0 is uniformly between this and twice this after boot.
+const UPTIME_MIN_NS: u64 = 600 * 1_000_000_000;
 pub const NSEC_PER_MSEC: u64 = 1_000_000;
 
 /// Per-CPU state: `struct rq`.
@@ -57,6 +59,8 @@ pub enum ThreadState {
 pub enum Driver {
     Task(usize),
     Worker(usize),
+    /// Background kernel activity pinned to a CPU (not reported).
+    Background,
 }
 
 #[derive(Debug)]
@@ -156,6 +160,10 @@ pub struct Sim<'s> {
     pub skip_ticks: bool,
     tick_jitter_ns: u64,
     timer_jitter_ns: u64,
+    /// CLOCK_MONOTONIC at simulated time 0: how long the machine has been up.
+    pub uptime_ns: u64,
+    /// Offset of the first tick after time 0.
+    tick_phase: u64,
 }
 
 impl<'s> Sim<'s> {
@@ -216,11 +224,31 @@ impl<'s> Sim<'s> {
             skip_ticks: true,
             tick_jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
+            uptime_ns: 0,
+            tick_phase: 0,
         };
+        // Simulated time 0 is some minutes after boot. The jiffy grid sits on
+        // multiples of TICK_NSEC since boot (6.5+) or wherever boot left it.
+        let m = &scenario.machine;
+        sim.uptime_ns = match m.uptime_s {
+            Some(u) => secs_to_ns(u),
+            None => UPTIME_MIN_NS + noise::uniform(sim.seed, Stream::Uptime, 0, UPTIME_MIN_NS),
+        };
+        let boot_phase = match m.tick_phase_us {
+            Some(p) => (p * 1e3) as u64,
+            None if sim.profile.has_aligned_tick() => 0,
+            None => noise::uniform(sim.seed, Stream::TickPhase, 0, tun.tick_ns),
+        };
+        sim.tick_phase = (boot_phase + tun.tick_ns - sim.uptime_ns % tun.tick_ns) % tun.tick_ns;
         sim.init_fair();
         sim.spawn_workloads();
         sim.schedule_writes();
         sim
+    }
+
+    /// CLOCK_MONOTONIC now: what hrtimer expiries are compared against.
+    pub fn monotonic(&self) -> Time {
+        self.uptime_ns + self.now
     }
 
     pub fn nr_cpus(&self) -> usize {
@@ -291,6 +319,14 @@ impl<'s> Sim<'s> {
                 }
             }
         }
+        if s.machine.background_per_s > 0.0 && s.machine.background_us > 0.0 {
+            for cpu in 0..self.nr_cpus() {
+                let tid = self.add_thread(Driver::Background, 0, vec![cpu]);
+                self.threads[tid].state = ThreadState::Sleeping;
+                let at = self.background_gap(tid);
+                self.events.push(at, Event::Wake(tid));
+            }
+        }
         for (si, svc) in s.services.iter().enumerate() {
             let tg = self.tg_of(&svc.cgroup);
             let allowed = self.allowed_cpus(tg, &svc.cpus);
@@ -336,13 +372,13 @@ impl<'s> Sim<'s> {
     pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
         let tick = self.tun.tick_ns;
         let skew = if self.scenario.kernel.skew_tick { tick / 2 / self.nr_cpus() as u64 * cpu as u64 } else { 0 };
-        skew + index * tick + noise::uniform(self.seed, Stream::Tick(cpu), index, self.tick_jitter_ns)
+        self.tick_phase + skew + index * tick + noise::uniform(self.seed, Stream::Tick(cpu), index, self.tick_jitter_ns)
     }
 
     /// The first tick index on `cpu` at or after `t` (and not before `next_tick`).
     pub fn first_tick_at_or_after(&self, cpu: CpuId, t: Time) -> u64 {
         let tick = self.tun.tick_ns;
-        let mut k = (t.saturating_sub(self.tick_jitter_ns + tick) / tick).max(self.rqs[cpu].next_tick);
+        let mut k = (t.saturating_sub(self.tick_phase + self.tick_jitter_ns + tick) / tick).max(self.rqs[cpu].next_tick);
         while self.tick_time(cpu, k) < t {
             k += 1;
         }
@@ -484,6 +520,7 @@ impl<'s> Sim<'s> {
         let runnable = match self.threads[tid].driver {
             Driver::Task(ti) => self.next_phase(tid, ti, completed),
             Driver::Worker(si) => self.next_request(tid, si),
+            Driver::Background => self.next_background(tid, waking),
         };
         match (waking, runnable) {
             (true, true) => self.try_to_wake_up(tid),
@@ -559,6 +596,28 @@ impl<'s> Sim<'s> {
                 false
             }
         }
+    }
+
+    /// When the next background preemption arrives on this thread's CPU.
+    fn background_gap(&mut self, tid: ThreadId) -> Time {
+        let th = &mut self.threads[tid];
+        th.loops_done += 1;
+        let mean_ns = 1e9 / self.scenario.machine.background_per_s;
+        let gap = noise::exponential(self.seed, Stream::Background(th.allowed[0]), th.loops_done as u64, mean_ns);
+        self.now + gap.round() as u64
+    }
+
+    /// Background activity: woken, it runs `background_us`; done, it sleeps
+    /// until the next arrival. Returns whether it has work.
+    fn next_background(&mut self, tid: ThreadId, waking: bool) -> bool {
+        if waking {
+            self.threads[tid].work_left = (self.scenario.machine.background_us * 1e3) as u64;
+            return true;
+        }
+        self.threads[tid].state = ThreadState::Sleeping;
+        let at = self.background_gap(tid);
+        self.events.push(at, Event::Wake(tid));
+        false
     }
 
     fn arrival(&mut self, si: usize) {

@@ -12,6 +12,9 @@ cpus = 1
 hz = 250
 tick_jitter_us = 0
 timer_jitter_us = 0
+background_per_s = 0
+uptime_s = 600
+tick_phase_us = 0
 [kernel]
 profile = "5.4"
 slice_us = 5000

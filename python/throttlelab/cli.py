@@ -1,0 +1,187 @@
+"""The ``throttlelab`` command line: run, validate, list and benchmark scenarios."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Optional
+
+import click
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from throttlelab import _native
+from throttlelab.bench import measure
+from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
+
+DEFAULT_SCENARIO = "ugedal-table2"
+
+#: Errors that are the user's input, not a bug: reported in one line, exit code 2.
+USER_ERRORS = (_native.ScenarioError, ScenarioNotFound)
+
+
+class _Cli(click.Group):
+    """A click group that reports every error as one line on stderr, never a traceback."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args:  # bare `throttlelab`: help, as click < 8.2 did, not a usage error
+            click.echo(ctx.get_help())
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+    def main(self, *args: Any, **extra: Any) -> None:  # type: ignore[override]
+        extra["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **extra)
+        except click.ClickException as e:
+            _fail(e.format_message(), e.exit_code)
+        except USER_ERRORS as e:
+            _fail(str(e), 2)
+        except click.Abort:
+            _fail("interrupted", 130)
+        # Without standalone mode click returns the exit code of --help and the like.
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"throttlelab: error: {message}", err=True)
+    sys.exit(code)
+
+
+set_option = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a scenario key, e.g. cgroup.app.quota_us=50000 (repeatable).",
+)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_native.__version__, prog_name="throttlelab")
+def main() -> None:
+    """Simulate Linux CFS bandwidth control (cpu.max) throttling."""
+
+
+@main.command()
+@click.argument("scenario", default=DEFAULT_SCENARIO)
+@set_option
+@click.option("--json", "as_json", is_flag=True, help="Print the output document as JSON.")
+def run(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Simulate SCENARIO (a built-in name or a TOML file; default ugedal-table2)."""
+    text, _ = load_scenario_text(scenario)
+    out = _native.run(text, list(overrides))
+    if as_json:
+        # Exactly the native document: byte-for-byte reproducible for a seed.
+        click.echo(out)
+    else:
+        _print_report(json.loads(out))
+
+
+def _print_report(doc: dict[str, Any]) -> None:
+    console = Console()
+    console.print(
+        f"[bold]{doc['scenario']}[/bold]  backend {doc['backend']}  profile {doc['profile']}"
+        f"  seed {doc['seed']}  duration {doc['duration_s']:g} s"
+    )
+    cgroups = _table("cgroups")
+    # cpu.stat's usage_usec, nr_periods, nr_throttled, throttled ratio, throttled_usec, nr_bursts
+    for col in ("cgroup", "usage s", "periods", "throttled", "throttled %", "throttled s", "bursts"):
+        cgroups.add_column(col, justify="left" if col == "cgroup" else "right")
+    for name, cg in doc["cgroups"].items():
+        cgroups.add_row(
+            name,
+            _seconds(cg["usage_usec"]),
+            str(cg["nr_periods"]),
+            str(cg["nr_throttled"]),
+            f"{100 * cg['throttled_ratio']:.1f}",
+            _seconds(cg["throttled_usec"]),
+            str(cg["nr_bursts"]),
+        )
+    console.print(cgroups)
+
+    tasks = doc["tasks"]
+    with_latency = any("latency_us" in t for t in tasks.values())
+    table = _table("tasks")
+    cols = ["task", "threads", "cpu s", "work s", "finished s"]
+    cols += ["p50 ms", "p99 ms"] if with_latency else []
+    for col in cols:
+        table.add_column(col, justify="left" if col == "task" else "right")
+    for name, t in tasks.items():
+        row = [name, str(t["threads"]), _seconds(t["cpu_usec"]), _seconds(t["work_usec"])]
+        row.append("-" if t["finished_s"] is None else f"{t['finished_s']:.3f}")
+        if with_latency:
+            lat = t.get("latency_us") or {}
+            row += [_millis(lat.get("p50")), _millis(lat.get("p99"))]
+        table.add_row(*row)
+    console.print(table)
+
+    engine = doc.get("engine")
+    if engine:
+        console.print(f"engine: {engine['events']} events in {engine['wall_s']:.3f} s wall")
+
+
+def _table(title: str) -> Table:
+    """A compact table, so that a report fits in 80 columns."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+
+
+def _seconds(usec: int) -> str:
+    return f"{usec / 1e6:.3f}"
+
+
+def _millis(usec: Optional[float]) -> str:
+    return "-" if usec is None else f"{usec / 1e3:.2f}"
+
+
+@main.command()
+def scenarios() -> None:
+    """List the built-in scenarios."""
+    for name in builtin_names():
+        click.echo(f"{name}  {description(load_scenario_text(name)[0])}")
+
+
+@main.command()
+@click.argument("scenario")
+@set_option
+def validate(scenario: str, overrides: tuple[str, ...]) -> None:
+    """Check SCENARIO (a TOML file or a built-in name) without simulating it."""
+    text, _ = load_scenario_text(scenario)
+    resolved = json.loads(_native.validate(text, list(overrides)))
+    click.echo(f"ok: {resolved['name']} ({len(resolved['cgroups'])} cgroups, {len(resolved['tasks'])} tasks)")
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(min=1), help="Runs per scenario; the fastest counts.")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as a JSON list.")
+def bench(names: tuple[str, ...], repeat: int, as_json: bool) -> None:
+    """Time built-in scenarios NAMES (default: all of them)."""
+    names = names or tuple(builtin_names())
+    for name in names:  # fail on a bad name before spending time on the others
+        load_scenario_text(name)
+    records = []
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True,
+    )
+    with progress:
+        task = progress.add_task("bench", total=len(names))
+        for name in names:
+            progress.update(task, description=name)
+            records.append(measure(name, repeat))
+            progress.advance(task)
+    if as_json:
+        click.echo(json.dumps(records))
+        return
+    table = _table(f"bench (best of {repeat})")
+    for col in ("scenario", "sim s", "wall s", "events", "events/s", "speedup"):
+        table.add_column(col, justify="left" if col == "scenario" else "right")
+    for r in records:
+        table.add_row(
+            r["scenario"], f"{r['sim_s']:g}", f"{r['wall_s']:.3f}", str(r["events"]),
+            f"{r['events_per_s']:,.0f}", f"{r['speedup']:,.1f}x",
+        )
+    Console().print(table)

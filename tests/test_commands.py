@@ -1,0 +1,85 @@
+"""`scenarios`, `validate` and `bench`, and the built-in scenario files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import throttlelab
+from helpers import cli, scenario_text
+from throttlelab.scenarios import description
+
+
+def test_builtins_include_two_spinners():
+    assert "two-spinners" in throttlelab.builtin_names()
+
+
+@pytest.mark.parametrize("name", throttlelab.builtin_names())
+def test_builtin_opens_with_description(name):
+    text, origin = throttlelab.load_scenario_text(name)
+    assert text.startswith("# ") and description(text)
+    assert name in origin
+
+
+def test_scenarios_lists_builtins_with_descriptions():
+    result = cli("scenarios")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(throttlelab.builtin_names())
+    spinners = next(line for line in lines if line.startswith("two-spinners "))
+    assert "2-CPU" in spinners
+
+
+@pytest.mark.parametrize("name", throttlelab.builtin_names())
+def test_validate_every_builtin(name):
+    result = cli("validate", name)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("ok: ")
+
+
+def test_validate_file_counts(write_scenario):
+    result = cli("validate", write_scenario())
+    assert result.stdout == "ok: t (1 cgroups, 1 tasks)\n"
+
+
+def test_validate_applies_overrides(write_scenario):
+    result = cli("validate", write_scenario(), "--set", "cgroup.app.quota_us=500")
+    assert result.exit_code == 2 and "quota_us" in result.stderr
+
+
+def test_bench_json():
+    result = cli("bench", "--json", "two-spinners")
+    assert result.exit_code == 0, result.stderr
+    (record,) = json.loads(result.stdout)
+    assert record["scenario"] == "two-spinners"
+    assert record["sim_s"] == 6.0
+    assert record["wall_s"] > 0 and record["events"] > 0
+    assert record["events_per_s"] > 0 and record["speedup"] > 0
+
+
+def test_bench_table():
+    result = cli("bench", "two-spinners")
+    assert result.exit_code == 0, result.stderr
+    assert "two-spinners" in result.stdout and "events/s" in result.stdout
+
+
+def test_module_entry_point_runs():
+    proc = subprocess.run(
+        [sys.executable, "-m", "throttlelab", "run", "--json", "two-spinners"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["scenario"] == "two-spinners"
+
+
+def test_version():
+    result = cli("--version")
+    assert result.exit_code == 0 and throttlelab.__version__ in result.stdout
+
+
+def test_scenario_text_is_passed_through():
+    text = scenario_text()
+    assert throttlelab.scenario_text(text) == text
