@@ -140,12 +140,12 @@ impl Sim<'_> {
     /// 4.18 `expire_cfs_rq_runtime`: local runtime left from an earlier
     /// period is dropped, unless the global deadline has not moved yet
     /// (clock drift), in which case the local one is extended by a tick.
-    fn expire_cfs_rq_runtime(&mut self, rq: CfsRqId) {
+    fn expire_cfs_rq_runtime(&mut self, rq: CfsRqId, clock: Time) {
         let tg = self.cfs_rqs[rq].tg;
         let seq = self.tgs[tg].cfs_b.expires_seq;
         let tick = self.tun.tick_ns;
         let c = &mut self.cfs_rqs[rq];
-        if self.now < c.runtime_expires || c.runtime_remaining < 0 {
+        if clock < c.runtime_expires || c.runtime_remaining < 0 {
             return;
         }
         if c.expires_seq == seq {
@@ -158,13 +158,14 @@ impl Sim<'_> {
     /// `account_cfs_rq_runtime` / `__account_cfs_rq_runtime`: charge the
     /// local pool; when it is used up ask for more, and if there is none
     /// make the CPU reschedule so that the hierarchy gets throttled.
-    pub(crate) fn account_cfs_rq_runtime(&mut self, rq: CfsRqId, delta: u64) {
+    /// `clock` is the runqueue's clock the charge is made at.
+    pub(crate) fn account_cfs_rq_runtime(&mut self, rq: CfsRqId, delta: u64, clock: Time) {
         if !self.cfs_rqs[rq].runtime_enabled {
             return;
         }
         self.cfs_rqs[rq].runtime_remaining -= delta as i64;
         if self.profile.has_expiry() {
-            self.expire_cfs_rq_runtime(rq);
+            self.expire_cfs_rq_runtime(rq, clock);
         }
         let c = &self.cfs_rqs[rq];
         if c.runtime_remaining > 0 || (c.throttled && self.profile.has_throttle_race_fixes()) {
@@ -290,7 +291,7 @@ impl Sim<'_> {
         if !c.runtime_enabled || c.curr.is_some() || c.throttled {
             return;
         }
-        self.account_cfs_rq_runtime(rq, 0);
+        self.account_cfs_rq_runtime(rq, 0, self.now);
         if self.cfs_rqs[rq].runtime_remaining <= 0 {
             self.throttle_cfs_rq(rq);
         }

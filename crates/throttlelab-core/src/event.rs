@@ -1,5 +1,10 @@
 //! The event queue: ordered by `(time_ns, seq)`, so events at the same instant
 //! run in the order they were scheduled (as hrtimers with equal expiry do).
+//!
+//! Ticks are the exception: at an instant they run after everything else, in
+//! CPU order. A tick timer is re-armed every tick, so among timers of equal
+//! expiry it is the one inserted last; and the order must not depend on when
+//! the simulator chose to arm it (it skips ticks that cannot matter).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -28,7 +33,8 @@ pub enum Event {
 
 #[derive(Default)]
 pub struct EventQueue {
-    heap: BinaryHeap<Reverse<(Time, u64, Event)>>,
+    /// (time, 0 or 1 for ticks, seq or CPU for ticks, event).
+    heap: BinaryHeap<Reverse<(Time, u8, u64, Event)>>,
     seq: u64,
     /// Events popped so far.
     pub processed: u64,
@@ -37,15 +43,19 @@ pub struct EventQueue {
 impl EventQueue {
     pub fn push(&mut self, at: Time, ev: Event) {
         self.seq += 1;
-        self.heap.push(Reverse((at, self.seq, ev)));
+        let (class, order) = match ev {
+            Event::Tick { cpu, .. } => (1, cpu as u64),
+            _ => (0, self.seq),
+        };
+        self.heap.push(Reverse((at, class, order, ev)));
     }
 
     pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|Reverse((t, _, _))| *t)
+        self.heap.peek().map(|Reverse((t, _, _, _))| *t)
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
-        let Reverse((t, _, ev)) = self.heap.pop()?;
+        let Reverse((t, _, _, ev)) = self.heap.pop()?;
         self.processed += 1;
         Some((t, ev))
     }
@@ -65,5 +75,16 @@ mod tests {
         assert_eq!(q.pop(), Some((10, Event::Wake(2))));
         assert_eq!(q.pop(), Some((10, Event::Wake(1))));
         assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn ticks_run_last_in_cpu_order() {
+        let mut q = EventQueue::default();
+        q.push(10, Event::Tick { cpu: 1, index: 2, gen: 0 });
+        q.push(10, Event::Tick { cpu: 0, index: 2, gen: 0 });
+        q.push(10, Event::Wake(4));
+        assert_eq!(q.pop(), Some((10, Event::Wake(4))));
+        assert_eq!(q.pop(), Some((10, Event::Tick { cpu: 0, index: 2, gen: 0 })));
+        assert_eq!(q.pop(), Some((10, Event::Tick { cpu: 1, index: 2, gen: 0 })));
     }
 }

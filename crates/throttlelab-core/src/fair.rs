@@ -62,6 +62,9 @@ pub struct Se {
     pub weight: u64,
     pub on_rq: bool,
     pub vruntime: u64,
+    /// Remainder of the last `calc_delta_fair` division, carried so that
+    /// vruntime does not depend on how often it is updated.
+    pub vruntime_rem: u64,
     pub deadline: u64,
     pub exec_start: Time,
     pub sum_exec: u64,
@@ -106,6 +109,7 @@ impl Sim<'_> {
                     weight: self.tgs[tg].shares,
                     on_rq: false,
                     vruntime: 0,
+                    vruntime_rem: 0,
                     deadline: 0,
                     exec_start: 0,
                     sum_exec: 0,
@@ -134,6 +138,7 @@ impl Sim<'_> {
             weight: NICE_0_LOAD,
             on_rq: false,
             vruntime: 0,
+            vruntime_rem: 0,
             deadline: 0,
             exec_start: 0,
             sum_exec: 0,
@@ -176,7 +181,10 @@ impl Sim<'_> {
         let delta = now - s.exec_start;
         s.exec_start = now;
         s.sum_exec += delta;
-        s.vruntime += calc_delta_fair(delta, s.weight);
+        let scaled = delta as u128 * NICE_0_LOAD as u128 + s.vruntime_rem as u128;
+        let weight = s.weight.max(1) as u128;
+        s.vruntime += (scaled / weight) as u64;
+        s.vruntime_rem = (scaled % weight) as u64;
         if self.profile.has_eevdf() && s.vruntime >= s.deadline {
             // update_deadline(): a new slice, and a chance for others to run.
             s.deadline = s.vruntime + calc_delta_fair(self.tun.base_slice_ns, s.weight);
@@ -185,7 +193,7 @@ impl Sim<'_> {
             }
         }
         self.update_min_vruntime(rq);
-        self.account_cfs_rq_runtime(rq, delta);
+        self.account_cfs_rq_runtime(rq, delta, now);
     }
 
     fn update_min_vruntime(&mut self, rq: CfsRqId) {
@@ -497,10 +505,14 @@ impl Sim<'_> {
     /// `set_task_cpu`: move a (not queued) thread's entity to another CPU,
     /// carrying its vruntime relative to the runqueues' min_vruntime.
     fn set_task_cpu(&mut self, tid: ThreadId, dst: CpuId) {
-        let th = &self.threads[tid];
-        if th.cpu == dst {
+        let src = self.threads[tid].cpu;
+        if src == dst {
             return;
         }
+        // Both min_vruntimes as the ticks so far left them.
+        self.touch(src);
+        self.touch(dst);
+        let th = &self.threads[tid];
         let (tg, se) = (th.tg, th.se);
         let src_rq = self.cfs_rq_id(tg, th.cpu);
         let dst_rq = self.cfs_rq_id(tg, dst);
@@ -635,6 +647,20 @@ impl Sim<'_> {
         let at = self.tick_time(cpu, k);
         for se in self.hierarchy(self.threads[tid].se) {
             let rq = self.ses[se].cfs_rq;
+            if self.profile.has_eevdf() {
+                // Replay the skipped ticks at which the deadline was passed,
+                // so that it moves on exactly as it would have.
+                loop {
+                    let s = &self.ses[se];
+                    let vdelta = s.deadline.saturating_sub(s.vruntime) as u128;
+                    let wall = (vdelta * s.weight as u128).saturating_sub(s.vruntime_rem as u128).div_ceil(NICE_0_LOAD as u128);
+                    let crossing = self.first_tick_at_or_after(cpu, s.exec_start + wall as u64);
+                    if crossing >= k {
+                        break;
+                    }
+                    self.update_curr(rq, self.tick_time(cpu, crossing));
+                }
+            }
             self.update_curr(rq, at);
         }
         self.rqs[cpu].next_tick = k + 1;
