@@ -17,6 +17,7 @@
 use crate::event::{Event, Time};
 use crate::sim::{CfsRqId, CpuId, SeId, Sim, ThreadId, ThreadState};
 use crate::trace::TraceKind;
+use smallvec::SmallVec;
 
 /// `MIN_SHARES`: the smallest weight a group entity can get.
 const MIN_SHARES: u64 = 2;
@@ -148,8 +149,9 @@ impl Sim<'_> {
     }
 
     /// Entities from a task's up to the root's child, bottom-up (`for_each_sched_entity`).
-    fn hierarchy(&self, se: SeId) -> Vec<SeId> {
-        let mut v = vec![se];
+    fn hierarchy(&self, se: SeId) -> SmallVec<[SeId; 4]> {
+        let mut v = SmallVec::new();
+        v.push(se);
         let mut s = se;
         while let Some(p) = self.ses[s].parent {
             v.push(p);
@@ -430,7 +432,7 @@ impl Sim<'_> {
             if self.cfs_rqs[rq].nr_running == 0 {
                 return None;
             }
-            let mut path = Vec::new();
+            let mut path: SmallVec<[(CfsRqId, SeId); 4]> = SmallVec::new();
             loop {
                 if self.check_cfs_rq_runtime(rq) {
                     continue 'again;

@@ -42,6 +42,8 @@ pub struct Rq {
     pub tick_armed: Option<(u64, Time)>,
     /// Index of the first tick whose effects have not been applied yet.
     pub next_tick: u64,
+    /// Touched during the current event (listed in `Sim::dirty`).
+    pub dirty: bool,
     /// Threads enqueued on this CPU (running or waiting), for idle pulling.
     pub runnable: Vec<ThreadId>,
 }
@@ -461,6 +463,7 @@ impl<'s> Sim<'s> {
             }
         }
         while let Some(cpu) = self.dirty.pop() {
+            self.rqs[cpu].dirty = false;
             self.arm_tick(cpu);
         }
     }
@@ -468,7 +471,8 @@ impl<'s> Sim<'s> {
     /// Mark `cpu` as touched by this event: apply the ticks skipped so far.
     pub fn touch(&mut self, cpu: CpuId) {
         self.catch_up_ticks(cpu);
-        if !self.dirty.contains(&cpu) {
+        if !self.rqs[cpu].dirty {
+            self.rqs[cpu].dirty = true;
             self.dirty.push(cpu);
         }
     }
