@@ -9,5 +9,5 @@ export PIP_ROOT_USER_ACTION=ignore
 # Build with the pinned maturin (--no-build-isolation), so the build is repeatable.
 "$PYTHON" -m pip install -q -c constraints.txt maturin
 "$PYTHON" -m pip install -q -c constraints.txt --no-build-isolation ".[test]"
-cargo test -p throttlelab-core --release -q
+cargo test -p throttlelab-core -p throttlelab-real --release -q
 "$PYTHON" -m pytest -q

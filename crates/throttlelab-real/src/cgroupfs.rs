@@ -1,0 +1,641 @@
+//! The cgroups of one run: which hierarchy the host has (v1 or v2), creation
+//! under one parent `throttlelab-<pid>`, the settings, `cpu.stat`, and removal
+//! of exactly what was created, nothing else.
+
+use crate::error::{Error, Result};
+use std::fs;
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use throttlelab_core::output::CgroupStats;
+use throttlelab_core::Scenario;
+
+/// Overrides the directory where the hierarchies are mounted (a test aid:
+/// a temporary directory stands in for a cgroupfs).
+pub const ROOT_ENV: &str = "THROTTLELAB_CGROUP_ROOT";
+pub const DEFAULT_ROOT: &str = "/sys/fs/cgroup";
+
+/// v2's "no internal processes" rule forbids processes in a cgroup whose
+/// children have controllers enabled; the tasks of such a group run in this
+/// leaf child. Scenario cgroup names cannot contain '.', so it never collides.
+const V2_LEAF: &str = "tasks.leaf";
+
+/// How long removal waits for a cgroup whose last task is still exiting.
+const RMDIR_PATIENCE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+impl Version {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::V1 => "v1",
+            Version::V2 => "v2",
+        }
+    }
+}
+
+/// One mounted hierarchy and the controllers the harness uses in it
+/// (v1 may co-mount cpu and cpuacct: then one directory has both roles).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Hierarchy {
+    root: PathBuf,
+    cpu: bool,
+    cpuacct: bool,
+    cpuset: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub version: Version,
+    hierarchies: Vec<Hierarchy>,
+}
+
+/// Whether a space-separated controller list names `controller`.
+fn lists(text: &str, controller: &str) -> bool {
+    text.split_whitespace().any(|w| w == controller)
+}
+
+impl Layout {
+    /// v2 when `<root>/cgroup.controllers` lists cpu; v1 when `<root>/cpu`
+    /// holds `cpu.cfs_period_us`. Refuses what the harness would have to change
+    /// outside its own cgroups (a controller not enabled at the root).
+    pub fn detect(root: &Path) -> Result<Layout> {
+        if let Ok(text) = fs::read_to_string(root.join("cgroup.controllers")) {
+            if lists(&text, "cpu") {
+                let subtree = root.join("cgroup.subtree_control");
+                let enabled = fs::read_to_string(&subtree).map_err(|e| Error::io("read", &subtree, e))?;
+                if let Some(c) = ["cpu", "cpuset"].into_iter().find(|c| !lists(&enabled, c)) {
+                    return Err(Error::harness(format!(
+                        "the {c} controller is not enabled in {} (enable it there; the harness only changes its own cgroups)",
+                        subtree.display()
+                    )));
+                }
+                let all = Hierarchy { root: root.to_path_buf(), cpu: true, cpuacct: true, cpuset: true };
+                return Ok(Layout { version: Version::V2, hierarchies: vec![all] });
+            }
+        }
+        if root.join("cpu/cpu.cfs_period_us").is_file() {
+            let mut hierarchies: Vec<Hierarchy> = Vec::new();
+            for (name, probe) in [("cpu", "cpu.cfs_period_us"), ("cpuacct", "cpuacct.usage"), ("cpuset", "cpuset.cpus")] {
+                let dir = root.join(name);
+                if !dir.join(probe).is_file() {
+                    return Err(Error::harness(format!("no {name} hierarchy: {} not found", dir.join(probe).display())));
+                }
+                let dir = fs::canonicalize(&dir).map_err(|e| Error::io("resolve", &dir, e))?;
+                let i = match hierarchies.iter().position(|h| h.root == dir) {
+                    Some(i) => i,
+                    None => {
+                        hierarchies.push(Hierarchy { root: dir, cpu: false, cpuacct: false, cpuset: false });
+                        hierarchies.len() - 1
+                    }
+                };
+                let h = &mut hierarchies[i];
+                match name {
+                    "cpu" => h.cpu = true,
+                    "cpuacct" => h.cpuacct = true,
+                    _ => h.cpuset = true,
+                }
+            }
+            return Ok(Layout { version: Version::V1, hierarchies });
+        }
+        Err(Error::harness(format!(
+            "no cpu controller under {}: neither cgroup v2 with cpu in cgroup.controllers nor a v1 cpu hierarchy (set {ROOT_ENV} to where cgroups are mounted)",
+            root.display()
+        )))
+    }
+
+    fn find(&self, pick: impl Fn(&Hierarchy) -> bool) -> &Hierarchy {
+        self.hierarchies.iter().find(|h| pick(h)).expect("detect() found every controller")
+    }
+}
+
+/// A cgroup's bandwidth settings as the kernel holds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bandwidth {
+    pub period_us: u64,
+    /// None: unlimited.
+    pub quota_us: Option<u64>,
+    pub burst_us: u64,
+}
+
+impl Bandwidth {
+    /// What a new cgroup starts with.
+    pub const KERNEL_DEFAULT: Bandwidth = Bandwidth { period_us: 100_000, quota_us: None, burst_us: 0 };
+}
+
+/// The files that set `new`, in an order the kernel accepts at every step:
+/// `tg_set_cfs_bandwidth` refuses burst > quota, so a burst that must shrink
+/// below the new quota is written first.
+fn bandwidth_writes(version: Version, old: Bandwidth, new: Bandwidth) -> Vec<(&'static str, String)> {
+    let burst_first = matches!(new.quota_us, Some(q) if q < old.burst_us);
+    let mut writes = match version {
+        Version::V2 => {
+            let quota = new.quota_us.map_or("max".to_string(), |q| q.to_string());
+            vec![("cpu.max", format!("{quota} {}", new.period_us))]
+        }
+        Version::V1 => {
+            let quota = new.quota_us.map_or(-1, |q| q as i64);
+            vec![("cpu.cfs_period_us", new.period_us.to_string()), ("cpu.cfs_quota_us", quota.to_string())]
+        }
+    };
+    let burst = (if version == Version::V2 { "cpu.max.burst" } else { "cpu.cfs_burst_us" }, new.burst_us.to_string());
+    if burst_first {
+        writes.insert(0, burst);
+    } else {
+        writes.push(burst);
+    }
+    writes
+}
+
+/// Counters of one cgroup at one instant, times in ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RawStats {
+    pub usage_ns: u64,
+    pub nr_periods: u64,
+    pub nr_throttled: u64,
+    pub throttled_ns: u64,
+    pub nr_bursts: u64,
+    pub burst_ns: u64,
+}
+
+impl RawStats {
+    /// The output's statistics for the interval from `before` to `self`.
+    pub fn since(&self, before: &RawStats) -> CgroupStats {
+        let nr_periods = self.nr_periods.saturating_sub(before.nr_periods);
+        let nr_throttled = self.nr_throttled.saturating_sub(before.nr_throttled);
+        CgroupStats {
+            usage_usec: self.usage_ns.saturating_sub(before.usage_ns) / 1_000,
+            nr_periods,
+            nr_throttled,
+            throttled_usec: self.throttled_ns.saturating_sub(before.throttled_ns) / 1_000,
+            nr_bursts: self.nr_bursts.saturating_sub(before.nr_bursts),
+            burst_usec: self.burst_ns.saturating_sub(before.burst_ns) / 1_000,
+            throttled_ratio: if nr_periods == 0 { 0.0 } else { nr_throttled as f64 / nr_periods as f64 },
+        }
+    }
+}
+
+/// Parse `cpu.stat`: v2 times are in us (`throttled_usec`), v1's in ns
+/// (`throttled_time`); v1 has no usage (it comes from cpuacct.usage).
+fn parse_cpu_stat(text: &str) -> RawStats {
+    let mut s = RawStats::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(' ') else { continue };
+        let Ok(v) = value.trim().parse::<u64>() else { continue };
+        match key {
+            "usage_usec" => s.usage_ns = v * 1_000,
+            "nr_periods" => s.nr_periods = v,
+            "nr_throttled" => s.nr_throttled = v,
+            "throttled_usec" => s.throttled_ns = v * 1_000,
+            "throttled_time" => s.throttled_ns = v,
+            "nr_bursts" => s.nr_bursts = v,
+            "burst_usec" => s.burst_ns = v * 1_000,
+            "burst_time" => s.burst_ns = v,
+            _ => {}
+        }
+    }
+    s
+}
+
+fn read(path: &Path) -> Result<String> {
+    fs::read_to_string(path).map_err(|e| Error::io("read", path, e))
+}
+
+/// A group of the scenario: None is the root group (the parent itself).
+pub type GroupId = Option<usize>;
+
+/// The cgroups one run created. Dropping it removes them.
+#[derive(Debug)]
+pub struct Tree {
+    layout: Layout,
+    /// Each scenario cgroup's path below the parent (`app/web`).
+    groups: Vec<PathBuf>,
+    /// Whether the root group / each scenario cgroup runs its tasks in the v2 leaf.
+    leaf: Vec<bool>,
+    bandwidth: Vec<Bandwidth>,
+    parent: PathBuf,
+    /// Directories created, parents first, across hierarchies.
+    dirs: Vec<PathBuf>,
+    /// Files a write created: none in a real cgroupfs, where they all exist.
+    files: Vec<PathBuf>,
+}
+
+impl Tree {
+    /// Create `name` (e.g. `throttlelab-<pid>`) in every hierarchy and the
+    /// scenario's cgroups below it, with their settings; `worker_groups` are
+    /// the groups that will hold processes. On error, removes what it created.
+    pub fn create(layout: Layout, name: &str, scenario: &Scenario, worker_groups: &[GroupId]) -> Result<Tree> {
+        let mut groups: Vec<PathBuf> = Vec::new();
+        for c in &scenario.cgroups {
+            let base = match &c.parent {
+                Some(p) => groups[scenario.cgroup_index(p).expect("validated")].clone(),
+                None => PathBuf::new(),
+            };
+            groups.push(base.join(&c.name));
+        }
+        let has_children = |g: GroupId| match g {
+            None => !scenario.cgroups.is_empty(),
+            Some(i) => scenario.cgroups.iter().any(|c| c.parent.as_deref() == Some(scenario.cgroups[i].name.as_str())),
+        };
+        let v2 = layout.version == Version::V2;
+        let ids: Vec<GroupId> = std::iter::once(None).chain((0..scenario.cgroups.len()).map(Some)).collect();
+        let leaf = ids.iter().map(|&g| v2 && has_children(g) && worker_groups.contains(&g)).collect();
+        let mut tree = Tree {
+            parent: PathBuf::from(name),
+            layout,
+            groups,
+            leaf,
+            bandwidth: vec![Bandwidth::KERNEL_DEFAULT; scenario.cgroups.len()],
+            dirs: Vec::new(),
+            files: Vec::new(),
+        };
+        let machine_cpus = match scenario.machine.cpus {
+            1 => "0".to_string(),
+            n => format!("0-{}", n - 1),
+        };
+        for &g in &ids {
+            let cg = g.map(|i| &scenario.cgroups[i]);
+            tree.mkdir(g, false)?;
+            let cpus = match cg {
+                None => Some(machine_cpus.as_str()),
+                Some(c) => c.cpus.as_deref(),
+            };
+            tree.set_cpuset(g, cpus)?;
+            if let Some(c) = cg {
+                let i = g.expect("a scenario cgroup");
+                let bw = Bandwidth { period_us: c.period_us, quota_us: c.quota(), burst_us: c.burst_us };
+                tree.set_bandwidth(i, bw)?;
+                tree.set_weight(g, c.weight)?;
+            }
+            if v2 && has_children(g) {
+                tree.write_in(g, |h| h.cpu, "cgroup.subtree_control", "+cpu +cpuset")?;
+            }
+            if tree.leaf[tree.index(g)] {
+                tree.mkdir(g, true)?;
+            }
+        }
+        Ok(tree)
+    }
+
+    fn index(&self, g: GroupId) -> usize {
+        g.map_or(0, |i| i + 1)
+    }
+
+    /// The directory of group `g` in hierarchy `h`.
+    fn dir(&self, h: &Hierarchy, g: GroupId) -> PathBuf {
+        let rel = g.map_or(PathBuf::new(), |i| self.groups[i].clone());
+        h.root.join(&self.parent).join(rel)
+    }
+
+    /// The directory that receives group `g`'s processes in hierarchy `h`.
+    fn procs_dir(&self, h: &Hierarchy, g: GroupId) -> PathBuf {
+        let dir = self.dir(h, g);
+        if self.leaf[self.index(g)] {
+            dir.join(V2_LEAF)
+        } else {
+            dir
+        }
+    }
+
+    fn mkdir(&mut self, g: GroupId, leaf: bool) -> Result<()> {
+        for h in self.layout.hierarchies.clone() {
+            let dir = if leaf { self.procs_dir(&h, g) } else { self.dir(&h, g) };
+            fs::create_dir(&dir).map_err(|e| Error::io("create cgroup", &dir, e))?;
+            self.dirs.push(dir);
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, path: PathBuf, value: &str) -> Result<()> {
+        let existed = path.exists();
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(value.as_bytes()))
+            .map_err(|e| Error::harness(format!("cannot write {value:?} to {}: {e}", path.display())))?;
+        if !existed {
+            self.files.push(path);
+        }
+        Ok(())
+    }
+
+    /// Write `file` of group `g` in the hierarchy `pick` selects.
+    fn write_in(&mut self, g: GroupId, pick: impl Fn(&Hierarchy) -> bool, file: &str, value: &str) -> Result<()> {
+        let path = self.dir(self.layout.find(pick), g).join(file);
+        self.write(path, value)
+    }
+
+    /// `cpuset.cpus` (None: v2 inherits the parent's; v1 needs it written, so
+    /// it copies the parent's), and in v1 `cpuset.mems`, copied from the
+    /// parent: a v1 cpuset takes no task before both are set.
+    fn set_cpuset(&mut self, g: GroupId, cpus: Option<&str>) -> Result<()> {
+        let h = self.layout.find(|h| h.cpuset).clone();
+        let dir = self.dir(&h, g);
+        let above = dir.parent().expect("below the root").to_path_buf();
+        if self.layout.version == Version::V2 {
+            return match cpus {
+                Some(list) => self.write(dir.join("cpuset.cpus"), list),
+                None => Ok(()),
+            };
+        }
+        let cpus = match cpus {
+            Some(list) => list.to_string(),
+            None => read(&above.join("cpuset.cpus"))?.trim().to_string(),
+        };
+        self.write(dir.join("cpuset.cpus"), &cpus)?;
+        let mems = read(&above.join("cpuset.mems"))?;
+        self.write(dir.join("cpuset.mems"), mems.trim())
+    }
+
+    /// v2 `cpu.weight`; v1 `cpu.shares` = weight * 1024 / 100.
+    fn set_weight(&mut self, g: GroupId, weight: u64) -> Result<()> {
+        match self.layout.version {
+            Version::V2 => self.write_in(g, |h| h.cpu, "cpu.weight", &weight.to_string()),
+            Version::V1 => self.write_in(g, |h| h.cpu, "cpu.shares", &(weight * 1024 / 100).to_string()),
+        }
+    }
+
+    /// Set scenario cgroup `i`'s bandwidth. The burst file is written only
+    /// when the burst is nonzero or the file exists (kernels before 5.14 lack it).
+    pub fn set_bandwidth(&mut self, i: usize, new: Bandwidth) -> Result<()> {
+        let dir = self.dir(self.layout.find(|h| h.cpu), Some(i));
+        for (file, value) in bandwidth_writes(self.layout.version, self.bandwidth[i], new) {
+            let path = dir.join(file);
+            if file.contains("burst") && new.burst_us == 0 && !path.exists() {
+                continue;
+            }
+            self.write(path, &value)?;
+        }
+        self.bandwidth[i] = new;
+        Ok(())
+    }
+
+    pub fn bandwidth(&self, i: usize) -> Bandwidth {
+        self.bandwidth[i]
+    }
+
+    /// Move process `pid` (all its threads) into group `g` in every hierarchy.
+    pub fn attach(&mut self, pid: u32, g: GroupId) -> Result<()> {
+        for h in self.layout.hierarchies.clone() {
+            let path = self.procs_dir(&h, g).join("cgroup.procs");
+            self.write(path, &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Scenario cgroup `i`'s counters now.
+    pub fn stats(&self, i: usize) -> Result<RawStats> {
+        let cpu_dir = self.dir(self.layout.find(|h| h.cpu), Some(i));
+        let mut stats = parse_cpu_stat(&read(&cpu_dir.join("cpu.stat"))?);
+        if self.layout.version == Version::V1 {
+            let path = self.dir(self.layout.find(|h| h.cpuacct), Some(i)).join("cpuacct.usage");
+            let text = read(&path)?;
+            stats.usage_ns = text.trim().parse().map_err(|_| Error::harness(format!("{}: not a number: {text:?}", path.display())))?;
+        }
+        Ok(stats)
+    }
+
+    /// Remove what was created: files a write created, then directories,
+    /// children before parents. A directory whose last task is still exiting
+    /// is retried for a while. Returns the first failure; later calls do nothing.
+    pub fn remove(&mut self) -> Result<()> {
+        let mut first = None;
+        for f in self.files.drain(..).rev() {
+            if let Err(e) = fs::remove_file(&f) {
+                if e.kind() != ErrorKind::NotFound {
+                    first.get_or_insert(Error::io("remove", &f, e));
+                }
+            }
+        }
+        let deadline = Instant::now() + RMDIR_PATIENCE;
+        for d in std::mem::take(&mut self.dirs).into_iter().rev() {
+            loop {
+                match fs::remove_dir(&d) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == ErrorKind::NotFound => break,
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    Err(e) => {
+                        first.get_or_insert(Error::io("remove cgroup", &d, e));
+                        break;
+                    }
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove() {
+            eprintln!("throttlelab: warning: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCENARIO: &str = r#"
+name = "t"
+duration_s = 1
+[machine]
+cpus = 2
+[[cgroup]]
+name = "app"
+period_us = 10000
+quota_us = 20000
+burst_us = 5000
+weight = 200
+[[cgroup]]
+name = "web"
+parent = "app"
+period_us = 50000
+cpus = "1"
+[[task]]
+name = "a"
+cgroup = "app"
+phases = [{ run_us = 1000 }]
+[[task]]
+name = "w"
+cgroup = "web"
+phases = [{ run_us = 1000 }]
+"#;
+
+    fn temp_root(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("throttlelab-real-test-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn put(path: PathBuf, text: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    fn get(path: PathBuf) -> String {
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn fake_v2(tag: &str) -> PathBuf {
+        let root = temp_root(tag);
+        put(root.join("cgroup.controllers"), "cpuset cpu io memory pids\n");
+        put(root.join("cgroup.subtree_control"), "cpuset cpu\n");
+        root
+    }
+
+    fn fake_v1(tag: &str) -> PathBuf {
+        let root = temp_root(tag);
+        put(root.join("cpu/cpu.cfs_period_us"), "100000\n");
+        put(root.join("cpuacct/cpuacct.usage"), "0\n");
+        put(root.join("cpuset/cpuset.cpus"), "0-1\n");
+        put(root.join("cpuset/cpuset.mems"), "0\n");
+        root
+    }
+
+    /// Every file and directory below `root`, relative, sorted.
+    fn listing(root: &Path) -> Vec<String> {
+        fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+            for e in fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                out.push(p.strip_prefix(root).unwrap().display().to_string());
+                if p.is_dir() {
+                    walk(root, &p, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(root, root, &mut out);
+        out.sort();
+        out
+    }
+
+    fn scenario() -> Scenario {
+        throttlelab_core::load(SCENARIO, &[]).unwrap()
+    }
+
+    #[test]
+    fn v2_setup_writes_the_settings_and_removal_leaves_nothing() {
+        let root = fake_v2("v2");
+        let before = listing(&root);
+        let layout = Layout::detect(&root).unwrap();
+        assert_eq!(layout.version, Version::V2);
+        let mut tree = Tree::create(layout, "throttlelab-1", &scenario(), &[Some(0), Some(1)]).unwrap();
+        let p = root.join("throttlelab-1");
+        assert_eq!(get(p.join("cpuset.cpus")), "0-1");
+        assert_eq!(get(p.join("cgroup.subtree_control")), "+cpu +cpuset");
+        assert_eq!(get(p.join("app/cpu.max")), "20000 10000");
+        assert_eq!(get(p.join("app/cpu.max.burst")), "5000");
+        assert_eq!(get(p.join("app/cpu.weight")), "200");
+        assert_eq!(get(p.join("app/cgroup.subtree_control")), "+cpu +cpuset");
+        assert_eq!(get(p.join("app/web/cpu.max")), "max 50000");
+        assert_eq!(get(p.join("app/web/cpuset.cpus")), "1");
+        assert!(!p.join("app/web/cpu.max.burst").exists(), "zero burst, no file: not written");
+        // app has a child and tasks: they go to the leaf.
+        tree.attach(42, Some(0)).unwrap();
+        tree.attach(43, Some(1)).unwrap();
+        assert_eq!(get(p.join("app/tasks.leaf/cgroup.procs")), "42");
+        assert_eq!(get(p.join("app/web/cgroup.procs")), "43");
+        // A write that shrinks the quota below the burst writes the burst first.
+        tree.set_bandwidth(0, Bandwidth { period_us: 10000, quota_us: Some(3000), burst_us: 1000 }).unwrap();
+        assert_eq!(get(p.join("app/cpu.max")), "3000 10000");
+        assert_eq!(get(p.join("app/cpu.max.burst")), "1000");
+        put(p.join("app/cpu.stat"), "usage_usec 1500\nnr_periods 10\nnr_throttled 4\nthrottled_usec 700\nnr_bursts 1\nburst_usec 20\n");
+        let s = tree.stats(0).unwrap().since(&RawStats::default());
+        assert_eq!((s.usage_usec, s.nr_periods, s.nr_throttled, s.throttled_usec, s.nr_bursts, s.burst_usec), (1500, 10, 4, 700, 1, 20));
+        assert_eq!(s.throttled_ratio, 0.4);
+        fs::remove_file(p.join("app/cpu.stat")).unwrap();
+        tree.remove().unwrap();
+        assert_eq!(listing(&root), before);
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn v1_setup_writes_the_settings_and_removal_leaves_nothing() {
+        let root = fake_v1("v1");
+        let before = listing(&root);
+        let layout = Layout::detect(&root).unwrap();
+        assert_eq!(layout.version, Version::V1);
+        let mut tree = Tree::create(layout, "throttlelab-1", &scenario(), &[None, Some(0)]).unwrap();
+        let cpu = root.join("cpu/throttlelab-1");
+        let cpuset = root.join("cpuset/throttlelab-1");
+        assert_eq!(get(cpu.join("app/cpu.cfs_period_us")), "10000");
+        assert_eq!(get(cpu.join("app/cpu.cfs_quota_us")), "20000");
+        assert_eq!(get(cpu.join("app/cpu.cfs_burst_us")), "5000");
+        assert_eq!(get(cpu.join("app/cpu.shares")), "2048");
+        assert_eq!(get(cpu.join("app/web/cpu.cfs_quota_us")), "-1");
+        assert_eq!(get(cpuset.join("cpuset.cpus")), "0-1");
+        assert_eq!(get(cpuset.join("cpuset.mems")), "0");
+        assert_eq!(get(cpuset.join("app/cpuset.cpus")), "0-1");
+        assert_eq!(get(cpuset.join("app/web/cpuset.cpus")), "1");
+        assert_eq!(get(cpuset.join("app/web/cpuset.mems")), "0");
+        assert!(root.join("cpuacct/throttlelab-1/app/web").is_dir());
+        tree.attach(42, None).unwrap();
+        assert_eq!(get(cpu.join("cgroup.procs")), "42");
+        assert_eq!(get(root.join("cpuacct/throttlelab-1/cgroup.procs")), "42");
+        put(cpu.join("app/cpu.stat"), "nr_periods 10\nnr_throttled 5\nthrottled_time 7000000\nnr_bursts 0\nburst_time 0\n");
+        put(root.join("cpuacct/throttlelab-1/app/cpuacct.usage"), "2000000000\n");
+        let s = tree.stats(0).unwrap().since(&RawStats::default());
+        assert_eq!((s.usage_usec, s.nr_periods, s.nr_throttled, s.throttled_usec), (2_000_000, 10, 5, 7000));
+        fs::remove_file(cpu.join("app/cpu.stat")).unwrap();
+        fs::remove_file(root.join("cpuacct/throttlelab-1/app/cpuacct.usage")).unwrap();
+        drop(tree);
+        assert_eq!(listing(&root), before);
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn an_existing_cgroup_is_neither_used_nor_removed() {
+        let root = fake_v2("exists");
+        put(root.join("throttlelab-1/cpu.max"), "theirs");
+        let err = Tree::create(Layout::detect(&root).unwrap(), "throttlelab-1", &scenario(), &[]).unwrap_err();
+        assert!(err.to_string().contains("throttlelab-1"), "{err}");
+        assert_eq!(get(root.join("throttlelab-1/cpu.max")), "theirs");
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_failed_setup_removes_what_it_created() {
+        let root = fake_v1("fail");
+        // Without cpuset.mems at the root, setup fails after creating the parent.
+        fs::remove_file(root.join("cpuset/cpuset.mems")).unwrap();
+        let before = listing(&root);
+        let err = Tree::create(Layout::detect(&root).unwrap(), "throttlelab-1", &scenario(), &[]).unwrap_err();
+        assert!(err.to_string().contains("cpuset.mems"), "{err}");
+        assert_eq!(listing(&root), before);
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn detection_refuses_what_it_would_have_to_change() {
+        let root = temp_root("none");
+        assert!(Layout::detect(&root).unwrap_err().to_string().contains("no cpu controller"));
+        put(root.join("cgroup.controllers"), "cpuset cpu\n");
+        put(root.join("cgroup.subtree_control"), "cpuset\n");
+        let e = Layout::detect(&root).unwrap_err().to_string();
+        assert!(e.contains("cpu controller is not enabled"), "{e}");
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn burst_goes_first_only_when_it_must_shrink_below_the_new_quota() {
+        let old = Bandwidth { period_us: 10000, quota_us: Some(20000), burst_us: 10000 };
+        let lower = Bandwidth { period_us: 10000, quota_us: Some(5000), burst_us: 0 };
+        let files = |w: Vec<(&'static str, String)>| w.into_iter().map(|(f, _)| f).collect::<Vec<_>>();
+        assert_eq!(files(bandwidth_writes(Version::V2, old, lower)), ["cpu.max.burst", "cpu.max"]);
+        assert_eq!(files(bandwidth_writes(Version::V1, old, lower)), ["cpu.cfs_burst_us", "cpu.cfs_period_us", "cpu.cfs_quota_us"]);
+        assert_eq!(files(bandwidth_writes(Version::V2, lower, old)), ["cpu.max", "cpu.max.burst"]);
+        let unlimited = Bandwidth { quota_us: None, ..old };
+        assert_eq!(bandwidth_writes(Version::V1, old, unlimited)[1], ("cpu.cfs_quota_us", "-1".to_string()));
+    }
+}

@@ -1,0 +1,520 @@
+//! throttlelab-real: runs a scenario on the host kernel, in real cgroups (v1
+//! or v2), and reads the kernel's own `cpu.stat`.
+//!
+//! The controller (this process) calibrates the busy loop, creates the
+//! scenario's cgroups under one parent `throttlelab-<pid>`, starts one worker
+//! process per cgroup that has tasks or services (see [`worker`]), moves each
+//! into its cgroup before it starts working, performs the `[[write]]`s on time,
+//! and reads the counters before and after. It stays outside every measured
+//! cgroup, and removes what it created on every path out, Ctrl-C included.
+
+mod cgroupfs;
+mod error;
+mod host;
+mod signals;
+pub mod worker;
+
+pub use cgroupfs::{Version, ROOT_ENV};
+pub use error::{Error, Result};
+pub use host::Host;
+pub use worker::worker_main;
+
+use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Tree};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::Duration;
+use throttlelab_core::output::{CgroupStats, Latency, TaskStats};
+use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, Scenario};
+use worker::{now_ns, DriverReport, ServicePlan, TaskPlan, ThreadPlan, WorkerReport, WorkerSpec};
+
+/// Time between `go` and the common start: the workers create their threads.
+const START_DELAY_NS: u64 = 50_000_000;
+/// The longest the controller sleeps between checks for signals.
+const POLL_NS: u64 = 10_000_000;
+/// How long a worker may take to start Python and read its spec.
+const READY_TIMEOUT_NS: u64 = 30_000_000_000;
+/// How long workers may take to report after the end.
+const REPORT_TIMEOUT_NS: u64 = 5_000_000_000;
+
+/// The output document: the simulator's schema with `backend = "real"`, a
+/// `host` object, and no `engine`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RealOutput {
+    pub scenario: String,
+    pub backend: &'static str,
+    pub profile: String,
+    pub seed: u64,
+    pub duration_s: f64,
+    pub cgroups: BTreeMap<String, CgroupStats>,
+    pub tasks: BTreeMap<String, TaskStats>,
+    pub host: Host,
+}
+
+/// One worker process: the group it runs in and what it runs.
+struct WorkerPlan {
+    group: GroupId,
+    spec: WorkerSpec,
+}
+
+/// CPUs of a group: its nearest ancestor's `cpus`, else 0..machine.cpus-1.
+fn group_cpus(s: &Scenario, g: GroupId) -> Vec<usize> {
+    let mut g = g;
+    while let Some(i) = g {
+        let c = &s.cgroups[i];
+        if let Some(list) = &c.cpus {
+            return parse_cpu_list(list).expect("validated");
+        }
+        g = c.parent.as_ref().map(|p| s.cgroup_index(p).expect("validated"));
+    }
+    (0..s.machine.cpus).collect()
+}
+
+/// Allowed CPUs of a task or service (`key` names it): its `cpus` within its group's.
+fn allowed_cpus(s: &Scenario, g: GroupId, cpus: &Option<String>, key: &str) -> Result<Vec<usize>> {
+    let group = group_cpus(s, g);
+    let allowed: Vec<usize> = match cpus {
+        Some(list) => parse_cpu_list(list).expect("validated").into_iter().filter(|c| group.contains(c)).collect(),
+        None => group,
+    };
+    if allowed.is_empty() {
+        return Err(Error::harness(format!("{key}.cpus: no CPU in common with its cgroup's cpus")));
+    }
+    Ok(allowed)
+}
+
+fn group_of(s: &Scenario, cgroup: &Option<String>) -> GroupId {
+    cgroup.as_ref().map(|n| s.cgroup_index(n).expect("validated"))
+}
+
+/// One worker per group with tasks or services, root group first. Start
+/// offsets (`start_spread_us`) and arrival seeds come from the scenario seed.
+fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
+    let mut rng = Pcg64::seed_from_u64(s.seed);
+    let groups = std::iter::once(None).chain((0..s.cgroups.len()).map(Some));
+    let mut plans: Vec<WorkerPlan> = groups
+        .map(|group| WorkerPlan {
+            group,
+            spec: WorkerSpec { loops_per_us, duration_ns: s.duration_ns(), tasks: Vec::new(), services: Vec::new() },
+        })
+        .collect();
+    for t in s.tasks.iter().filter(|t| t.threads > 0) {
+        let g = group_of(s, &t.cgroup);
+        let allowed = allowed_cpus(s, g, &t.cpus, &format!("task.{}", t.name))?;
+        let threads = (0..t.threads as usize)
+            .map(|i| ThreadPlan {
+                start_ns: t.start_us * 1_000 + if t.start_spread_us > 0 { rng.random_range(0..t.start_spread_us * 1_000) } else { 0 },
+                cpus: if t.pin {
+                    Some(vec![allowed[i % allowed.len()]])
+                } else {
+                    t.cpus.as_ref().map(|_| allowed.clone())
+                },
+            })
+            .collect();
+        let task = TaskPlan { name: t.name.clone(), loops: t.loops, phases: t.phases.clone(), threads };
+        plans[g.map_or(0, |i| i + 1)].spec.tasks.push(task);
+    }
+    for svc in &s.services {
+        let g = group_of(s, &svc.cgroup);
+        let allowed = allowed_cpus(s, g, &svc.cpus, &format!("service.{}", svc.name))?;
+        let cpus = svc.cpus.as_ref().map(|_| allowed);
+        plans[g.map_or(0, |i| i + 1)].spec.services.push(ServicePlan {
+            name: svc.name.clone(),
+            arrival: svc.arrival,
+            rate_per_s: svc.rate_per_s,
+            cost_ns: svc.cost_us * 1_000,
+            seed: rng.random(),
+            workers: (0..svc.workers).map(|_| ThreadPlan { start_ns: 0, cpus: cpus.clone() }).collect(),
+        });
+    }
+    plans.retain(|p| !p.spec.tasks.is_empty() || !p.spec.services.is_empty());
+    Ok(plans)
+}
+
+/// The scenario's name for a group, for messages.
+fn group_name(s: &Scenario, g: GroupId) -> &str {
+    g.map_or("(root)", |i| s.cgroups[i].name.as_str())
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+}
+
+/// The worker processes; dropping them kills them (SIGKILL, then wait).
+struct Workers {
+    list: Vec<Worker>,
+    /// Lines from every worker's stdout: (worker, line), None at EOF.
+    lines: Receiver<(usize, Option<String>)>,
+}
+
+impl Workers {
+    /// Start `python -m throttlelab._worker` once per plan, each in its own
+    /// process group (a terminal's Ctrl-C reaches the controller only) and
+    /// killed by the kernel if the controller dies.
+    fn spawn(python: &Path, n: usize) -> Result<Workers> {
+        let (tx, rx) = mpsc::channel();
+        let mut workers = Workers { list: Vec::new(), lines: rx };
+        for i in 0..n {
+            let mut cmd = Command::new(python);
+            cmd.args(["-m", "throttlelab._worker"]).stdin(Stdio::piped()).stdout(Stdio::piped()).process_group(0);
+            // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let mut child = cmd
+                .spawn()
+                .map_err(|e| Error::harness(format!("cannot start the worker `{} -m throttlelab._worker`: {e}", python.display())))?;
+            let (stdin, stdout) = (child.stdin.take().expect("piped"), child.stdout.take().expect("piped"));
+            workers.list.push(Worker { child, stdin });
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    match line {
+                        Ok(l) => {
+                            let _ = tx.send((i, Some(l)));
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let _ = tx.send((i, None));
+            });
+        }
+        Ok(workers)
+    }
+
+    fn send(&mut self, i: usize, line: &str) -> std::io::Result<()> {
+        let stdin = &mut self.list[i].stdin;
+        stdin.write_all(line.as_bytes()).and_then(|_| stdin.write_all(b"\n")).and_then(|_| stdin.flush())
+    }
+
+    fn pid(&self, i: usize) -> u32 {
+        self.list[i].child.id()
+    }
+
+    /// The next line from any worker within `timeout_ns`, polling for signals.
+    fn next(&mut self, signals: &signals::Guard, timeout_ns: u64) -> Result<Option<(usize, Option<String>)>> {
+        let deadline = now_ns() + timeout_ns;
+        loop {
+            signals.check()?;
+            let wait = deadline.saturating_sub(now_ns()).min(POLL_NS);
+            match self.lines.recv_timeout(Duration::from_nanos(wait)) {
+                Ok(msg) => return Ok(Some(msg)),
+                Err(RecvTimeoutError::Disconnected) => return Ok(None),
+                Err(RecvTimeoutError::Timeout) if now_ns() >= deadline => return Ok(None),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for w in &mut self.list {
+            let _ = w.child.kill();
+            let _ = w.child.wait();
+        }
+    }
+}
+
+/// A `[[write]]` due at `at_ns` (since start); `n` counts repetitions.
+#[derive(Debug, Clone, Copy)]
+struct DueWrite {
+    at_ns: u64,
+    index: usize,
+    n: u64,
+}
+
+/// The next occurrence of write `index` after occurrence `n`, if it is periodic.
+fn next_write(s: &Scenario, w: DueWrite) -> Option<DueWrite> {
+    let spec = &s.writes[w.index];
+    let (start, every) = (spec.start_ms?, spec.every_ms?);
+    let n = w.n + 1;
+    Some(DueWrite { at_ns: ms_to_ns(start) + n * ms_to_ns(every), index: w.index, n })
+}
+
+/// Perform a `[[write]]`: absent values are rewritten unchanged.
+fn apply_write(s: &Scenario, tree: &mut Tree, index: usize) -> Result<()> {
+    let w = &s.writes[index];
+    let i = s.cgroup_index(&w.cgroup).expect("validated");
+    let cur = tree.bandwidth(i);
+    let quota_us = match w.quota_us {
+        Some(q) if q >= 0 => Some(q as u64),
+        Some(_) => None,
+        None => cur.quota_us,
+    };
+    let new = Bandwidth { period_us: w.period_us.unwrap_or(cur.period_us), quota_us, burst_us: w.burst_us.unwrap_or(cur.burst_us) };
+    tree.set_bandwidth(i, new)
+}
+
+/// What the run measured, before it is put into the output's shape.
+struct Measured {
+    stats: Vec<CgroupStats>,
+    reports: Vec<WorkerReport>,
+    duration_ns: u64,
+}
+
+/// Drive the workers through the protocol of [`worker`]: spec, ready, attach,
+/// go, writes, end, stop, reports.
+fn measure(s: &Scenario, plans: &[WorkerPlan], tree: &mut Tree, workers: &mut Workers, signals: &signals::Guard) -> Result<Measured> {
+    let label = |i: usize| group_name(s, plans[i].group).to_string();
+    let exited = |i: usize| Error::harness(format!("the worker for cgroup {} exited early (its error is above)", label(i)));
+    let send = |workers: &mut Workers, i: usize, line: &str| {
+        workers.send(i, line).map_err(|e| Error::harness(format!("cannot talk to the worker for cgroup {}: {e}", label(i))))
+    };
+    for (i, p) in plans.iter().enumerate() {
+        let spec = serde_json::to_string(&p.spec).expect("a spec serialises");
+        send(workers, i, &spec)?;
+    }
+    let deadline = now_ns() + READY_TIMEOUT_NS;
+    let mut ready = 0;
+    while ready < plans.len() {
+        match workers.next(signals, deadline.saturating_sub(now_ns()))? {
+            Some((_, Some(l))) if l == "ready" => ready += 1,
+            Some((i, _)) => return Err(exited(i)),
+            None => return Err(Error::harness("the workers did not start within 30 s")),
+        }
+    }
+    for (i, p) in plans.iter().enumerate() {
+        tree.attach(workers.pid(i), p.group)?;
+    }
+    let before: Vec<RawStats> = (0..s.cgroups.len()).map(|i| tree.stats(i)).collect::<Result<_>>()?;
+    let start = now_ns() + START_DELAY_NS;
+    for i in 0..plans.len() {
+        send(workers, i, &format!("go {start}"))?;
+    }
+
+    let end = start + s.duration_ns();
+    let mut due: Vec<DueWrite> = s
+        .writes
+        .iter()
+        .enumerate()
+        .map(|(index, w)| DueWrite { at_ns: ms_to_ns(w.at_ms.or(w.start_ms).expect("validated")), index, n: 0 })
+        .collect();
+    let finite: Vec<bool> = plans.iter().map(|p| p.spec.tasks.iter().any(|t| t.loops >= 0)).collect();
+    let mut finished: Vec<Option<u64>> = vec![None; plans.len()];
+    let mut reports: Vec<Option<WorkerReport>> = vec![None; plans.len()];
+    let all_finished = |finished: &[Option<u64>]| finite.iter().zip(finished).all(|(&f, d)| !f || d.is_some());
+    loop {
+        let now = now_ns();
+        if now >= end || (s.duration_s.is_none() && all_finished(&finished)) {
+            break;
+        }
+        while let Some(k) = due.iter().position(|w| start + w.at_ns <= now_ns()) {
+            let w = due.swap_remove(k);
+            apply_write(s, tree, w.index)?;
+            due.extend(next_write(s, w).filter(|n| start + n.at_ns < end));
+        }
+        let next_at = due.iter().map(|w| start + w.at_ns).min().unwrap_or(end).min(end);
+        if let Some((i, line)) = workers.next(signals, next_at.saturating_sub(now_ns()))? {
+            handle_line(line, &mut finished[i], &mut reports[i]).ok_or_else(|| exited(i))?;
+        }
+    }
+    let stats: Vec<CgroupStats> =
+        before.iter().enumerate().map(|(i, b)| Ok(tree.stats(i)?.since(b))).collect::<Result<_>>()?;
+    let duration_ns = match s.duration_s {
+        Some(_) => s.duration_ns(),
+        None => finished.iter().flatten().copied().max().unwrap_or(0),
+    };
+    for i in 0..plans.len() {
+        if reports[i].is_none() {
+            // A worker that is gone shows as EOF below.
+            let _ = workers.send(i, "stop");
+        }
+    }
+    let deadline = now_ns() + REPORT_TIMEOUT_NS;
+    while reports.iter().any(Option::is_none) {
+        match workers.next(signals, deadline.saturating_sub(now_ns()))? {
+            Some((i, line)) => handle_line(line, &mut finished[i], &mut reports[i]).ok_or_else(|| exited(i))?,
+            None => return Err(Error::harness("the workers did not report within 5 s of the end")),
+        }
+    }
+    Ok(Measured { stats, reports: reports.into_iter().flatten().collect(), duration_ns })
+}
+
+/// Record a worker's `finished` or `report` line; None for anything else,
+/// or for EOF before the report.
+fn handle_line(line: Option<String>, finished: &mut Option<u64>, report: &mut Option<WorkerReport>) -> Option<()> {
+    let Some(line) = line else { return report.is_some().then_some(()) };
+    if let Some(t) = line.strip_prefix("finished ") {
+        *finished = Some(t.parse().ok()?);
+    } else {
+        *report = Some(serde_json::from_str(line.strip_prefix("report ")?).ok()?);
+    }
+    Some(())
+}
+
+/// Nearest-rank percentiles in us, as the simulator's output computes them.
+fn latency(ns: &[u64]) -> Latency {
+    let mut us: Vec<u64> = ns.iter().map(|n| n / 1_000).collect();
+    us.sort_unstable();
+    let pct = |p: f64| match us.len() {
+        0 => 0,
+        n => us[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1],
+    };
+    Latency { p50: pct(50.0), p90: pct(90.0), p99: pct(99.0), max: us.last().copied().unwrap_or(0) }
+}
+
+fn task_stats(d: &DriverReport, class: Option<String>) -> TaskStats {
+    TaskStats {
+        threads: d.threads,
+        cpu_usec: d.cpu_ns / 1_000,
+        work_usec: d.work_ns / 1_000,
+        finished_s: d.finished_ns.map(|ns| ns as f64 / 1e9),
+        class,
+        requests: d.latencies_ns.as_ref().map(|l| l.len() as u64),
+        latency_us: d.latencies_ns.as_deref().map(latency),
+    }
+}
+
+fn output(s: &Scenario, m: Measured, host: Host) -> RealOutput {
+    let cgroups = s.cgroups.iter().map(|c| c.name.clone()).zip(m.stats).collect();
+    let by_name: BTreeMap<&str, &DriverReport> = m.reports.iter().flat_map(|r| &r.drivers).map(|d| (d.name.as_str(), d)).collect();
+    let none = DriverReport::default();
+    let mut tasks = BTreeMap::new();
+    for t in &s.tasks {
+        tasks.insert(t.name.clone(), task_stats(by_name.get(t.name.as_str()).copied().unwrap_or(&none), t.class.clone()));
+    }
+    for svc in &s.services {
+        tasks.insert(svc.name.clone(), task_stats(by_name[svc.name.as_str()], None));
+    }
+    RealOutput {
+        scenario: s.name.clone(),
+        backend: "real",
+        profile: s.kernel.profile.as_str().to_string(),
+        seed: s.seed,
+        duration_s: m.duration_ns as f64 / 1e9,
+        cgroups,
+        tasks,
+        host,
+    }
+}
+
+/// Run a validated scenario on the host kernel; `python` runs the workers
+/// (`python -m throttlelab._worker`). Cgroups go under the hierarchies at
+/// `$THROTTLELAB_CGROUP_ROOT`, default /sys/fs/cgroup.
+pub fn run(s: &Scenario, python: &Path) -> Result<RealOutput> {
+    // SAFETY: geteuid cannot fail.
+    host::check_root(unsafe { libc::geteuid() })?;
+    host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
+    let root = std::env::var_os(ROOT_ENV).map_or(PathBuf::from(cgroupfs::DEFAULT_ROOT), PathBuf::from);
+    let layout = Layout::detect(&root)?;
+    let release = host::release()?;
+    let hz = host::config_hz(&release);
+    if let Some(hz) = hz.filter(|&hz| hz != s.machine.hz) {
+        eprintln!("throttlelab: warning: machine.hz is {} but the host's CONFIG_HZ is {hz}", s.machine.hz);
+    }
+    let host = Host { release, hz, cgroup: layout.version.as_str() };
+    let plans = plan(s, worker::calibrate())?;
+    let signals = signals::Guard::install()?;
+    let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
+    let mut tree = Tree::create(layout, &format!("throttlelab-{}", std::process::id()), s, &groups)?;
+    signals.check()?;
+    let measured = Workers::spawn(python, plans.len()).and_then(|mut workers| measure(s, &plans, &mut tree, &mut workers, &signals));
+    // The workers are dead (dropped) before their cgroups go.
+    let removed = tree.remove();
+    let m = measured?;
+    removed?;
+    Ok(output(s, m, host))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Scenario {
+        throttlelab_core::load(text, &[]).unwrap()
+    }
+
+    #[test]
+    fn one_worker_per_group_with_pinning_within_the_cpuset() {
+        let s = load(
+            r#"name = "p"
+duration_s = 1
+[machine]
+cpus = 4
+[[cgroup]]
+name = "a"
+cpus = "2-3"
+[[cgroup]]
+name = "b"
+parent = "a"
+[[cgroup]]
+name = "idle"
+[[task]]
+name = "pinned"
+cgroup = "b"
+threads = 3
+pin = true
+start_spread_us = 1000
+phases = [{ run_us = 10 }]
+[[task]]
+name = "free"
+phases = [{ run_us = 10 }]
+[[service]]
+name = "svc"
+cgroup = "a"
+cpus = "1-2"
+rate_per_s = 10
+cost_us = 10
+"#,
+        );
+        let plans = plan(&s, 100.0).unwrap();
+        let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
+        assert_eq!(groups, [None, Some(0), Some(1)]);
+        let pinned = &plans[2].spec.tasks[0].threads;
+        let cpus: Vec<_> = pinned.iter().map(|t| t.cpus.clone().unwrap()).collect();
+        assert_eq!(cpus, [vec![2], vec![3], vec![2]]);
+        assert!(pinned.iter().all(|t| t.start_ns < 1_000_000));
+        assert_eq!(plans[0].spec.tasks[0].threads[0].cpus, None);
+        assert_eq!(plans[1].spec.services[0].workers[0].cpus, Some(vec![2]));
+        // Deterministic from the seed.
+        let again = plan(&s, 100.0).unwrap();
+        assert_eq!(again[2].spec.tasks[0].threads[1].start_ns, pinned[1].start_ns);
+    }
+
+    #[test]
+    fn periodic_writes_repeat() {
+        let s = load(
+            r#"name = "w"
+duration_s = 1
+[[cgroup]]
+name = "a"
+quota_us = 5000
+[[task]]
+name = "t"
+cgroup = "a"
+phases = [{ run_us = 10 }]
+[[write]]
+cgroup = "a"
+start_ms = 100
+every_ms = 50
+[[write]]
+cgroup = "a"
+at_ms = 10
+"#,
+        );
+        let first = DueWrite { at_ns: 100_000_000, index: 0, n: 0 };
+        let second = next_write(&s, first).unwrap();
+        assert_eq!((second.at_ns, second.n), (150_000_000, 1));
+        assert!(next_write(&s, DueWrite { at_ns: 10_000_000, index: 1, n: 0 }).is_none());
+    }
+
+    #[test]
+    fn latency_is_nearest_rank() {
+        let ns: Vec<u64> = (1..=100).rev().map(|us| us * 1_000 + 999).collect();
+        assert_eq!(latency(&ns), Latency { p50: 50, p90: 90, p99: 99, max: 100 });
+        assert_eq!(latency(&[]), Latency { p50: 0, p90: 0, p99: 0, max: 0 });
+    }
+}
