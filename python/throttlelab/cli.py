@@ -1,4 +1,5 @@
-"""The ``throttlelab`` command line: run, validate, list and benchmark scenarios."""
+"""The ``throttlelab`` command line: run (simulate), real (measure on the host kernel),
+validate, list and benchmark scenarios."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, 
 DEFAULT_SCENARIO = "ugedal-table2"
 
 #: Errors that are the user's input, not a bug: reported in one line, exit code 2.
-USER_ERRORS = (_native.ScenarioError, ScenarioNotFound)
+USER_ERRORS = (_native.ScenarioError, _native.HarnessError, ScenarioNotFound)
 
 
 class _Cli(click.Group):
@@ -39,6 +40,8 @@ class _Cli(click.Group):
             _fail(e.format_message(), e.exit_code)
         except USER_ERRORS as e:
             _fail(str(e), 2)
+        except _native.Interrupted as e:
+            _fail(str(e), 130)
         except click.Abort:
             _fail("interrupted", 130)
         # Without standalone mode click returns the exit code of --help and the like.
@@ -75,6 +78,24 @@ def run(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
     out = _native.run(text, list(overrides))
     if as_json:
         # Exactly the native document: byte-for-byte reproducible for a seed.
+        click.echo(out)
+    else:
+        _print_report(json.loads(out))
+
+
+@main.command()
+@click.argument("scenario")
+@set_option
+@click.option("--json", "as_json", is_flag=True, help="Print the output document as JSON.")
+def real(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Run SCENARIO on the host kernel in real cgroups and read cpu.stat (needs root).
+
+    The cgroups live under one parent, throttlelab-<pid>, removed at the end, on
+    error and on Ctrl-C. THROTTLELAB_CGROUP_ROOT overrides where the cgroup
+    hierarchies are mounted (default /sys/fs/cgroup)."""
+    text, _ = load_scenario_text(scenario)
+    out = _native.real(text, list(overrides), sys.executable)
+    if as_json:
         click.echo(out)
     else:
         _print_report(json.loads(out))
@@ -121,6 +142,10 @@ def _print_report(doc: dict[str, Any]) -> None:
     engine = doc.get("engine")
     if engine:
         console.print(f"engine: {engine['events']} events in {engine['wall_s']:.3f} s wall")
+    host = doc.get("host")
+    if host:
+        hz = "unknown" if host["hz"] is None else host["hz"]
+        console.print(f"host: {host['release']}, CONFIG_HZ {hz}, cgroup {host['cgroup']}")
 
 
 def _table(title: str) -> Table:

@@ -1,11 +1,14 @@
-//! Python bindings for `throttlelab-core`: conversion and errors only.
+//! Python bindings for `throttlelab-core` and `throttlelab-real`: conversion and errors only.
 //! Everything that decides a number lives in the core crate.
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
+use std::path::PathBuf;
 
 create_exception!(_native, ScenarioError, PyValueError, "A scenario file or --set override is invalid.");
+create_exception!(_native, HarnessError, PyException, "The real backend refused the run or the host failed it (one line).");
+create_exception!(_native, Interrupted, PyException, "SIGINT or SIGTERM ended a real run; its cgroups and workers are gone.");
 
 fn scenario_err(e: throttlelab_core::ScenarioError) -> PyErr {
     ScenarioError::new_err(e.to_string())
@@ -30,6 +33,25 @@ fn run(py: Python<'_>, scenario: &str, overrides: Vec<String>) -> PyResult<Strin
     Ok(serde_json::to_string(&out).expect("output serialises"))
 }
 
+/// Run a scenario (TOML text) with `key=value` overrides on the host kernel, in
+/// real cgroups; `python_executable` runs the workers. Returns the output
+/// document as JSON. Releases the GIL while running.
+#[pyfunction]
+fn real(py: Python<'_>, scenario: &str, overrides: Vec<String>, python_executable: PathBuf) -> PyResult<String> {
+    let s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
+    let out = py.detach(|| throttlelab_real::run(&s, &python_executable)).map_err(|e| match e {
+        throttlelab_real::Error::Interrupted(_) => Interrupted::new_err(e.to_string()),
+        throttlelab_real::Error::Harness(m) => HarnessError::new_err(m),
+    })?;
+    Ok(serde_json::to_string(&out).expect("output serialises"))
+}
+
+/// The main of a real run's worker process (`python -m throttlelab._worker`).
+#[pyfunction]
+fn worker_main(py: Python<'_>) -> PyResult<()> {
+    py.detach(throttlelab_real::worker_main).map_err(HarnessError::new_err)
+}
+
 /// Kernel profiles the simulator models.
 #[pyfunction]
 fn profiles() -> Vec<&'static str> {
@@ -45,9 +67,13 @@ fn features() -> Vec<&'static str> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add("HarnessError", m.py().get_type::<HarnessError>())?;
+    m.add("Interrupted", m.py().get_type::<Interrupted>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(real, m)?)?;
+    m.add_function(wrap_pyfunction!(worker_main, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(features, m)?)?;
     Ok(())
