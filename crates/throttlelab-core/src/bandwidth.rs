@@ -45,19 +45,24 @@ pub struct CfsBandwidth {
     pub throttled_time: u64,
     pub nr_burst: u64,
     pub burst_time: u64,
+    /// `slush_fund` (000 IV-A1, Listing 2): runtime the last refill discarded.
+    pub slush_fund: u64,
+    /// Refills so far, to tell a local pool's first refill in a new period.
+    pub period_nr: u64,
 }
 
 impl CfsBandwidth {
-    /// `init_cfs_bandwidth` followed by the group's initial settings.
-    pub fn new(profile: Profile, tg: usize, seed: u64, quota: Option<u64>, period: u64, burst: u64) -> Self {
+    /// `init_cfs_bandwidth`: unlimited, with the default period; the
+    /// scenario's settings come as a write (`tg_set_cfs_bandwidth`).
+    pub fn new(profile: Profile, tg: usize, seed: u64) -> Self {
         // "Add a random offset so that timers interleave" (6.6+): an
         // absolute time in [0, 100 ms), long past when the timer first starts.
         let period_expires =
             if profile.has_random_timer_offset() { noise::uniform(seed, Stream::TimerOffset(tg), 0, DEFAULT_CFS_PERIOD) } else { 0 };
         CfsBandwidth {
-            quota,
-            period,
-            burst,
+            quota: None,
+            period: DEFAULT_CFS_PERIOD,
+            burst: 0,
             runtime: 0,
             runtime_snap: 0,
             idle: false,
@@ -74,6 +79,8 @@ impl CfsBandwidth {
             throttled_time: 0,
             nr_burst: 0,
             burst_time: 0,
+            slush_fund: 0,
+            period_nr: 0,
         }
     }
 }
@@ -86,6 +93,9 @@ impl Sim<'_> {
         let has_expiry = self.profile.has_expiry();
         let b = &mut self.tgs[tg].cfs_b;
         let Some(quota) = b.quota else { return };
+        // What this refill discards goes to the slush fund (Listing 2).
+        b.slush_fund = b.runtime.saturating_sub(b.burst);
+        b.period_nr += 1;
         let runtime = b.runtime + quota;
         if b.runtime_snap > runtime {
             b.burst_time += b.runtime_snap - runtime;
@@ -104,6 +114,9 @@ impl Sim<'_> {
     /// its debt first) from the global pool; true if it is now positive.
     fn assign_runtime(&mut self, rq: CfsRqId, target: u64) -> bool {
         let tg = self.cfs_rqs[rq].tg;
+        if self.features.slush_fund {
+            self.pay_debt_from_slush_fund(rq);
+        }
         let min_amount = (target as i64 - self.cfs_rqs[rq].runtime_remaining) as u64;
         let amount = if self.tgs[tg].cfs_b.quota.is_none() {
             min_amount
@@ -130,6 +143,21 @@ impl Sim<'_> {
         let ok = c.runtime_remaining > 0;
         self.record(Some(cpu), tg, TraceKind::Assign(amount));
         ok
+    }
+
+    /// `slush_fund` (000 IV-A1, Listing 3): on a local pool's first refill in a
+    /// new period, its debt from the previous period is paid from that period's
+    /// leftover rather than from the new quota.
+    fn pay_debt_from_slush_fund(&mut self, rq: CfsRqId) {
+        let tg = self.cfs_rqs[rq].tg;
+        let b = &mut self.tgs[tg].cfs_b;
+        let c = &mut self.cfs_rqs[rq];
+        if b.period_nr > c.period_nr {
+            let refill = b.slush_fund.min(c.runtime_remaining.min(0).unsigned_abs());
+            b.slush_fund -= refill;
+            c.runtime_remaining += refill as i64;
+            c.period_nr = b.period_nr;
+        }
     }
 
     /// `assign_cfs_rq_runtime`: ask for a slice.
@@ -475,8 +503,13 @@ impl Sim<'_> {
 
     /// `tg_set_cfs_bandwidth`: a write to cpu.max (or cfs_quota_us /
     /// cfs_period_us / burst). Even with unchanged values it refills the
-    /// global pool, empties every local pool and unthrottles.
+    /// global pool, empties every local pool and unthrottles; with
+    /// `noop_update` (000 IV-A2) a write of unchanged values does nothing.
     pub(crate) fn tg_set_cfs_bandwidth(&mut self, tg: usize, period: u64, quota: Option<u64>, burst: u64) {
+        let b = &self.tgs[tg].cfs_b;
+        if self.features.noop_update && (b.period, b.quota, b.burst) == (period, quota, burst) {
+            return;
+        }
         for cpu in 0..self.nr_cpus() {
             self.touch(cpu);
         }

@@ -15,7 +15,7 @@
 //!   go idle.
 
 use crate::event::{Event, Time};
-use crate::sim::{CfsRqId, CpuId, SeId, Sim, ThreadId, ThreadState};
+use crate::sim::{CfsRqId, CpuId, SeId, Sim, ThreadId, ThreadState, NSEC_PER_USEC};
 use crate::trace::TraceKind;
 use smallvec::SmallVec;
 
@@ -49,6 +49,8 @@ pub struct CfsRq {
     /// 4.18: when the local runtime expires, and the refill it came from.
     pub runtime_expires: Time,
     pub expires_seq: u64,
+    /// `slush_fund`: the global refill this local pool last saw.
+    pub period_nr: u64,
 }
 
 /// A schedulable entity: `struct sched_entity`, of a task or of a group.
@@ -120,11 +122,9 @@ impl Sim<'_> {
                 self.ses.push(se);
             }
         }
-        for tg in 1..self.tgs.len() {
-            let b = &self.tgs[tg].cfs_b;
-            let (period, quota, burst) = (b.period, b.quota, b.burst);
-            if quota.is_some() {
-                self.tg_set_cfs_bandwidth(tg, period, quota, burst);
+        for (i, c) in self.scenario.cgroups.iter().enumerate() {
+            if let Some(quota) = c.quota() {
+                self.tg_set_cfs_bandwidth(i + 1, c.period_us * NSEC_PER_USEC, Some(quota * NSEC_PER_USEC), c.burst_us * NSEC_PER_USEC);
             }
         }
     }

@@ -109,6 +109,11 @@ pub enum Feature {
 impl Feature {
     pub const ALL: [Feature; 4] = [Feature::SlushFund, Feature::NoopUpdate, Feature::AtomicPool, Feature::InterleaveTimers];
 
+    /// Whether the simulator implements the mechanism yet.
+    pub fn is_modelled(self) -> bool {
+        matches!(self, Feature::SlushFund | Feature::NoopUpdate)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Feature::SlushFund => "slush_fund",

@@ -391,6 +391,12 @@ impl Scenario {
         if k.slice_us == 0 || k.slice_us > MAX_CFS_QUOTA_PERIOD_US {
             return err("kernel.slice_us".into(), format!("must be in 1..=1000000, got {}", k.slice_us));
         }
+        if let Some(f) = k.features.iter().find(|f| !f.is_modelled()) {
+            return err(
+                "kernel.features".into(),
+                format!("{} is not modelled yet (the simulator would silently ignore it)", f.as_str()),
+            );
+        }
         self.validate_cgroups()?;
         self.validate_tasks()?;
         self.validate_services()?;

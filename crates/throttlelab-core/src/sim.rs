@@ -7,7 +7,7 @@ use crate::bandwidth::CfsBandwidth;
 use crate::event::{Event, EventQueue, Time};
 use crate::noise::{self, Stream};
 use crate::output::{self, Output};
-use crate::profile::Profile;
+use crate::profile::{Feature, Profile};
 use crate::scenario::{ms_to_ns, parse_cpu_list, secs_to_ns, Arrival, Phase, Scenario};
 use crate::trace::{Trace, TraceKind};
 use rand::SeedableRng;
@@ -108,6 +108,19 @@ pub struct Service {
     pub latencies_ns: Vec<u64>,
 }
 
+/// The proposed mechanisms switched on in `kernel.features`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Features {
+    pub slush_fund: bool,
+    pub noop_update: bool,
+}
+
+impl Features {
+    fn of(list: &[Feature]) -> Self {
+        Features { slush_fund: list.contains(&Feature::SlushFund), noop_update: list.contains(&Feature::NoopUpdate) }
+    }
+}
+
 /// Scheduler constants derived from the machine (`sched_init_granularity`).
 #[derive(Debug, Clone, Copy)]
 pub struct Tunables {
@@ -157,6 +170,7 @@ pub struct Sim<'s> {
     /// Phase-driven threads that have not finished (ends a run without `duration_s`).
     pub finite_left: usize,
     pub trace: Option<Trace>,
+    pub features: Features,
     /// Skip ticks that cannot change the outcome (off only to check that
     /// skipping changes nothing).
     pub skip_ticks: bool,
@@ -178,7 +192,7 @@ impl<'s> Sim<'s> {
             subtree: vec![0],
             shares: 1024,
             load_sum: 0,
-            cfs_b: CfsBandwidth::new(scenario.kernel.profile, 0, scenario.seed, None, 100_000 * NSEC_PER_USEC, 0),
+            cfs_b: CfsBandwidth::new(scenario.kernel.profile, 0, scenario.seed),
         }];
         for (i, c) in scenario.cgroups.iter().enumerate() {
             let tg = i + 1;
@@ -189,14 +203,7 @@ impl<'s> Sim<'s> {
                 subtree: vec![tg],
                 shares: c.weight * 1024 / 100,
                 load_sum: 0,
-                cfs_b: CfsBandwidth::new(
-                    scenario.kernel.profile,
-                    tg,
-                    scenario.seed,
-                    c.quota().map(|q| q * NSEC_PER_USEC),
-                    c.period_us * NSEC_PER_USEC,
-                    c.burst_us * NSEC_PER_USEC,
-                ),
+                cfs_b: CfsBandwidth::new(scenario.kernel.profile, tg, scenario.seed),
             });
             let mut p = Some(parent);
             while let Some(a) = p {
@@ -223,6 +230,7 @@ impl<'s> Sim<'s> {
             rng: Pcg64::seed_from_u64(scenario.seed),
             finite_left: 0,
             trace: None,
+            features: Features::of(&scenario.kernel.features),
             skip_ticks: true,
             tick_jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,

@@ -16,6 +16,7 @@ struct Params {
     quota_pct: u64,
     burst_pct: u64,
     nested: bool,
+    features: &'static str,
     threads: u32,
     run_us: u64,
     sleep_us: u64,
@@ -29,11 +30,11 @@ fn params() -> impl Strategy<Value = Params> {
         prop::sample::select(vec!["4.18", "5.4", "5.14", "6.6", "6.18"]),
         prop::sample::select(vec![1000u64, 3000, 5000]),
         (1_000u64..=120_000, 10u64..=300, 0u64..=100),
-        any::<bool>(),
+        (any::<bool>(), prop::sample::select(vec!["", "\"slush_fund\"", "\"noop_update\"", "\"slush_fund\", \"noop_update\""])),
         (0u32..=4, 100u64..=20_000, 0u64..=20_000, 0u32..=3),
         0u64..1000,
     )
-        .prop_map(|((cpus, hz), profile, slice_us, (period_us, quota_pct, burst_pct), nested, (threads, run_us, sleep_us, spinners), seed)| Params {
+        .prop_map(|((cpus, hz), profile, slice_us, (period_us, quota_pct, burst_pct), (nested, features), (threads, run_us, sleep_us, spinners), seed)| Params {
             cpus,
             hz,
             profile,
@@ -42,6 +43,7 @@ fn params() -> impl Strategy<Value = Params> {
             quota_pct,
             burst_pct,
             nested,
+            features,
             threads,
             run_us,
             sleep_us,
@@ -73,6 +75,7 @@ background_per_s = 50
 [kernel]
 profile = "{profile}"
 slice_us = {slice}
+features = [{features}]
 {leaf}{parent}
 period_us = {period}
 quota_us = {quota}
@@ -108,6 +111,7 @@ every_ms = 37
         hz = p.hz,
         profile = p.profile,
         slice = p.slice_us,
+        features = p.features,
         period = p.period_us,
         run = p.run_us,
         threads = p.threads,
@@ -209,8 +213,10 @@ proptest! {
         let burst = c.burst_us * 1000;
         let tick = 1_000_000_000 / p.hz as u64 + 1;
         // Each CPU can hold a slice taken in an earlier period and overrun it
-        // by a tick (plus the tick's latency) before the overrun is charged.
-        let bound = quota + burst + p.cpus as u64 * (p.slice_us * 1000 + tick + 20_000);
+        // by a tick (plus the tick's latency) before the overrun is charged;
+        // the slush fund pays debts with up to the last period's leftover.
+        let slush = if p.features.contains("slush_fund") { quota } else { 0 };
+        let bound = quota + burst + slush + p.cpus as u64 * (p.slice_us * 1000 + tick + 20_000);
         // Intervals where each CPU runs a thread of `app`.
         let mut since: Vec<Option<u64>> = vec![None; p.cpus];
         let mut intervals = Vec::new();

@@ -55,3 +55,40 @@ fn identical_rewrites_refill_the_pool() {
     assert!(rewritten.nr_throttled * 10 < plain.nr_throttled * 7, "{plain:?} vs {rewritten:?}");
     assert!(rewritten.usage_usec > plain.usage_usec, "{plain:?} vs {rewritten:?}");
 }
+
+/// 000 IV-A1: with the slush fund, Table II's throttling at 10 ms nearly
+/// vanishes (paper: below 1 %), and at 100 ms too.
+#[test]
+fn slush_fund_removes_table2_throttling() {
+    for (period_us, limit) in [(10_000u64, 0.05), (100_000, 0.01)] {
+        let o = vec![
+            format!("cgroup.sysbench.period_us={period_us}"),
+            format!("cgroup.sysbench.quota_us={}", 3 * period_us),
+            "kernel.features=[\"slush_fund\"]".to_string(),
+        ];
+        let r = simulate(&load(TABLE2, &o).unwrap()).cgroups["sysbench"].throttled_ratio;
+        assert!(r < limit, "{period_us}: {r}");
+    }
+}
+
+/// 000 IV-A2: with `noop_update`, rewriting unchanged values changes nothing.
+#[test]
+fn noop_update_ignores_identical_rewrites() {
+    let o: Vec<String> =
+        ["cgroup.sysbench.period_us=10000", "cgroup.sysbench.quota_us=30000", "duration_s=5", "kernel.features=[\"noop_update\"]"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    let with_writes = format!("{TABLE2}\n[[write]]\ncgroup = \"sysbench\"\nstart_ms = 37\nevery_ms = 37\n");
+    let a = simulate(&load(TABLE2, &o).unwrap());
+    let b = simulate(&load(&with_writes, &o).unwrap());
+    assert_eq!(a.cgroups, b.cgroups);
+    assert_eq!(a.tasks, b.tasks);
+}
+
+#[test]
+fn unmodelled_features_are_refused() {
+    let e = load(TABLE2, &["kernel.features=[\"atomic_pool\"]".into()]).unwrap_err();
+    assert_eq!(e.key, "kernel.features");
+    assert!(e.message.contains("not modelled yet"), "{e}");
+}
