@@ -20,6 +20,11 @@ pub const DEFAULT_ROOT: &str = "/sys/fs/cgroup";
 /// leaf child. Scenario cgroup names cannot contain '.', so it never collides.
 const V2_LEAF: &str = "tasks.leaf";
 
+/// The parent's `cpu.weight` (the maximum; v1 `cpu.shares` 102400): the
+/// simulator's machine runs nothing else, so the scenario's cgroups get the
+/// CPUs ahead of the host's other processes (weight 100), about 99% of them.
+const PARENT_WEIGHT: u64 = 10_000;
+
 /// How long removal waits for a cgroup whose last task is still exiting.
 const RMDIR_PATIENCE: Duration = Duration::from_secs(2);
 
@@ -265,11 +270,14 @@ impl Tree {
                 Some(c) => c.cpus.as_deref(),
             };
             tree.set_cpuset(g, cpus)?;
-            if let Some(c) = cg {
-                let i = g.expect("a scenario cgroup");
-                let bw = Bandwidth { period_us: c.period_us, quota_us: c.quota(), burst_us: c.burst_us };
-                tree.set_bandwidth(i, bw)?;
-                tree.set_weight(g, c.weight)?;
+            match cg {
+                None => tree.set_weight(g, PARENT_WEIGHT)?,
+                Some(c) => {
+                    let i = g.expect("a scenario cgroup");
+                    let bw = Bandwidth { period_us: c.period_us, quota_us: c.quota(), burst_us: c.burst_us };
+                    tree.set_bandwidth(i, bw)?;
+                    tree.set_weight(g, c.weight)?;
+                }
             }
             if v2 && has_children(g) {
                 tree.write_in(g, |h| h.cpu, "cgroup.subtree_control", "+cpu +cpuset")?;
@@ -533,6 +541,7 @@ phases = [{ run_us = 1000 }]
         let mut tree = Tree::create(layout, "throttlelab-1", &scenario(), &[Some(0), Some(1)]).unwrap();
         let p = root.join("throttlelab-1");
         assert_eq!(get(p.join("cpuset.cpus")), "0-1");
+        assert_eq!(get(p.join("cpu.weight")), "10000");
         assert_eq!(get(p.join("cgroup.subtree_control")), "+cpu +cpuset");
         assert_eq!(get(p.join("app/cpu.max")), "20000 10000");
         assert_eq!(get(p.join("app/cpu.max.burst")), "5000");
@@ -573,6 +582,7 @@ phases = [{ run_us = 1000 }]
         assert_eq!(get(cpu.join("app/cpu.cfs_quota_us")), "20000");
         assert_eq!(get(cpu.join("app/cpu.cfs_burst_us")), "5000");
         assert_eq!(get(cpu.join("app/cpu.shares")), "2048");
+        assert_eq!(get(cpu.join("cpu.shares")), "102400");
         assert_eq!(get(cpu.join("app/web/cpu.cfs_quota_us")), "-1");
         assert_eq!(get(cpuset.join("cpuset.cpus")), "0-1");
         assert_eq!(get(cpuset.join("cpuset.mems")), "0");
