@@ -1,0 +1,212 @@
+"""The real backend (`throttlelab real`): measurements on the host kernel, cleanup on
+every path out, refusals. Tests that need root and a cpu controller skip without them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import cli, run_json, scenario_text
+from test_errors import assert_error
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _missing_real_backend() -> str | None:
+    """Why the real backend cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the real backend needs root"
+    v2 = CGROUP_ROOT / "cgroup.controllers"
+    has_cpu = (v2.is_file() and "cpu" in v2.read_text().split()) or (CGROUP_ROOT / "cpu" / "cpu.cfs_period_us").is_file()
+    if not has_cpu:
+        return f"no cpu controller under {CGROUP_ROOT}"
+    if not {0, 1} <= os.sched_getaffinity(0):
+        return "needs CPUs 0 and 1"
+    return None
+
+
+needs_real = pytest.mark.skipif(_missing_real_backend() is not None, reason=str(_missing_real_backend()))
+
+
+def leftover_cgroups(pid: int) -> list[Path]:
+    """Cgroups of the run of controller `pid` still present, in any hierarchy."""
+    name = f"throttlelab-{pid}"
+    return [p for p in [CGROUP_ROOT / name, *CGROUP_ROOT.glob(f"*/{name}")] if p.exists()]
+
+
+def live_workers() -> list[int]:
+    """Pids of running `python -m throttlelab._worker` processes."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"throttlelab._worker" in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            pass  # exited meanwhile
+    return pids
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    """Every test, passing or refused, leaves no cgroup and no worker."""
+    yield
+    assert leftover_cgroups(os.getpid()) == []
+    assert live_workers() == []
+
+
+def real_json(path: str, *overrides: str) -> dict:
+    args = ["real", "--json", path]
+    for o in overrides:
+        args += ["--set", o]
+    result = cli(*args)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@needs_real
+def test_two_spinners_at_twice_the_period(write_scenario):
+    """2 threads, quota 20 ms per 10 ms period on 2 CPUs, 2 s."""
+    path = write_scenario()
+    doc = real_json(path, "duration_s=2")
+    app = doc["cgroups"]["app"]
+    assert abs(app["nr_periods"] - 200) <= 20, app
+    assert app["nr_throttled"] > 0, app
+    # Two CPUs for 2 s is 4 s at most, and at most one quota (20 ms) per period.
+    assert 0.8 * 4e6 <= app["usage_usec"] <= min(4e6, app["nr_periods"] * 20_000) * 1.02, app
+    assert app["throttled_ratio"] == pytest.approx(app["nr_throttled"] / app["nr_periods"])
+    spinner = doc["tasks"]["spinner"]
+    assert spinner["threads"] == 2 and spinner["finished_s"] is None
+    assert spinner["cpu_usec"] == pytest.approx(app["usage_usec"], rel=0.05)
+    assert spinner["work_usec"] == pytest.approx(spinner["cpu_usec"], rel=0.15)
+    assert doc["backend"] == "real" and doc["duration_s"] == 2.0
+    assert doc["host"]["cgroup"] in ("v1", "v2") and doc["host"]["release"] == os.uname().release
+    # The same schema as the simulator's, with host instead of engine.
+    sim = run_json(path, "--set", "duration_s=2")
+    assert set(doc) == set(sim) - {"engine"} | {"host"}
+    assert set(app) == set(sim["cgroups"]["app"])
+    assert set(spinner) == set(sim["tasks"]["spinner"])
+
+
+@needs_real
+def test_half_a_cpu_quota_gives_half_the_wall_time(write_scenario):
+    """1 spinner, 5 ms per 10 ms: usage is 50% of wall time, +-10%."""
+    doc = real_json(write_scenario(threads="1", quota_us="5000"), "duration_s=1.5")
+    app = doc["cgroups"]["app"]
+    assert 0.45 * 1.5e6 <= app["usage_usec"] <= 0.55 * 1.5e6, app
+    # Each period runs out: it cannot hand out more than a quota plus a tick or so.
+    assert app["usage_usec"] <= app["nr_periods"] * (5_000 + 4_000), app
+    assert app["throttled_ratio"] > 0.8, app
+
+
+@needs_real
+def test_a_write_changes_the_quota_mid_run(write_scenario):
+    """An unconstrained spinner is cut to 20% of a CPU half way through 1 s."""
+    write = '\n[[write]]\ncgroup = "app"\nat_ms = 500\nquota_us = 2000\n'
+    doc = real_json(write_scenario(threads="1", task=write), "duration_s=1")
+    usage = doc["cgroups"]["app"]["usage_usec"]
+    # 0.5 s at 100% then 0.5 s at 20%: 0.6 s; without the write it would be 1 s.
+    assert 0.45e6 <= usage <= 0.75e6, doc["cgroups"]
+
+
+@needs_real
+def test_service_latency(write_scenario):
+    service = '\n[[service]]\nname = "api"\ncgroup = "app"\nworkers = 2\nrate_per_s = 200\ncost_us = 1000\n'
+    doc = real_json(write_scenario(threads="0", task=service), "duration_s=1")
+    api = doc["tasks"]["api"]
+    assert 100 <= api["requests"] <= 300, api
+    lat = api["latency_us"]
+    assert 1_000 <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"], lat
+    assert api["threads"] == 2 and api["finished_s"] is None
+    assert doc["tasks"]["spinner"]["threads"] == 0
+
+
+@needs_real
+def test_finite_tasks_end_the_run_without_duration(write_scenario):
+    path = write_scenario(top="", threads="1", phases="[{ run_us = 100_000 }, { sleep_us = 50_000 }]", task="loop = 2")
+    text = Path(path).read_text().replace("duration_s = 0.5\n", "")
+    Path(path).write_text(text)
+    doc = real_json(path)
+    spinner = doc["tasks"]["spinner"]
+    assert spinner["work_usec"] == pytest.approx(200_000, rel=0.01)
+    assert 0.3 <= spinner["finished_s"] <= 0.6, spinner
+    assert doc["duration_s"] == spinner["finished_s"]
+
+
+@needs_real
+def test_human_report(write_scenario):
+    result = cli("real", write_scenario(), "--set", "duration_s=0.3")
+    assert result.exit_code == 0, result.stderr
+    assert "backend real" in result.stdout and "host:" in result.stdout
+
+
+@needs_real
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_removes_cgroups_and_workers(write_scenario, sig):
+    path = write_scenario(task="")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "throttlelab", "real", path, "--set", "duration_s=30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(1.5)
+    assert leftover_cgroups(proc.pid), "the run should be under way"
+    assert live_workers()
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        out, err = proc.communicate(timeout=3)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("no exit within 3 s of the signal")
+    assert time.monotonic() - sent < 3
+    assert proc.returncode == 130, err
+    assert out == ""
+    assert err.splitlines() == [f"throttlelab: error: interrupted by {sig.name}; cgroups removed, workers killed"]
+    assert leftover_cgroups(proc.pid) == []
+
+
+def _fake_v2(tmp_path: Path) -> Path:
+    root = tmp_path / "cgroupfs"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpuset cpu\n")
+    (root / "cgroup.subtree_control").write_text("cpuset cpu\n")
+    return root
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the real backend needs root")
+def test_a_failing_run_removes_what_it_created(tmp_path, write_scenario, monkeypatch):
+    """On a fake v2 cgroupfs setup succeeds and the workers start, but there is no
+    cpu.stat to read: the run fails in one line and leaves the tree as it was."""
+    root = _fake_v2(tmp_path)
+    before = _tree(root)
+    monkeypatch.setenv("THROTTLELAB_CGROUP_ROOT", str(root))
+    msg = assert_error(cli("real", write_scenario()), "cpu.stat", f"throttlelab-{os.getpid()}")
+    assert "No such file" in msg
+    assert _tree(root) == before
+
+
+def test_no_cpu_controller(tmp_path, write_scenario, monkeypatch):
+    monkeypatch.setenv("THROTTLELAB_CGROUP_ROOT", str(tmp_path))
+    word = "no cpu controller" if os.geteuid() == 0 else "root"
+    assert_error(cli("real", write_scenario()), word)
+
+
+def test_more_cpus_than_the_host(write_scenario):
+    cpus = str(os.cpu_count() + 1)
+    word = "machine.cpus" if os.geteuid() == 0 else "root"
+    assert_error(cli("real", write_scenario(), "--set", f"machine.cpus={cpus}"), word)
+
+
+def test_bad_scenario_is_refused_before_anything(write_scenario):
+    assert_error(cli("real", write_scenario(quota_us="500")), "quota_us")
