@@ -210,3 +210,12 @@ def test_more_cpus_than_the_host(write_scenario):
 
 def test_bad_scenario_is_refused_before_anything(write_scenario):
     assert_error(cli("real", write_scenario(quota_us="500")), "quota_us")
+
+
+@needs_real
+@pytest.mark.parametrize("python", ["/bin/false", "/nonexistent/python"])
+def test_a_worker_that_fails_to_start_is_an_error(python):
+    from throttlelab import _native
+
+    with pytest.raises(_native.HarnessError, match="worker"):
+        _native.real(scenario_text(), [], python)

@@ -269,7 +269,7 @@ struct Measured {
 /// go, writes, end, stop, reports.
 fn measure(s: &Scenario, plans: &[WorkerPlan], tree: &mut Tree, workers: &mut Workers, signals: &signals::Guard) -> Result<Measured> {
     let label = |i: usize| group_name(s, plans[i].group).to_string();
-    let exited = |i: usize| Error::harness(format!("the worker for cgroup {} exited early (its error is above)", label(i)));
+    let exited = |i: usize| Error::harness(format!("the worker for cgroup {} exited before reporting", label(i)));
     let send = |workers: &mut Workers, i: usize, line: &str| {
         workers.send(i, line).map_err(|e| Error::harness(format!("cannot talk to the worker for cgroup {}: {e}", label(i))))
     };
@@ -423,10 +423,13 @@ pub fn run(s: &Scenario, python: &Path) -> Result<RealOutput> {
     signals.check()?;
     let measured = Workers::spawn(python, plans.len()).and_then(|mut workers| measure(s, &plans, &mut tree, &mut workers, &signals));
     // The workers are dead (dropped) before their cgroups go.
-    let removed = tree.remove();
-    let m = measured?;
-    removed?;
-    Ok(output(s, m, host))
+    match (measured, tree.remove()) {
+        (Ok(m), Ok(())) => Ok(output(s, m, host)),
+        (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
+        // Cgroups left behind matter most; say why the run stopped too.
+        (Err(Error::Interrupted(sig)), Err(r)) => Err(Error::harness(format!("interrupted by {sig}, then: {r}"))),
+        (Err(e), Err(r)) => Err(Error::harness(format!("{e}; then: {r}"))),
+    }
 }
 
 #[cfg(test)]
