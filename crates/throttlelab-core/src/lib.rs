@@ -31,3 +31,8 @@ pub use sim::Sim;
 pub fn simulate(scenario: &Scenario) -> Output {
     Sim::new(scenario).run()
 }
+
+/// Simulate and also record the bandwidth trace (pools, throttles, switches).
+pub fn simulate_traced(scenario: &Scenario) -> (Output, trace::Trace) {
+    Sim::new(scenario).run_traced()
+}

@@ -414,7 +414,18 @@ impl<'s> Sim<'s> {
 
     /// Run to the end, recording the bandwidth trace too.
     pub fn run_traced(mut self) -> (Output, Trace) {
-        self.trace = Some(Trace::default());
+        let sc = self.scenario;
+        let threads = self
+            .threads
+            .iter()
+            .map(|t| match t.driver {
+                Driver::Task(i) => sc.tasks[i].name.clone(),
+                Driver::Worker(i) => sc.services[i].name.clone(),
+                Driver::Background => "[background]".to_string(),
+            })
+            .collect();
+        let groups = self.tgs.iter().map(|g| g.name.clone()).collect();
+        self.trace = Some(Trace { cpus: self.nr_cpus(), groups, threads, records: Vec::new() });
         let (out, trace) = self.run_to_end();
         (out, trace.expect("tracing was on"))
     }

@@ -3,8 +3,10 @@
 
 use crate::event::Time;
 use crate::sim::ThreadId;
+use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "arg", rename_all = "snake_case")]
 pub enum TraceKind {
     /// A scheduler tick that was processed.
     Tick,
@@ -23,12 +25,14 @@ pub enum TraceKind {
 }
 
 /// One record: what happened, and both pools right after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Record {
+    #[serde(rename = "t_ns")]
     pub time: Time,
     pub cpu: Option<usize>,
     /// Task group index (0 = root, i = the i-th `[[cgroup]]`).
     pub tg: usize,
+    #[serde(flatten)]
     pub kind: TraceKind,
     /// `runtime_remaining` of the group's cfs_rq on `cpu`.
     pub local_ns: Option<i64>,
@@ -36,8 +40,14 @@ pub struct Record {
     pub global_ns: u64,
 }
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, Serialize)]
 pub struct Trace {
+    pub cpus: usize,
+    /// Task group names by index (index 0, the root, is "").
+    pub groups: Vec<String>,
+    /// The task (or service) each thread belongs to, by thread id; kernel
+    /// background activity is "[background]".
+    pub threads: Vec<String>,
     pub records: Vec<Record>,
 }
 

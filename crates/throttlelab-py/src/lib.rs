@@ -33,6 +33,16 @@ fn run(py: Python<'_>, scenario: &str, overrides: Vec<String>) -> PyResult<Strin
     Ok(serde_json::to_string(&out).expect("output serialises"))
 }
 
+/// Simulate like `run`, also recording the trace; returns JSON
+/// `{"output": <output document>, "trace": {"cpus", "groups", "threads", "records"}}`.
+#[pyfunction]
+#[pyo3(signature = (scenario, overrides = Vec::new()))]
+fn trace(py: Python<'_>, scenario: &str, overrides: Vec<String>) -> PyResult<String> {
+    let s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
+    let (output, trace) = py.detach(|| throttlelab_core::simulate_traced(&s));
+    Ok(serde_json::json!({ "output": output, "trace": trace }).to_string())
+}
+
 /// Run a scenario (TOML text) with `key=value` overrides on the host kernel, in
 /// real cgroups; `python_executable` runs the workers. Returns the output
 /// document as JSON. Releases the GIL while running.
@@ -72,6 +82,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(real, m)?)?;
     m.add_function(wrap_pyfunction!(worker_main, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
