@@ -219,3 +219,17 @@ def test_a_worker_that_fails_to_start_is_an_error(python):
 
     with pytest.raises(_native.HarnessError, match="worker"):
         _native.real(scenario_text(), [], python)
+
+
+@needs_real
+def test_a_worker_done_early_does_not_end_a_timed_run(write_scenario):
+    """A finite task's worker reports and exits; the run still lasts duration_s."""
+    path = write_scenario(threads="1", quota_us="50000", period_us="100000", task="loop = 1", phases="[{ run_us = 100_000 }]")
+    started = time.monotonic()
+    doc = real_json(path, "duration_s=1")
+    assert time.monotonic() - started >= 1
+    assert doc["duration_s"] == 1.0
+    once = doc["tasks"]["spinner"]
+    # 50 ms per 100 ms period: half the work, a throttled wait, the other half.
+    assert 0.14 <= once["finished_s"] <= 0.25, once
+    assert once["work_usec"] == pytest.approx(100_000, rel=0.01)

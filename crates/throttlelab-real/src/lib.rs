@@ -211,9 +211,12 @@ impl Workers {
             let wait = deadline.saturating_sub(now_ns()).min(POLL_NS);
             match self.lines.recv_timeout(Duration::from_nanos(wait)) {
                 Ok(msg) => return Ok(Some(msg)),
-                Err(RecvTimeoutError::Disconnected) => return Ok(None),
-                Err(RecvTimeoutError::Timeout) if now_ns() >= deadline => return Ok(None),
+                // Every worker has exited: nothing more to read, only time to pass.
+                Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_nanos(wait)),
                 Err(RecvTimeoutError::Timeout) => {}
+            }
+            if now_ns() >= deadline {
+                return Ok(None);
             }
         }
     }
