@@ -68,7 +68,9 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn latency(ns: &[u64]) -> Latency {
+/// Request latencies (ns) summarised as nearest-rank percentiles in us;
+/// both backends report them this way.
+pub fn latency(ns: &[u64]) -> Latency {
     let mut us: Vec<u64> = ns.iter().map(|n| n / 1_000).collect();
     us.sort_unstable();
     Latency { p50: percentile(&us, 50.0), p90: percentile(&us, 90.0), p99: percentile(&us, 99.0), max: us.last().copied().unwrap_or(0) }

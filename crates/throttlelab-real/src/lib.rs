@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
-use throttlelab_core::output::{CgroupStats, Latency, TaskStats};
+use throttlelab_core::output::{latency, CgroupStats, TaskStats};
 use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, Scenario};
 use worker::{now_ns, DriverReport, ServicePlan, TaskPlan, ThreadPlan, WorkerReport, WorkerSpec};
 
@@ -358,17 +358,6 @@ fn handle_line(line: Option<String>, finished: &mut Option<u64>, report: &mut Op
     Some(())
 }
 
-/// Nearest-rank percentiles in us, as the simulator's output computes them.
-fn latency(ns: &[u64]) -> Latency {
-    let mut us: Vec<u64> = ns.iter().map(|n| n / 1_000).collect();
-    us.sort_unstable();
-    let pct = |p: f64| match us.len() {
-        0 => 0,
-        n => us[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1],
-    };
-    Latency { p50: pct(50.0), p90: pct(90.0), p99: pct(99.0), max: us.last().copied().unwrap_or(0) }
-}
-
 fn task_stats(d: &DriverReport, class: Option<String>) -> TaskStats {
     TaskStats {
         threads: d.threads,
@@ -515,12 +504,5 @@ at_ms = 10
         let second = next_write(&s, first).unwrap();
         assert_eq!((second.at_ns, second.n), (150_000_000, 1));
         assert!(next_write(&s, DueWrite { at_ns: 10_000_000, index: 1, n: 0 }).is_none());
-    }
-
-    #[test]
-    fn latency_is_nearest_rank() {
-        let ns: Vec<u64> = (1..=100).rev().map(|us| us * 1_000 + 999).collect();
-        assert_eq!(latency(&ns), Latency { p50: 50, p90: 90, p99: 99, max: 100 });
-        assert_eq!(latency(&[]), Latency { p50: 0, p90: 0, p99: 0, max: 0 });
     }
 }
