@@ -14,13 +14,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from throttlelab import _native
+from throttlelab import reproduce as experiments
 from throttlelab.bench import measure
 from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
 
 DEFAULT_SCENARIO = "ugedal-table2"
 
 #: Errors that are the user's input, not a bug: reported in one line, exit code 2.
-USER_ERRORS = (_native.ScenarioError, _native.HarnessError, ScenarioNotFound)
+USER_ERRORS = (_native.ScenarioError, _native.HarnessError, ScenarioNotFound, experiments.UnknownExperiment)
 
 
 class _Cli(click.Group):
@@ -210,3 +211,33 @@ def bench(names: tuple[str, ...], repeat: int, as_json: bool) -> None:
             f"{r['events_per_s']:,.0f}", f"{r['speedup']:,.1f}x",
         )
     Console().print(table)
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option("--all", "run_all", is_flag=True, help="Run every experiment.")
+@click.option("--json", "as_json", is_flag=True, help="Print the experiments and their rows as JSON.")
+def reproduce(name: Optional[str], run_all: bool, as_json: bool) -> None:
+    """Run the seed papers' experiment NAME and set our figures beside the paper's.
+
+    Experiments: ugedal-table2, chiluk-fibtest, turner-soakers."""
+    if (name is not None) == run_all:
+        raise click.UsageError(f"give one experiment or --all ({', '.join(experiments.EXPERIMENTS)})")
+    chosen = list(experiments.EXPERIMENTS.values()) if run_all else [experiments.get(name)]
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True,
+    )
+    docs = []
+    with progress:
+        task = progress.add_task("reproduce", total=sum(experiments.run_count(e) for e in chosen))
+        for experiment in chosen:
+            progress.update(task, description=experiment.name)
+            docs.append(experiments.reproduce(experiment, lambda: progress.advance(task)))
+    if as_json:
+        click.echo(json.dumps(docs))
+        return
+    # Piped (e.g. into docs/reproduce.md), rich would squeeze the widest table into 80 columns.
+    console = Console() if Console().is_terminal else Console(width=120)
+    for doc in docs:
+        console.print(experiments.render(doc))

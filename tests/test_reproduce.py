@@ -1,0 +1,89 @@
+"""`throttlelab reproduce`: the seed experiments' rows, the JSON shape, bad names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import cli
+from test_errors import assert_error
+from throttlelab import reproduce as experiments
+
+
+@pytest.fixture(scope="module")
+def docs() -> dict[str, dict]:
+    """Every experiment run once (about a second in all)."""
+    return {name: experiments.reproduce(e) for name, e in experiments.EXPERIMENTS.items()}
+
+
+@pytest.mark.parametrize("name", list(experiments.EXPERIMENTS))
+def test_rows_carry_the_paper_numbers_and_ratios(docs, name):
+    experiment = experiments.EXPERIMENTS[name]
+    doc = docs[name]
+    assert [row["case"] for row in doc["rows"]] == [case.label for case in experiment.cases]
+    for case, row in zip(experiment.cases, doc["rows"]):
+        for key, value in row["values"].items():
+            assert value["paper"] == case.paper.get(key)
+            if value["paper"]:
+                assert value["ratio"] == pytest.approx(value["ours"] / value["paper"])
+            else:
+                assert value["ratio"] is None
+    assert any(v["paper"] is not None for row in doc["rows"] for v in row["values"].values())
+
+
+def test_ugedal_table2_rows(docs):
+    rows = {row["case"]: row["values"] for row in docs["ugedal-table2"]["rows"]}
+    assert rows["100 ms"]["periods"]["paper"] == 735
+    assert rows["10 ms"]["ratio_pct"]["paper"] == 49
+    # The structural result: about half of the short periods throttle, few of 100 ms.
+    assert 40 < rows["10 ms"]["ratio_pct"]["ours"] < 60
+    assert rows["100 ms"]["ratio_pct"]["ours"] < 15
+    assert rows["unlimited"]["throttled"]["ours"] == 0
+    assert rows["unlimited"]["periods"]["ours"] == pytest.approx(734, abs=2)
+
+
+def test_chiluk_fibtest_fixed_kernel_does_more_work(docs):
+    rows = {row["case"]: row["values"] for row in docs["chiluk-fibtest"]["rows"]}
+    assert rows["4.18, 88 thr"]["usage_ms"]["paper"] == 183
+    assert rows["5.4, 88 thr"]["work"]["paper"] == 1316
+    assert rows["5.4, 88 thr"]["work"]["ours"] > 3 * rows["4.18, 88 thr"]["work"]["ours"]
+
+
+def test_turner_soakers_get_their_quota(docs):
+    rows = docs["turner-soakers"]["rows"]
+    assert len(rows) == 3 * 16
+    for row in rows:
+        assert row["values"]["cpus"]["paper"] == pytest.approx(row["values"]["cpus"]["ours"], rel=0.01)
+        assert abs(row["values"]["deviation_pct"]["ours"]) < 1
+        assert row["values"]["deviation_pct"]["paper"] is None
+
+
+def test_json_shape():
+    result = cli("reproduce", "ugedal-table2", "--json")
+    assert result.exit_code == 0, result.stderr
+    (doc,) = json.loads(result.stdout)
+    assert doc["name"] == "ugedal-table2" and "Table II" in doc["source"]
+    assert doc["seeds"] == [1, 2, 3]
+    assert [c["key"] for c in doc["columns"]] == ["periods", "throttled", "ratio_pct", "throttled_ms"]
+    assert len(doc["rows"]) == 4
+    for row in doc["rows"]:
+        assert set(row) == {"case", "overrides", "values"}
+        assert set(row["values"]) == {"periods", "throttled", "ratio_pct", "throttled_ms"}
+        for value in row["values"].values():
+            assert set(value) == {"ours", "paper", "ratio"}
+
+
+def test_table_shows_ours_paper_and_ratio():
+    result = cli("reproduce", "chiluk-fibtest")
+    assert result.exit_code == 0, result.stderr
+    assert "CPU usage ms" in result.stdout and "1452" in result.stdout and "002_943cc9ff5fe705dd" in result.stdout
+
+
+def test_unknown_experiment():
+    assert_error(cli("reproduce", "no-such-experiment"), "no-such-experiment", "ugedal-table2")
+
+
+@pytest.mark.parametrize("args", [(), ("ugedal-table2", "--all")])
+def test_one_name_or_all(args):
+    assert_error(cli("reproduce", *args), "--all")
