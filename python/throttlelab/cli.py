@@ -10,12 +10,14 @@ from typing import Any, Optional
 import click
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from throttlelab import _native
 from throttlelab import reproduce as experiments
 from throttlelab.bench import measure
+from throttlelab.compare import compare as compare_runs
 from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
 
 DEFAULT_SCENARIO = "ugedal-table2"
@@ -100,6 +102,62 @@ def real(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
         click.echo(out)
     else:
         _print_report(json.loads(out))
+
+
+@main.command()
+@click.argument("scenario")
+@set_option
+@click.option("--runs", default=3, show_default=True, type=click.IntRange(min=1), help="Kernel runs, and simulator seeds.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison (with every run) as JSON.")
+def compare(scenario: str, overrides: tuple[str, ...], runs: int, as_json: bool) -> None:
+    """Run SCENARIO on the host kernel and in the simulator, side by side (needs root).
+
+    The simulator gets the host's CONFIG_HZ and the profile of its kernel release;
+    the verdict says whether its mean lies inside the kernel's own run-to-run range."""
+    text, _ = load_scenario_text(scenario)
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True,
+    )
+    with progress:
+        bar = progress.add_task("compare", total=2 * runs)
+        result = compare_runs(text, overrides, runs, lambda label: progress.update(bar, advance=1, description=label))
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    _print_comparison(result)
+
+
+def _print_comparison(result: dict[str, Any]) -> None:
+    console = Console()
+    host = result["host"]
+    console.print(
+        f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"
+        f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: {' '.join(result['sim_overrides'])}"
+    )
+    for name, rows in result["cgroups"].items():
+        table = _table(escape(f"cgroup {name}: mean (sd) [range]"))
+        for col in ("metric", "kernel", "simulator", "verdict"):
+            table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+        for metric, row in rows.items():
+            label, scale = _METRIC_DISPLAY.get(metric, (metric, 1.0))
+            cells = [_stats_cell(row[side], scale) for side in ("kernel", "sim")]
+            table.add_row(label, *cells, "inside" if row["inside"] else "[red]outside[/red]")
+        console.print(table)
+
+
+def _stats_cell(stats: dict[str, float], scale: float) -> str:
+    m, sd, lo, hi = (stats[k] * scale for k in ("mean", "sd", "lo", "hi"))
+    return f"{m:,.4g} ({sd:,.2g}) [{lo:,.4g}..{hi:,.4g}]"
+
+
+#: How compare shows each metric: a label with its unit, and the factor to get there.
+_METRIC_DISPLAY = {
+    "usage_usec": ("usage s", 1e-6),
+    "throttled_usec": ("throttled ms", 1e-3),
+    "burst_usec": ("burst ms", 1e-3),
+    "throttled_ratio": ("throttled %", 100.0),
+}
 
 
 def _print_report(doc: dict[str, Any]) -> None:

@@ -1,0 +1,102 @@
+"""``throttlelab compare``: the same scenario on the host kernel and in the simulator.
+
+The real backend runs N times; the simulator runs N seeds set up like the host
+(CONFIG_HZ and the profile of the host's kernel release). Per cgroup metric the
+result holds both sides' mean, standard deviation and range, and whether the
+simulator's mean lies inside the band the kernel itself spans.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from throttlelab import _native
+
+#: cpu.stat metrics compared, in table order.
+METRICS = ("usage_usec", "nr_periods", "nr_throttled", "throttled_ratio", "throttled_usec", "nr_bursts", "burst_usec")
+
+#: First release of each profile's semantics, oldest first.
+_PROFILE_SINCE = (("5.4", (5, 4)), ("5.14", (5, 14)), ("6.6", (6, 6)), ("6.18", (6, 18)))
+
+
+def profile_for_release(release: str) -> str:
+    """The simulator profile whose semantics a kernel release has (``6.18.44-fc`` → ``6.18``).
+
+    Releases before 5.4 get ``4.18`` (slice expiry); stable kernels that took the
+    expiry removal (4.14.154+, 4.19.84+, 5.3.9+) are not told apart.
+    """
+    m = re.match(r"(\d+)\.(\d+)", release)
+    if not m:
+        raise ValueError(f"cannot read a kernel version from {release!r}")
+    version = (int(m.group(1)), int(m.group(2)))
+    profile = "4.18"
+    for name, since in _PROFILE_SINCE:
+        if version >= since:
+            profile = name
+    return profile
+
+
+@dataclass
+class Stats:
+    """Mean, sample standard deviation and range of one metric over runs."""
+
+    mean: float
+    sd: float
+    lo: float
+    hi: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "Stats":
+        sd = statistics.stdev(values) if len(values) > 1 else 0.0
+        return cls(statistics.fmean(values), sd, min(values), max(values))
+
+
+def simulator_overrides(host: dict[str, Any]) -> list[str]:
+    """``--set`` overrides that make the simulator look like the host."""
+    overrides = [f'kernel.profile="{profile_for_release(host["release"])}"']
+    if host.get("hz"):
+        overrides.append(f"machine.hz={host['hz']}")
+    return overrides
+
+
+def compare(
+    text: str,
+    overrides: Sequence[str] = (),
+    runs: int = 3,
+    step: Optional[Callable[[str], None]] = None,
+) -> dict[str, Any]:
+    """Run scenario ``text`` ``runs`` times on the host and over ``runs`` seeds in
+    the simulator; ``step(label)`` is called after each run (progress)."""
+    step = step or (lambda _label: None)
+    kernel = []
+    for i in range(runs):
+        kernel.append(json.loads(_native.real(text, [*overrides, f"seed={i + 1}"], sys.executable)))
+        step(f"kernel run {i + 1}")
+    host = kernel[0]["host"]
+    sim_overrides = [*overrides, *simulator_overrides(host)]
+    sim = []
+    for i in range(runs):
+        sim.append(json.loads(_native.run(text, [*sim_overrides, f"seed={i + 1}"])))
+        step(f"simulator seed {i + 1}")
+    cgroups = {}
+    for name in kernel[0]["cgroups"]:
+        rows = {}
+        for metric in METRICS:
+            k = Stats.of([float(d["cgroups"][name][metric]) for d in kernel])
+            s = Stats.of([float(d["cgroups"][name][metric]) for d in sim])
+            rows[metric] = {"kernel": asdict(k), "sim": asdict(s), "inside": k.lo <= s.mean <= k.hi}
+        cgroups[name] = rows
+    return {
+        "scenario": kernel[0]["scenario"],
+        "runs": runs,
+        "host": host,
+        "sim_overrides": sim_overrides,
+        "cgroups": cgroups,
+        "kernel_runs": kernel,
+        "sim_runs": sim,
+    }

@@ -1,0 +1,73 @@
+"""`throttlelab compare`: the kernel and the simulator side by side."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import cli, scenario_text
+from test_errors import assert_error
+from test_real import needs_real
+from throttlelab.compare import Stats, profile_for_release, simulator_overrides
+
+
+@pytest.mark.parametrize(
+    "release, profile",
+    [
+        ("4.18.0-553.el8.x86_64", "4.18"),
+        ("5.3.7", "4.18"),
+        ("5.4.0-150-generic", "5.4"),
+        ("5.13.19", "5.4"),
+        ("5.15.0-91-generic", "5.14"),
+        ("6.5.0", "5.14"),
+        ("6.6.32", "6.6"),
+        ("6.17.1", "6.6"),
+        ("6.18.44-fc-v769", "6.18"),
+        ("7.1.0", "6.18"),
+    ],
+)
+def test_profile_for_release(release, profile):
+    assert profile_for_release(release) == profile
+
+
+def test_profile_for_unreadable_release():
+    with pytest.raises(ValueError, match="kernel version"):
+        profile_for_release("linux")
+
+
+def test_simulator_is_set_up_like_the_host():
+    assert simulator_overrides({"release": "6.6.1", "hz": 1000, "cgroup": "v2"}) == ['kernel.profile="6.6"', "machine.hz=1000"]
+    assert simulator_overrides({"release": "5.4.0", "hz": None, "cgroup": "v1"}) == ['kernel.profile="5.4"']
+
+
+def test_stats():
+    s = Stats.of([1.0, 2.0, 3.0])
+    assert (s.mean, s.sd, s.lo, s.hi) == (2.0, 1.0, 1.0, 3.0)
+    assert Stats.of([5.0]).sd == 0.0
+
+
+@needs_real
+def test_compare_two_spinners(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text(top="", period_us="10000", quota_us="10000"))
+    result = cli("compare", str(path), "--runs", "2", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["runs"] == 2 and len(doc["kernel_runs"]) == 2 and len(doc["sim_runs"]) == 2
+    assert all(r["backend"] == "real" for r in doc["kernel_runs"])
+    assert all(r["backend"] == "sim" for r in doc["sim_runs"])
+    assert f"machine.hz={doc['host']['hz']}" in doc["sim_overrides"]
+    row = doc["cgroups"]["app"]["usage_usec"]
+    # Two spinners under one CPU of quota for 0.5 s: about 0.5 s of usage on both sides.
+    for side in ("kernel", "sim"):
+        assert 0.4e6 < row[side]["mean"] < 0.6e6, row
+        assert row[side]["lo"] <= row[side]["mean"] <= row[side]["hi"]
+    assert row["inside"] == (row["kernel"]["lo"] <= row["sim"]["mean"] <= row["kernel"]["hi"])
+    human = cli("compare", str(path), "--runs", "1")
+    assert human.exit_code == 0, human.stderr
+    assert "throttled %" in human.stdout and "verdict" in human.stdout
+
+
+def test_compare_unknown_scenario():
+    assert_error(cli("compare", "no-such-scenario"), "no-such-scenario")
