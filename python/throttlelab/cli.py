@@ -301,36 +301,6 @@ def reproduce(name: Optional[str], run_all: bool, as_json: bool) -> None:
         console.print(experiments.render(doc))
 
 
-@main.command()
-@click.argument("name", required=False)
-@click.option("--all", "run_all", is_flag=True, help="Run every experiment.")
-@click.option("--json", "as_json", is_flag=True, help="Print the experiments and their rows as JSON.")
-def reproduce(name: Optional[str], run_all: bool, as_json: bool) -> None:
-    """Run the seed papers' experiment NAME and set our figures beside the paper's.
-
-    Experiments: ugedal-table2, chiluk-fibtest, turner-soakers."""
-    if (name is not None) == run_all:
-        raise click.UsageError(f"give one experiment or --all ({', '.join(experiments.EXPERIMENTS)})")
-    chosen = list(experiments.EXPERIMENTS.values()) if run_all else [experiments.get(name)]
-    progress = Progress(
-        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
-    )
-    docs = []
-    with progress:
-        task = progress.add_task("reproduce", total=sum(experiments.run_count(e) for e in chosen))
-        for experiment in chosen:
-            progress.update(task, description=experiment.name)
-            docs.append(experiments.reproduce(experiment, lambda: progress.advance(task)))
-    if as_json:
-        click.echo(json.dumps(docs))
-        return
-    # Piped (e.g. into docs/reproduce.md), rich would squeeze the widest table into 80 columns.
-    console = Console() if Console().is_terminal else Console(width=120)
-    for doc in docs:
-        console.print(experiments.render(doc))
-
-
 @main.command("trace")
 @click.argument("scenario")
 @set_option
