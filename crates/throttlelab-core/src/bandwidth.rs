@@ -5,7 +5,7 @@
 use crate::event::{Event, Time};
 use crate::noise::{self, Stream};
 use crate::profile::Profile;
-use crate::sim::{CfsRqId, Sim, NSEC_PER_MSEC};
+use crate::sim::{CfsRqId, Sim, NSEC_PER_MSEC, NSEC_PER_USEC};
 use crate::trace::TraceKind;
 
 /// A cfs_rq won't donate quota below this amount.
@@ -353,6 +353,28 @@ impl Sim<'_> {
         self.cfs_rqs[rq].runtime_remaining -= slack;
         let cpu = self.cfs_rqs[rq].cpu;
         self.record(Some(cpu), tg, TraceKind::Return(slack as u64));
+    }
+
+    /// `interleave_timers` (001, Hegde's RFC): the period timers of limited
+    /// groups with the same period start at offsets spread evenly across it
+    /// (0 and 50 ms for two groups at 100 ms), so their refills alternate
+    /// instead of coinciding.
+    pub(crate) fn interleave_period_timers(&mut self) {
+        let limited: Vec<(usize, u64)> = self
+            .scenario
+            .cgroups
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.quota().is_some())
+            .map(|(i, c)| (i + 1, c.period_us * NSEC_PER_USEC))
+            .collect();
+        for &(tg, period) in &limited {
+            let same: Vec<usize> = limited.iter().filter(|&&(_, p)| p == period).map(|&(g, _)| g).collect();
+            let rank = same.iter().position(|&g| g == tg).expect("listed") as u64;
+            let offset = rank * period / same.len() as u64;
+            // One period before the first expiry, which is then `offset` into the run.
+            self.tgs[tg].cfs_b.period_expires = self.uptime_ns + offset - period;
+        }
     }
 
     /// `runtime_refresh_within`: is the period timer about to fire?

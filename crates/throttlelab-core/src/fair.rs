@@ -122,6 +122,9 @@ impl Sim<'_> {
                 self.ses.push(se);
             }
         }
+        if self.features.interleave_timers {
+            self.interleave_period_timers();
+        }
         for (i, c) in self.scenario.cgroups.iter().enumerate() {
             if let Some(quota) = c.quota() {
                 self.tg_set_cfs_bandwidth(i + 1, c.period_us * NSEC_PER_USEC, Some(quota * NSEC_PER_USEC), c.burst_us * NSEC_PER_USEC);
@@ -458,6 +461,7 @@ impl Sim<'_> {
         self.touch(cpu);
         self.rqs[cpu].need_resched = false;
         self.account_thread_time(cpu);
+        let prev_busy = self.rqs[cpu].curr.is_some();
         if let Some(prev) = self.rqs[cpu].curr.take() {
             self.put_prev_task(prev);
         }
@@ -471,11 +475,31 @@ impl Sim<'_> {
         let rq = &mut self.rqs[cpu];
         rq.curr = next;
         rq.since = self.now;
+        if prev_busy != next.is_some() {
+            self.core_load_changed(cpu, next.is_some());
+        }
         self.arm_run_done(cpu);
         if let Some(t) = next {
             self.record(Some(cpu), self.threads[t].tg, TraceKind::Switch(Some(t)));
         } else {
             self.record(Some(cpu), 0, TraceKind::Switch(None));
+        }
+    }
+
+    /// A hardware thread became busy or idle: its running siblings change
+    /// speed, so their work so far is accounted and their completion re-armed.
+    fn core_load_changed(&mut self, cpu: CpuId, busy: bool) {
+        if self.hw.is_uniform() {
+            self.hw.set_busy(cpu, busy);
+            return;
+        }
+        let siblings: SmallVec<[CpuId; 8]> = self.hw.siblings(cpu).filter(|&c| self.rqs[c].curr.is_some()).collect();
+        for &c in &siblings {
+            self.account_thread_time(c);
+        }
+        self.hw.set_busy(cpu, busy);
+        for &c in &siblings {
+            self.arm_run_done(c);
         }
     }
 

@@ -18,6 +18,7 @@ pub mod output;
 mod profile;
 pub mod scenario;
 mod sim;
+mod smt;
 pub mod trace;
 
 pub use error::ScenarioError;

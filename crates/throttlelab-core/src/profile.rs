@@ -111,7 +111,7 @@ impl Feature {
 
     /// Whether the simulator implements the mechanism yet.
     pub fn is_modelled(self) -> bool {
-        matches!(self, Feature::SlushFund | Feature::NoopUpdate)
+        matches!(self, Feature::SlushFund | Feature::NoopUpdate | Feature::InterleaveTimers)
     }
 
     pub fn as_str(self) -> &'static str {

@@ -56,9 +56,13 @@ pub struct Machine {
     /// CONFIG_HZ: scheduler tick frequency.
     #[serde(default = "default_hz")]
     pub hz: u32,
-    /// Hardware threads per core.
+    /// Hardware threads per core; CPUs are numbered core by core.
     #[serde(default = "default_smt")]
     pub smt: usize,
+    /// Speed of each busy hardware thread when k threads of its core are busy
+    /// (k = 1..=smt), as a fraction of nominal. Absent: all 1.0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub smt_speed: Vec<f64>,
     /// Each tick fires up to this late (uniform, seeded): interrupt latency.
     #[serde(default = "default_tick_jitter_us")]
     pub tick_jitter_us: f64,
@@ -110,6 +114,7 @@ impl Default for Machine {
             cpus: default_cpus(),
             hz: default_hz(),
             smt: default_smt(),
+            smt_speed: Vec::new(),
             tick_jitter_us: default_tick_jitter_us(),
             timer_jitter_us: default_timer_jitter_us(),
             background_per_s: default_background_per_s(),
@@ -364,6 +369,12 @@ impl Scenario {
         }
         if m.smt == 0 || m.cpus % m.smt != 0 {
             return err("machine.smt".into(), format!("must be >= 1 and divide machine.cpus ({}), got {}", m.cpus, m.smt));
+        }
+        if !m.smt_speed.is_empty() && m.smt_speed.len() != m.smt {
+            return err("machine.smt_speed".into(), format!("must list one speed per busy sibling count 1..={}, got {} values", m.smt, m.smt_speed.len()));
+        }
+        if let Some(bad) = m.smt_speed.iter().find(|s| !(**s > 0.0 && **s <= 1.0)) {
+            return err("machine.smt_speed".into(), format!("speeds must be in (0, 1], got {bad}"));
         }
         let tick_us = 1e6 / m.hz as f64;
         for (key, v) in [("machine.tick_jitter_us", m.tick_jitter_us), ("machine.timer_jitter_us", m.timer_jitter_us)] {

@@ -9,6 +9,7 @@ use crate::noise::{self, Stream};
 use crate::output::{self, Output};
 use crate::profile::{Feature, Profile};
 use crate::scenario::{ms_to_ns, parse_cpu_list, secs_to_ns, Arrival, Phase, Scenario};
+use crate::smt::{self, Smt};
 use crate::trace::{Trace, TraceKind};
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
@@ -113,11 +114,16 @@ pub struct Service {
 pub struct Features {
     pub slush_fund: bool,
     pub noop_update: bool,
+    pub interleave_timers: bool,
 }
 
 impl Features {
     fn of(list: &[Feature]) -> Self {
-        Features { slush_fund: list.contains(&Feature::SlushFund), noop_update: list.contains(&Feature::NoopUpdate) }
+        Features {
+            slush_fund: list.contains(&Feature::SlushFund),
+            noop_update: list.contains(&Feature::NoopUpdate),
+            interleave_timers: list.contains(&Feature::InterleaveTimers),
+        }
     }
 }
 
@@ -171,6 +177,7 @@ pub struct Sim<'s> {
     pub finite_left: usize,
     pub trace: Option<Trace>,
     pub features: Features,
+    pub hw: Smt,
     /// Skip ticks that cannot change the outcome (off only to check that
     /// skipping changes nothing).
     pub skip_ticks: bool,
@@ -231,6 +238,7 @@ impl<'s> Sim<'s> {
             finite_left: 0,
             trace: None,
             features: Features::of(&scenario.kernel.features),
+            hw: Smt::new(nr_cpus, scenario.machine.smt, &scenario.machine.smt_speed),
             skip_ticks: true,
             tick_jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
@@ -505,13 +513,14 @@ impl<'s> Sim<'s> {
 
     /// Account the running thread's CPU time and work up to now.
     pub fn account_thread_time(&mut self, cpu: CpuId) {
+        let speed = self.hw.speed_ppm(cpu);
         let rq = &mut self.rqs[cpu];
         if let Some(tid) = rq.curr {
             let delta = self.now - rq.since;
             rq.since = self.now;
             let th = &mut self.threads[tid];
             th.cpu_ns += delta;
-            let work = delta.min(th.work_left);
+            let work = smt::work_in(delta, speed).min(th.work_left);
             th.work_left -= work;
             th.work_ns += work;
         }
@@ -519,10 +528,11 @@ impl<'s> Sim<'s> {
 
     /// Arm the `RunDone` of the thread now running on `cpu`.
     pub fn arm_run_done(&mut self, cpu: CpuId) {
+        let speed = self.hw.speed_ppm(cpu);
         let rq = &mut self.rqs[cpu];
         rq.run_gen += 1;
         if let Some(tid) = rq.curr {
-            let at = self.now + self.threads[tid].work_left;
+            let at = self.now + smt::time_for(self.threads[tid].work_left, speed);
             let gen = rq.run_gen;
             self.events.push(at, Event::RunDone { cpu, gen });
         }
