@@ -34,15 +34,21 @@ class Column:
     key: str
     header: str
     fmt: str  # format spec for our value and the paper's
+    #: False when the paper measured the same thing in another unit (then only
+    #: ratios between rows compare); ``paper_unit`` names it.
+    same_unit: bool = True
+    paper_unit: str = ""
 
 
 @dataclass(frozen=True)
 class Case:
-    """One row: a label, the overrides that make it, the paper's figures by column key."""
+    """One row: a label, the overrides that make it, the paper's figures by column key,
+    and the panel (a figure of its own in the paper, e.g. one period) it belongs to."""
 
     label: str
     sets: tuple[str, ...]
     paper: dict[str, float] = field(default_factory=dict)
+    panel: str = ""
 
 
 @dataclass(frozen=True)
@@ -131,7 +137,7 @@ def _fibtest_row(out: Output) -> dict[str, float]:
 
 def _fibtest_case(profile: str, threads: int, paper: Optional[tuple[float, float]] = None) -> Case:
     sets = (f'kernel.profile="{profile}"', f"task.slow.threads={threads - 1}")
-    return Case(f"{profile}, {threads} thr", sets, dict(zip(("usage_ms", "work"), paper or ())))
+    return Case(f"{threads} thr", sets, dict(zip(("usage_ms", "work"), paper or ())), panel=profile)
 
 
 CHILUK_FIBTEST = Experiment(
@@ -139,7 +145,10 @@ CHILUK_FIBTEST = Experiment(
     title="fibtest: 1 fast + n-1 slow threads pinned on 88 CPUs, 10 ms quota per 100 ms",
     source="002_943cc9ff5fe705dd.txt (Chiluk), 'Running Fibtest' (5.3.7 = 4.18 semantics) and 'Kernel 5.3.9' (5.4)",
     scenario="chiluk-fibtest",
-    columns=(Column("usage_ms", "CPU usage ms", ".0f"), Column("work", "work", ".0f")),
+    columns=(
+        Column("usage_ms", "CPU usage ms", ".0f"),
+        Column("work", "work ms", ".0f", same_unit=False, paper_unit="M iterations"),
+    ),
     cases=(
         _fibtest_case("4.18", 1, (539, 1452)),
         _fibtest_case("4.18", 16, (530, 1380)),
@@ -184,9 +193,10 @@ TURNER_SOAKERS = Experiment(
     columns=(Column("cpus", "CPUs", ".3f"), Column("deviation_pct", "deviation %", "+.2f")),
     cases=tuple(
         Case(
-            f"{period_ms} ms, k={k}",
+            f"k={k}",
             (f"cgroup.protag.period_us={period_ms * 1000}", f"cgroup.protag.quota_us={k * period_ms * 1000}"),
             {"cpus": k},
+            panel=f"{period_ms} ms",
         )
         for period_ms in (100, 250, 500)
         for k in range(1, 17)
@@ -221,7 +231,7 @@ def reproduce(experiment: Experiment, on_run: Callable[[], None] = lambda: None)
     """Run every case of ``experiment``; calls ``on_run`` after each simulation.
 
     Returns ``{name, title, source, note, scenario, seeds, columns, rows}``; a row is
-    ``{case, overrides, values: {key: {ours, paper, ratio}}}`` with ``paper`` and
+    ``{case, panel, overrides, values: {key: {ours, paper, ratio}}}`` with ``paper`` and
     ``ratio`` null where the paper gives no figure (``ratio`` also when it is 0).
     """
     text, _ = load_scenario_text(experiment.scenario)
@@ -238,7 +248,7 @@ def reproduce(experiment: Experiment, on_run: Callable[[], None] = lambda: None)
             paper = case.paper.get(col.key)
             ratio = ours[col.key] / paper if paper else None
             values[col.key] = {"ours": ours[col.key], "paper": paper, "ratio": ratio}
-        rows.append({"case": case.label, "overrides": list(case.sets), "values": values})
+        rows.append({"case": case.label, "panel": case.panel, "overrides": list(case.sets), "values": values})
     return {
         "name": experiment.name,
         "title": experiment.title,
@@ -246,36 +256,50 @@ def reproduce(experiment: Experiment, on_run: Callable[[], None] = lambda: None)
         "note": experiment.note,
         "scenario": experiment.scenario,
         "seeds": list(experiment.seeds),
-        "columns": [{"key": c.key, "header": c.header, "fmt": c.fmt} for c in experiment.columns],
+        "columns": [
+            {"key": c.key, "header": c.header, "fmt": c.fmt, "same_unit": c.same_unit, "paper_unit": c.paper_unit}
+            for c in experiment.columns
+        ],
         "rows": rows,
     }
 
 
-def render(doc: dict[str, Any]) -> Table:
-    """One experiment's rows as a table: per column our value, then the paper's and
-    ours/paper where the paper gives that column at all."""
-    table = Table(
-        title=f"{doc['name']}: {doc['title']}", title_justify="left",
-        caption=f"paper: {doc['source']}; ×: ours/paper" + (f"\n{doc['note']}" if doc["note"] else ""),
-        caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-    )
-    table.add_column("case")
+def cells(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of an experiment's table: per column our value, then the
+    paper's and ours/paper (×) where the paper gives that column at all."""
     with_paper = [
         (col, any(row["values"][col["key"]]["paper"] is not None for row in doc["rows"])) for col in doc["columns"]
     ]
+    header = ["case"]
     for col, paper in with_paper:
-        table.add_column(col["header"], justify="right")
-        if paper:
-            table.add_column("paper", justify="right")
-            table.add_column("×", justify="right")
+        header += [col["header"]] + (["paper", "×"] if paper else [])
+    rows = []
     for row in doc["rows"]:
-        cells = [row["case"]]
+        line = [f"{row['panel']} {row['case']}".strip()]
         for col, paper in with_paper:
             v = row["values"][col["key"]]
-            cells.append(_fmt(v["ours"], col["fmt"]))
+            line.append(_fmt(v["ours"], col["fmt"]))
             if paper:
-                cells += [_fmt(v["paper"], col["fmt"]), _fmt(v["ratio"], ".2f")]
-        table.add_row(*cells)
+                line += [_fmt(v["paper"], col["fmt"]), _fmt(v["ratio"], ".2f")]
+        rows.append(line)
+    return header, rows
+
+
+def caption(doc: dict[str, Any]) -> str:
+    return f"paper: {doc['source']}; ×: ours/paper" + (f"\n{doc['note']}" if doc["note"] else "")
+
+
+def render(doc: dict[str, Any]) -> Table:
+    """One experiment as a rich table (see :func:`cells`)."""
+    table = Table(
+        title=f"{doc['name']}: {doc['title']}", title_justify="left", caption=caption(doc),
+        caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+    )
+    header, rows = cells(doc)
+    for i, h in enumerate(header):
+        table.add_column(h, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
