@@ -320,3 +320,36 @@ def trace_cmd(scenario: str, overrides: tuple[str, ...], out_path: str) -> None:
     except OSError as e:
         raise click.BadParameter(f"cannot write {out_path}: {e.strerror}", param_hint="'-o'") from None
     click.echo(f"wrote {out_path}: {len(doc['traceEvents'])} events, {output['duration_s']:g} s simulated")
+
+
+@main.command()
+@click.argument("target")
+@set_option
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for index.html.")
+@click.option("--window-ms", type=click.FloatRange(min=0, min_open=True), help="Time plots of a scenario: this much from the start (default: 10 periods).")
+def report(target: str, overrides: tuple[str, ...], out_dir: str, window_ms: Optional[float]) -> None:
+    """Write DIR/index.html (figures embedded) for TARGET: a scenario (built-in or
+    file) or a reproduce experiment (ugedal-table2, chiluk-fibtest, turner-soakers).
+    An experiment's name wins over the built-in scenario of the same name; give
+    the scenario's file path to report the scenario itself."""
+    from throttlelab import report as reports  # matplotlib: only for this command
+
+    if target in experiments.EXPERIMENTS:
+        if overrides or window_ms is not None:
+            raise click.UsageError(f"--set and --window-ms apply to scenarios, not to the experiment {target}")
+        experiment = experiments.get(target)
+        progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+            console=Console(stderr=True), transient=True,
+        )
+        with progress:
+            task = progress.add_task(target, total=experiments.run_count(experiment))
+            page = reports.experiment_page(experiment, lambda: progress.advance(task))
+    else:
+        text, _ = load_scenario_text(target)
+        page = reports.scenario_page(text, overrides, window_ms)
+    try:
+        path = reports.write(out_dir, page)
+    except OSError as e:
+        raise click.BadParameter(f"cannot write {out_dir}: {e.strerror}", param_hint="'--out'") from None
+    click.echo(f"wrote {path}")

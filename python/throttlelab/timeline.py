@@ -86,7 +86,8 @@ def cpu_slices(trace: Trace, until_ns: int) -> list[Slice]:
 def pool_levels(trace: Trace) -> dict[tuple[int, Optional[int]], list[tuple[int, int]]]:
     """Runtime pool levels of the limited groups as steps: ``(tg, None)`` is the
     global pool, ``(tg, cpu)`` the group's runtime_remaining on ``cpu``; each series
-    lists ``(t_ns, level_ns)`` where the level changes."""
+    lists ``(t_ns, level_ns)`` where the level changes. A refill of a local pool
+    shows the overrun it pays first (the level before the assign), as in 000 Fig. 4."""
     limited = set(limited_groups(trace))
     series: dict[tuple[int, Optional[int]], list[tuple[int, int]]] = {}
 
@@ -100,6 +101,8 @@ def pool_levels(trace: Trace) -> dict[tuple[int, Optional[int]], list[tuple[int,
             continue
         put((r["tg"], None), r["t_ns"], r["global_ns"])
         if r["cpu"] is not None and r["local_ns"] is not None:
+            if r["kind"] == "assign":
+                put((r["tg"], r["cpu"]), r["t_ns"], r["local_ns"] - r["arg"])
             put((r["tg"], r["cpu"]), r["t_ns"], r["local_ns"])
     return series
 
