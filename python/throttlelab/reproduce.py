@@ -15,7 +15,9 @@ from statistics import mean
 from typing import Any, Callable, Optional, Sequence
 
 from rich import box
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from throttlelab._native import run as _native_run
 from throttlelab.scenarios import load_scenario_text
@@ -289,18 +291,16 @@ def caption(doc: dict[str, Any]) -> str:
     return f"paper: {doc['source']}; ×: ours/paper" + (f"\n{doc['note']}" if doc["note"] else "")
 
 
-def render(doc: dict[str, Any]) -> Table:
-    """One experiment as a rich table (see :func:`cells`)."""
-    table = Table(
-        title=f"{doc['name']}: {doc['title']}", title_justify="left", caption=caption(doc),
-        caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-    )
+def render(doc: dict[str, Any]) -> Group:
+    """One experiment as a rich table (see :func:`cells`) between its title and
+    caption, which are not wrapped to the table's width."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     header, rows = cells(doc)
     for i, h in enumerate(header):
         table.add_column(h, justify="left" if i == 0 else "right")
     for row in rows:
         table.add_row(*row)
-    return table
+    return Group(Text(f"{doc['name']}: {doc['title']}", style="bold"), table, Text(caption(doc) + "\n"))
 
 
 def _fmt(value: Optional[float], spec: str) -> str:
