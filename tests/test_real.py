@@ -231,5 +231,7 @@ def test_a_worker_done_early_does_not_end_a_timed_run(write_scenario):
     assert doc["duration_s"] == 1.0
     once = doc["tasks"]["spinner"]
     # 50 ms per 100 ms period: half the work, a throttled wait, the other half.
-    assert 0.14 <= once["finished_s"] <= 0.25, once
+    # The first period ends anywhere in the first 100 ms (6.6+ draws the timer's
+    # offset at random), so the work is done between 100 and 150 ms, plus slack.
+    assert 0.1 <= once["finished_s"] <= 0.25, once
     assert once["work_usec"] == pytest.approx(100_000, rel=0.01)

@@ -78,12 +78,7 @@ def main() -> None:
 def run(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
     """Simulate SCENARIO (a built-in name or a TOML file; default ugedal-table2)."""
     text, _ = load_scenario_text(scenario)
-    out = _native.run(text, list(overrides))
-    if as_json:
-        # Exactly the native document: byte-for-byte reproducible for a seed.
-        click.echo(out)
-    else:
-        _print_report(json.loads(out))
+    _emit(_native.run(text, list(overrides)), as_json)
 
 
 @main.command()
@@ -97,7 +92,12 @@ def real(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
     error and on Ctrl-C. THROTTLELAB_CGROUP_ROOT overrides where the cgroup
     hierarchies are mounted (default /sys/fs/cgroup)."""
     text, _ = load_scenario_text(scenario)
-    out = _native.real(text, list(overrides), sys.executable)
+    _emit(_native.real(text, list(overrides), sys.executable), as_json)
+
+
+def _emit(out: str, as_json: bool) -> None:
+    """Print an output document: exactly the native JSON (byte-for-byte
+    reproducible for a seed), or as tables."""
     if as_json:
         click.echo(out)
     else:

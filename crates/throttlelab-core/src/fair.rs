@@ -329,19 +329,27 @@ impl Sim<'_> {
             }
         }
         if !throttled {
-            for &se in &path[i..] {
-                let rq = self.ses[se].cfs_rq;
-                if let Some(my_q) = self.ses[se].my_q {
-                    self.update_cfs_group(se, my_q);
-                }
-                self.cfs_rqs[rq].h_nr_running += 1;
-                if self.cfs_rqs[rq].throttled {
-                    break;
-                }
-            }
+            self.update_ancestors(&path[i..], 1);
         }
         let cpu = self.threads[tid].cpu;
         self.rqs[cpu].runnable.push(tid);
+    }
+
+    /// The second loop of `enqueue_task_fair` / `dequeue_task_fair`: the
+    /// levels above the last one (de)queued on keep their entity but count
+    /// one task more or less, up to a throttled runqueue.
+    fn update_ancestors(&mut self, path: &[SeId], delta: i32) {
+        for &se in path {
+            let rq = self.ses[se].cfs_rq;
+            if let Some(my_q) = self.ses[se].my_q {
+                self.update_cfs_group(se, my_q);
+            }
+            let c = &mut self.cfs_rqs[rq];
+            c.h_nr_running = c.h_nr_running.checked_add_signed(delta).expect("h_nr_running stays >= 0");
+            if c.throttled {
+                break;
+            }
+        }
     }
 
     /// `dequeue_task_fair`.
@@ -365,16 +373,7 @@ impl Sim<'_> {
             }
         }
         if !throttled {
-            for &se in &path[i..] {
-                let rq = self.ses[se].cfs_rq;
-                if let Some(my_q) = self.ses[se].my_q {
-                    self.update_cfs_group(se, my_q);
-                }
-                self.cfs_rqs[rq].h_nr_running -= 1;
-                if self.cfs_rqs[rq].throttled {
-                    break;
-                }
-            }
+            self.update_ancestors(&path[i..], -1);
         }
         let cpu = self.threads[tid].cpu;
         let rq = &mut self.rqs[cpu];

@@ -1,5 +1,5 @@
-//! The output document, identical in schema for both backends; field names
-//! follow cgroup v2 `cpu.stat`.
+//! The output document, one schema for both backends; field names follow
+//! cgroup v2 `cpu.stat`. The simulator adds `engine`, the real backend `host`.
 
 use crate::sim::{Driver, Sim};
 use serde::Serialize;
@@ -14,7 +14,21 @@ pub struct Output {
     pub duration_s: f64,
     pub cgroups: BTreeMap<String, CgroupStats>,
     pub tasks: BTreeMap<String, TaskStats>,
-    pub engine: Engine,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<Engine>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<Host>,
+}
+
+/// The machine a real run measured.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Host {
+    /// `uname -r`.
+    pub release: String,
+    /// CONFIG_HZ from /boot/config-<release> or /proc/config.gz; None if neither is readable.
+    pub hz: Option<u32>,
+    /// "v1" or "v2".
+    pub cgroup: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -127,7 +141,8 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
         duration_s: end_ns as f64 / 1e9,
         cgroups,
         tasks,
-        engine: Engine { events, wall_s },
+        engine: Some(Engine { events, wall_s }),
+        host: None,
     }
 }
 

@@ -1,21 +1,10 @@
 //! What the host offers: privileges, online CPUs, kernel release and CONFIG_HZ.
 
 use crate::error::{Error, Result};
-use serde::Serialize;
 use std::io::Read;
 use std::path::Path;
 use throttlelab_core::scenario::parse_cpu_list;
-
-/// The `host` object of the output document.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Host {
-    /// `uname -r`.
-    pub release: String,
-    /// CONFIG_HZ from /boot/config-<release> or /proc/config.gz; None if neither is readable.
-    pub hz: Option<u32>,
-    /// "v1" or "v2".
-    pub cgroup: &'static str,
-}
+pub use throttlelab_core::output::Host;
 
 /// Creating cgroups and writing their files needs root.
 pub fn check_root(euid: u32) -> Result<()> {

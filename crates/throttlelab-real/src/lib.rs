@@ -22,7 +22,6 @@ pub use worker::worker_main;
 use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Tree};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -30,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
-use throttlelab_core::output::{latency, CgroupStats, TaskStats};
+use throttlelab_core::output::{latency, CgroupStats, Output, TaskStats};
 use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, Scenario};
 use worker::{now_ns, DriverReport, ServicePlan, TaskPlan, ThreadPlan, WorkerReport, WorkerSpec};
 
@@ -42,20 +41,6 @@ const POLL_NS: u64 = 10_000_000;
 const READY_TIMEOUT_NS: u64 = 30_000_000_000;
 /// How long workers may take to report after the end.
 const REPORT_TIMEOUT_NS: u64 = 5_000_000_000;
-
-/// The output document: the simulator's schema with `backend = "real"`, a
-/// `host` object, and no `engine`.
-#[derive(Debug, Clone, Serialize)]
-pub struct RealOutput {
-    pub scenario: String,
-    pub backend: &'static str,
-    pub profile: String,
-    pub seed: u64,
-    pub duration_s: f64,
-    pub cgroups: BTreeMap<String, CgroupStats>,
-    pub tasks: BTreeMap<String, TaskStats>,
-    pub host: Host,
-}
 
 /// One worker process: the group it runs in and what it runs.
 struct WorkerPlan {
@@ -370,7 +355,7 @@ fn task_stats(d: &DriverReport, class: Option<String>) -> TaskStats {
     }
 }
 
-fn output(s: &Scenario, m: Measured, host: Host) -> RealOutput {
+fn output(s: &Scenario, m: Measured, host: Host) -> Output {
     let cgroups = s.cgroups.iter().map(|c| c.name.clone()).zip(m.stats).collect();
     let by_name: BTreeMap<&str, &DriverReport> = m.reports.iter().flat_map(|r| &r.drivers).map(|d| (d.name.as_str(), d)).collect();
     let none = DriverReport::default();
@@ -381,7 +366,7 @@ fn output(s: &Scenario, m: Measured, host: Host) -> RealOutput {
     for svc in &s.services {
         tasks.insert(svc.name.clone(), task_stats(by_name[svc.name.as_str()], None));
     }
-    RealOutput {
+    Output {
         scenario: s.name.clone(),
         backend: "real",
         profile: s.kernel.profile.as_str().to_string(),
@@ -389,14 +374,15 @@ fn output(s: &Scenario, m: Measured, host: Host) -> RealOutput {
         duration_s: m.duration_ns as f64 / 1e9,
         cgroups,
         tasks,
-        host,
+        engine: None,
+        host: Some(host),
     }
 }
 
 /// Run a validated scenario on the host kernel; `python` runs the workers
 /// (`python -m throttlelab._worker`). Cgroups go under the hierarchies at
 /// `$THROTTLELAB_CGROUP_ROOT`, default /sys/fs/cgroup.
-pub fn run(s: &Scenario, python: &Path) -> Result<RealOutput> {
+pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;
     host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
