@@ -5,7 +5,7 @@
 use crate::event::{Event, Time};
 use crate::noise::{self, Stream};
 use crate::profile::Profile;
-use crate::sim::{CfsRqId, Sim, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::sim::{CfsRqId, CpuId, Sim, NSEC_PER_MSEC, NSEC_PER_USEC};
 use crate::trace::TraceKind;
 
 /// A cfs_rq won't donate quota below this amount.
@@ -47,6 +47,8 @@ pub struct CfsBandwidth {
     pub burst_time: u64,
     /// `slush_fund` (000 IV-A1, Listing 2): runtime the last refill discarded.
     pub slush_fund: u64,
+    /// When `cfs_b->lock` is next free (the cost model's spinlock).
+    pub lock_free_at: Time,
     /// Refills so far, to tell a local pool's first refill in a new period.
     pub period_nr: u64,
 }
@@ -80,6 +82,7 @@ impl CfsBandwidth {
             nr_burst: 0,
             burst_time: 0,
             slush_fund: 0,
+            lock_free_at: 0,
             period_nr: 0,
         }
     }
@@ -121,6 +124,7 @@ impl Sim<'_> {
         let amount = if self.tgs[tg].cfs_b.quota.is_none() {
             min_amount
         } else {
+            self.pool_access(tg, Some(self.cfs_rqs[rq].cpu));
             self.start_cfs_bandwidth(tg);
             let b = &mut self.tgs[tg].cfs_b;
             if b.runtime > 0 {
@@ -157,6 +161,27 @@ impl Sim<'_> {
             b.slush_fund -= refill;
             c.runtime_remaining += refill as i64;
             c.period_nr = b.period_nr;
+        }
+    }
+
+    /// The cost model of the global pool (000 III-B, IV-B, Fig. 9). Every
+    /// access takes CPU time on the accessing CPU, counted as its thread's
+    /// usage but doing no work: with the kernel's spinlock, accesses
+    /// serialise and a waiting CPU spins; with `atomic_pool` (000 Listing 4)
+    /// an access is one cache-line transfer and nobody waits. Accesses from
+    /// timer context (distribution) hold the lock without a thread to charge.
+    fn pool_access(&mut self, tg: usize, cpu: Option<CpuId>) {
+        let k = &self.scenario.kernel;
+        let cost = if self.features.atomic_pool {
+            k.pool_transfer_ns
+        } else {
+            let b = &mut self.tgs[tg].cfs_b;
+            let start = b.lock_free_at.max(self.now);
+            b.lock_free_at = start + k.pool_lock_hold_ns;
+            b.lock_free_at - self.now
+        };
+        if let Some(cpu) = cpu {
+            self.stall(cpu, cost);
         }
     }
 
@@ -343,6 +368,9 @@ impl Sim<'_> {
             self.cfs_rqs[rq].runtime_remaining -= slack;
             return;
         }
+        if self.tgs[tg].cfs_b.quota.is_some() {
+            self.pool_access(tg, Some(self.cfs_rqs[rq].cpu));
+        }
         let b = &mut self.tgs[tg].cfs_b;
         if b.quota.is_some() {
             b.runtime += slack as u64;
@@ -428,6 +456,8 @@ impl Sim<'_> {
             if !c.throttled || unthrottle.contains(&rq) {
                 continue;
             }
+            self.pool_access(tg, None);
+            let c = &self.cfs_rqs[rq];
             let b = &mut self.tgs[tg].cfs_b;
             let runtime = ((-c.runtime_remaining + 1) as u64).min(b.runtime);
             b.runtime -= runtime;
@@ -543,11 +573,12 @@ impl Sim<'_> {
         if quota.is_some() {
             self.start_cfs_bandwidth(tg);
         }
+        let local = if self.profile.has_task_based_throttle() { 1 } else { 0 };
         for cpu in 0..self.nr_cpus() {
             let rq = self.cfs_rq_id(tg, cpu);
             let c = &mut self.cfs_rqs[rq];
             c.runtime_enabled = quota.is_some();
-            c.runtime_remaining = 0;
+            c.runtime_remaining = local;
             if c.throttled {
                 self.unthrottle_cfs_rq(rq);
             }

@@ -474,6 +474,10 @@ impl Sim<'_> {
         let rq = &mut self.rqs[cpu];
         rq.curr = next;
         rq.since = self.now;
+        let pending = std::mem::take(&mut rq.pending_stall);
+        if let Some(t) = next {
+            self.threads[t].stall_left += pending;
+        }
         if prev_busy != next.is_some() {
             self.core_load_changed(cpu, next.is_some());
         }

@@ -64,6 +64,13 @@ impl Profile {
         self >= Profile::V6_6
     }
 
+    /// Task-based throttling (6.18): throttled tasks leave at their return to
+    /// user space, and `tg_set_cfs_bandwidth` leaves every local pool at 1 ns
+    /// instead of 0 (956dfda6a708), so a write throttles nobody by itself.
+    pub fn has_task_based_throttle(self) -> bool {
+        self >= Profile::V6_18
+    }
+
     /// The fair class picks by EEVDF rather than by smallest vruntime.
     pub fn has_eevdf(self) -> bool {
         self >= Profile::V6_6
@@ -108,11 +115,6 @@ pub enum Feature {
 
 impl Feature {
     pub const ALL: [Feature; 4] = [Feature::SlushFund, Feature::NoopUpdate, Feature::AtomicPool, Feature::InterleaveTimers];
-
-    /// Whether the simulator implements the mechanism yet.
-    pub fn is_modelled(self) -> bool {
-        matches!(self, Feature::SlushFund | Feature::NoopUpdate | Feature::InterleaveTimers)
-    }
 
     pub fn as_str(self) -> &'static str {
         match self {

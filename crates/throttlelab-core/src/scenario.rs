@@ -138,6 +138,23 @@ pub struct Kernel {
     /// The `skew_tick=1` boot parameter: CPU i ticks i/(2*cpus) of a tick late.
     #[serde(default)]
     pub skew_tick: bool,
+    /// Cost model of the global pool (000 III-B): how long one access holds
+    /// `cfs_b->lock`. Default: a cache-line transfer in, the critical section,
+    /// a transfer out to the next waiter (2 x 80 ns + 40 ns).
+    #[serde(default = "default_pool_lock_hold_ns")]
+    pub pool_lock_hold_ns: u64,
+    /// With `atomic_pool`, what one access costs: one cache-line transfer
+    /// (49-84 ns measured between the 6.18 host's CPUs; docs/engine.md).
+    #[serde(default = "default_pool_transfer_ns")]
+    pub pool_transfer_ns: u64,
+}
+
+fn default_pool_lock_hold_ns() -> u64 {
+    200
+}
+
+fn default_pool_transfer_ns() -> u64 {
+    80
 }
 
 fn default_slice_us() -> u64 {
@@ -146,7 +163,14 @@ fn default_slice_us() -> u64 {
 
 impl Default for Kernel {
     fn default() -> Self {
-        Kernel { profile: Profile::default(), slice_us: default_slice_us(), features: Vec::new(), skew_tick: false }
+        Kernel {
+            profile: Profile::default(),
+            slice_us: default_slice_us(),
+            features: Vec::new(),
+            skew_tick: false,
+            pool_lock_hold_ns: default_pool_lock_hold_ns(),
+            pool_transfer_ns: default_pool_transfer_ns(),
+        }
     }
 }
 
@@ -402,11 +426,10 @@ impl Scenario {
         if k.slice_us == 0 || k.slice_us > MAX_CFS_QUOTA_PERIOD_US {
             return err("kernel.slice_us".into(), format!("must be in 1..=1000000, got {}", k.slice_us));
         }
-        if let Some(f) = k.features.iter().find(|f| !f.is_modelled()) {
-            return err(
-                "kernel.features".into(),
-                format!("{} is not modelled yet (the simulator would silently ignore it)", f.as_str()),
-            );
+        for (key, v) in [("kernel.pool_lock_hold_ns", k.pool_lock_hold_ns), ("kernel.pool_transfer_ns", k.pool_transfer_ns)] {
+            if v > 1_000_000 {
+                return err(key.into(), format!("must be <= 1000000 (1 ms), got {v}"));
+            }
         }
         self.validate_cgroups()?;
         self.validate_tasks()?;

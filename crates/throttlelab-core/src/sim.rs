@@ -47,6 +47,9 @@ pub struct Rq {
     pub dirty: bool,
     /// Threads enqueued on this CPU (running or waiting), for idle pulling.
     pub runnable: Vec<ThreadId>,
+    /// CPU time spent in the kernel (global-pool accesses) while no thread
+    /// was current; the next thread to run pays it.
+    pub pending_stall: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +87,9 @@ pub struct Thread {
     pub finished_at: Option<Time>,
     /// Arrival time of the request a worker is serving.
     pub request: Option<Time>,
+    /// CPU time still to spend before work resumes (kernel overhead charged
+    /// to this thread).
+    pub stall_left: u64,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.
@@ -115,6 +121,7 @@ pub struct Features {
     pub slush_fund: bool,
     pub noop_update: bool,
     pub interleave_timers: bool,
+    pub atomic_pool: bool,
 }
 
 impl Features {
@@ -123,6 +130,7 @@ impl Features {
             slush_fund: list.contains(&Feature::SlushFund),
             noop_update: list.contains(&Feature::NoopUpdate),
             interleave_timers: list.contains(&Feature::InterleaveTimers),
+            atomic_pool: list.contains(&Feature::AtomicPool),
         }
     }
 }
@@ -317,6 +325,7 @@ impl<'s> Sim<'s> {
             work_ns: 0,
             finished_at: None,
             request: None,
+            stall_left: 0,
         });
         tid
     }
@@ -520,9 +529,24 @@ impl<'s> Sim<'s> {
             rq.since = self.now;
             let th = &mut self.threads[tid];
             th.cpu_ns += delta;
-            let work = smt::work_in(delta, speed).min(th.work_left);
+            let stalled = delta.min(th.stall_left);
+            th.stall_left -= stalled;
+            let work = smt::work_in(delta - stalled, speed).min(th.work_left);
             th.work_left -= work;
             th.work_ns += work;
+        }
+    }
+
+    /// `cpu` spends `ns` in the kernel: its thread runs (and is charged) but
+    /// does no work meanwhile.
+    pub fn stall(&mut self, cpu: CpuId, ns: u64) {
+        match self.rqs[cpu].curr {
+            Some(tid) => {
+                self.account_thread_time(cpu);
+                self.threads[tid].stall_left += ns;
+                self.arm_run_done(cpu);
+            }
+            None => self.rqs[cpu].pending_stall += ns,
         }
     }
 
@@ -532,7 +556,8 @@ impl<'s> Sim<'s> {
         let rq = &mut self.rqs[cpu];
         rq.run_gen += 1;
         if let Some(tid) = rq.curr {
-            let at = self.now + smt::time_for(self.threads[tid].work_left, speed);
+            let th = &self.threads[tid];
+            let at = self.now + th.stall_left + smt::time_for(th.work_left, speed);
             let gen = rq.run_gen;
             self.events.push(at, Event::RunDone { cpu, gen });
         }
