@@ -518,8 +518,10 @@ impl Sim<'_> {
         self.rqs[cpu].curr.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running == 0
     }
 
-    /// `select_task_rq_fair`, simplified: the previous CPU if idle, else the
-    /// first idle allowed CPU after it, else the previous CPU.
+    /// `select_task_rq_fair`, simplified: the previous CPU if idle, else an
+    /// idle allowed CPU on the least busy core (a wholly idle core first, as
+    /// `select_idle_core` does; SMT load balancing evens out the rest), the
+    /// first after the previous CPU among equals; else the previous CPU.
     fn select_task_rq(&self, tid: ThreadId) -> CpuId {
         let th = &self.threads[tid];
         let prev = if th.allowed.contains(&th.cpu) { th.cpu } else { th.allowed[0] };
@@ -528,7 +530,12 @@ impl Sim<'_> {
         }
         let start = th.allowed.iter().position(|&c| c >= prev).unwrap_or(0);
         let n = th.allowed.len();
-        (0..n).map(|i| th.allowed[(start + i) % n]).find(|&c| self.is_idle(c)).unwrap_or(prev)
+        let busy_siblings = |c: CpuId| self.hw.siblings(c).filter(|&s| !self.is_idle(s)).count();
+        (0..n)
+            .map(|i| th.allowed[(start + i) % n])
+            .filter(|&c| self.is_idle(c))
+            .min_by_key(|&c| busy_siblings(c))
+            .unwrap_or(prev)
     }
 
     /// `set_task_cpu`: move a (not queued) thread's entity to another CPU,
