@@ -126,3 +126,18 @@ fn atomic_pool_removes_the_spinlock_overhead() {
         assert!(over < 0.1 * none, "{features}: {over} s over {none} s");
     }
 }
+
+/// 000 IV-A2 with the slush fund: rewriting the same cpu.max every 37 ms at a
+/// 10 ms period resets the local pools the fund settles, so Slush throttles
+/// again; the no-op update keeps it below 1 %.
+#[test]
+fn noop_update_protects_the_slush_fund_from_rewrites() {
+    let text = include_str!("../../../python/throttlelab/scenarios/ugedal-rewrites.toml");
+    let ratio = |features: &str| {
+        let o = vec![format!("kernel.features={features}"), "duration_s=20".to_string()];
+        simulate(&load(text, &o).unwrap()).cgroups["sysbench"].throttled_ratio
+    };
+    let (slush, all) = (ratio("[\"slush_fund\"]"), ratio("[\"slush_fund\", \"noop_update\"]"));
+    assert!(all + 0.03 <= slush, "slush {slush}, slush + noop {all}");
+    assert!(all < 0.01, "{all}");
+}
