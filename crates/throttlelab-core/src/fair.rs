@@ -222,11 +222,7 @@ impl Sim<'_> {
             sum += self.ses[s].vruntime as u128 * self.ses[s].weight as u128;
             w += self.ses[s].weight as u128;
         }
-        if w == 0 {
-            c.min_vruntime
-        } else {
-            (sum / w) as u64
-        }
+        sum.checked_div(w).map_or(c.min_vruntime, |v| v as u64)
     }
 
     /// `place_entity`: the vruntime (and deadline) an entity gets on enqueue.
@@ -296,7 +292,7 @@ impl Sim<'_> {
         let tg_shares = self.tgs[tg].shares;
         let load = self.cfs_rqs[my_q].load;
         let tg_weight = self.tgs[tg].load_sum;
-        let shares = if tg_weight == 0 { tg_shares } else { tg_shares * load / tg_weight };
+        let shares = (tg_shares * load).checked_div(tg_weight).unwrap_or(tg_shares);
         let shares = shares.clamp(MIN_SHARES, tg_shares);
         let old = self.ses[se].weight;
         if shares != old {

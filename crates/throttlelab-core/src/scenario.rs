@@ -391,7 +391,7 @@ impl Scenario {
         if ![100, 250, 300, 1000].contains(&m.hz) {
             return err("machine.hz".into(), format!("must be one of 100, 250, 300, 1000 (CONFIG_HZ), got {}", m.hz));
         }
-        if m.smt == 0 || m.cpus % m.smt != 0 {
+        if m.smt == 0 || !m.cpus.is_multiple_of(m.smt) {
             return err("machine.smt".into(), format!("must be >= 1 and divide machine.cpus ({}), got {}", m.cpus, m.smt));
         }
         if !m.smt_speed.is_empty() && m.smt_speed.len() != m.smt {

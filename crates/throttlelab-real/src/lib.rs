@@ -315,8 +315,8 @@ fn measure(s: &Scenario, plans: &[WorkerPlan], tree: &mut Tree, workers: &mut Wo
         Some(_) => s.duration_ns(),
         None => finished.iter().flatten().copied().max().unwrap_or(0),
     };
-    for i in 0..plans.len() {
-        if reports[i].is_none() {
+    for (i, report) in reports.iter().enumerate() {
+        if report.is_none() {
             // A worker that is gone shows as EOF below.
             let _ = workers.send(i, "stop");
         }
