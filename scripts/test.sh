@@ -8,6 +8,6 @@ PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
 export PIP_ROOT_USER_ACTION=ignore
 # Build with the pinned maturin (--no-build-isolation), so the build is repeatable.
 "$PYTHON" -m pip install -q -c constraints.txt maturin
-"$PYTHON" -m pip install -q -c constraints.txt --no-build-isolation ".[test]"
+"$PYTHON" -m pip install -q -c constraints.txt --no-build-isolation ".[test,ray]"
 cargo test -p throttlelab-core -p throttlelab-real --release -q
 "$PYTHON" -m pytest -q

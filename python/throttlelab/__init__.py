@@ -13,14 +13,21 @@ from throttlelab._native import ScenarioError, __version__
 from throttlelab._native import run as _native_run
 from throttlelab.scenarios import PathArg, ScenarioNotFound, builtin_names, load_scenario_text
 
+# These functions take the names of their modules: import anything else from
+# throttlelab.sweep and throttlelab.advise with "from ... import".
+from throttlelab.advise import advise
+from throttlelab.sweep import sweep
+
 __all__ = [
     "ScenarioError",
     "ScenarioNotFound",
     "__version__",
+    "advise",
     "builtin_names",
     "load_scenario_text",
     "run",
     "scenario_text",
+    "sweep",
 ]
 
 

@@ -4,6 +4,7 @@ validate, list and benchmark scenarios."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any, Optional
 
@@ -19,11 +20,17 @@ from throttlelab import reproduce as experiments
 from throttlelab.bench import measure
 from throttlelab.compare import compare as compare_runs
 from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
+# Modules named like the package's functions throttlelab.sweep and throttlelab.advise: import from them.
+from throttlelab.advise import AdviseError, advise_text, explain
+from throttlelab.sweep import EXECUTORS, SweepError, parse_grid, sweep_rows
 
 DEFAULT_SCENARIO = "ugedal-table2"
 
 #: Errors that are the user's input, not a bug: reported in one line, exit code 2.
-USER_ERRORS = (_native.ScenarioError, _native.HarnessError, ScenarioNotFound, experiments.UnknownExperiment)
+USER_ERRORS = (
+    _native.ScenarioError, _native.HarnessError, ScenarioNotFound, experiments.UnknownExperiment,
+    SweepError, AdviseError,
+)
 
 
 class _Cli(click.Group):
@@ -353,3 +360,142 @@ def report(target: str, overrides: tuple[str, ...], out_dir: str, window_ms: Opt
     except OSError as e:
         raise click.BadParameter(f"cannot write {out_dir}: {e.strerror}", param_hint="'--out'") from None
     click.echo(f"wrote {path}")
+
+
+def _progress() -> Progress:
+    """A transient progress bar on stderr, so that stdout stays the result; none when
+    stderr is not a terminal (where the bar would leave an empty line before an error)."""
+    console = Console(stderr=True)
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal,
+    )
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--grid", "grids", multiple=True, required=True, metavar="KEY=V1,V2,...", help="Values of one key, in TOML syntax (repeatable; runs the cross product).")
+@set_option
+@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True, help="A process pool on this machine, or Ray.")
+@click.option("--address", help="Ray cluster to run on (with --executor ray); default: a local Ray instance.")
+@click.option("--workers", type=click.IntRange(min=1), help="Processes, or CPUs of the local Ray instance (default: every core).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the rows as CSV to FILE ('-': stdout).")
+def sweep(
+    scenario: str, grids: tuple[str, ...], overrides: tuple[str, ...], executor: str,
+    address: Optional[str], workers: Optional[int], as_json: bool, csv_path: Optional[str],
+) -> None:
+    """Run SCENARIO once per combination of the --grid values: one row per run, the
+    grid values and every cgroup and task metric (identical under both executors)."""
+    if as_json and csv_path:
+        raise click.UsageError("give --json or --csv, not both")
+    grid: dict[str, list[Any]] = {}
+    for spec in grids:
+        key, values = parse_grid(spec)
+        if key in grid:
+            raise SweepError(f"--grid {key} given twice")
+        grid[key] = values
+    text, _ = load_scenario_text(scenario)
+    with _progress() as progress:
+        bar = progress.add_task("sweep", total=math.prod(len(values) for values in grid.values()))
+        rows = sweep_rows(text, grid, overrides, executor, address, workers, lambda: progress.advance(bar))
+    if as_json:
+        click.echo(json.dumps(rows))
+    elif csv_path:
+        _write_csv(csv_path, rows)
+    else:
+        _print_sweep(list(grid), rows)
+
+
+def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:
+    import csv
+
+    try:
+        with click.open_file(path, "w", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+    except OSError as e:
+        raise click.BadParameter(f"cannot write {path}: {e.strerror}", param_hint="'--csv'") from None
+    if path != "-":
+        click.echo(f"wrote {path}: {len(rows)} rows")
+
+
+def _print_sweep(keys: list[str], rows: list[dict[str, Any]]) -> None:
+    """The grid columns and, per cgroup, throttled % and throttled s; per service, p99."""
+    metrics = []  # (column key, header, format)
+    for col in rows[0]:
+        name = col.split(".")[1] if "." in col else col
+        if col.startswith("cgroup.") and col.endswith(".throttled_ratio"):
+            metrics.append((col, f"{name} throttled %", lambda v: f"{100 * v:.1f}"))
+        elif col.startswith("cgroup.") and col.endswith(".throttled_usec"):
+            metrics.append((col, f"{name} throttled s", _seconds))
+        elif col.startswith("task.") and col.endswith(".latency_p99_us"):
+            metrics.append((col, f"{name} p99 ms", _millis))
+    table = _table(f"sweep: {len(rows)} runs")
+    for key in keys:  # cgroup.app.quota_us -> app.quota_us
+        table.add_column(key.split(".", 1)[1] if key.count(".") > 1 else key, justify="right")
+    for _, header, _ in metrics:
+        table.add_column(header, justify="right")
+    for row in rows:
+        table.add_row(*(str(row[k]) for k in keys), *(fmt(row[col]) for col, _, fmt in metrics))
+    Console().print(table)
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--cgroup", required=True, help="The cgroup whose cpu.max to choose.")
+@click.option("--max-throttled", type=click.FloatRange(0, 1), required=True, help="Largest throttled ratio (of periods) allowed, e.g. 0.05.")
+@click.option("--max-p99-ms", type=click.FloatRange(min=0, min_open=True), help="Largest p99 request latency of every service, in ms.")
+@click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1), help="The target must hold in every one of this many seeds.")
+@set_option
+@click.option("--json", "as_json", is_flag=True, help="Print the recommendation and every candidate as JSON.")
+def advise(
+    scenario: str, cgroup: str, max_throttled: float, max_p99_ms: Optional[float], seeds: int,
+    overrides: tuple[str, ...], as_json: bool,
+) -> None:
+    """Find the smallest cpu.max (quota, period, burst) for CGROUP of SCENARIO that
+    keeps it throttled at most --max-throttled (and services' p99 within
+    --max-p99-ms) in every seed, or say that the limit should go."""
+    text, _ = load_scenario_text(scenario)
+    with _progress() as progress:
+        bar = progress.add_task("advise", total=None)
+        result = advise_text(
+            text, cgroup, max_throttled, max_p99_ms, seeds, overrides,
+            step=lambda: progress.advance(bar), on_total=lambda n: progress.update(bar, total=n),
+        )
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    _print_advice(result)
+
+
+#: Candidates shown beside the recommendation.
+ADVISE_SHOWN = 6
+
+
+def _print_advice(result: dict[str, Any]) -> None:
+    console = Console() if Console().is_terminal else Console(width=100)
+    console.print(explain(result))
+    with_p99 = "p99_ms" in result["unlimited"]
+    holdout = result["holdout_seeds"]
+    table = _table(
+        f"options for {result['target']['cgroup']}: worst of seeds 1-{result['target']['seeds']};"
+        f" holdout: +{100 * result['headroom']:g} % quota in seeds {holdout[0]}-{holdout[-1]} ({result['runs']} runs)"
+    )
+    cols = ["cpu.max", "burst", "CPUs", "throttled %"] + (["p99 ms"] if with_p99 else [])
+    cols += ["meets", "holdout"]
+    for col in cols:
+        table.add_column(col, justify="right" if col in ("burst", "CPUs", "throttled %", "p99 ms") else "left")
+
+    def add(limit: str, burst: str, cpus: str, outcome: dict[str, Any], checked: str) -> None:
+        p99 = [f"{outcome['p99_ms']:.1f}"] if with_p99 else []
+        meets = "yes" if outcome["meets"] else "no"
+        table.add_row(limit, burst, cpus, f"{100 * outcome['throttled_ratio']:.1f}", *p99, meets, checked)
+
+    for c in result["candidates"][:ADVISE_SHOWN]:
+        checked = {True: "yes: recommended", False: "no"}.get(c.get("holdout_meets"), "")
+        add(f"{c['quota_us']} {c['period_us']}", str(c["burst_us"] or "-"), f"{c['cpus']:.2f}", c, checked)
+    unlimited = result["unlimited"]
+    add("max (remove the limit)", "-", f"{unlimited['usage_cpus']:.2f} used", unlimited, "")
+    console.print(table)

@@ -1,0 +1,40 @@
+"""Type stub for the Rust extension (crates/throttlelab-py): conversion and errors only.
+
+Every function takes a scenario as TOML text and overrides as ``dotted.key=value``
+strings in TOML value syntax (``cgroup.app.quota_us=50000``, ``seed=3``), and
+returns JSON text."""
+
+import os
+from typing import Union
+
+__version__: str
+
+class ScenarioError(ValueError):
+    """A scenario file or --set override is invalid (one line naming the key)."""
+
+class HarnessError(Exception):
+    """The real backend refused the run or the host failed it (one line)."""
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM ended a real run; its cgroups and workers are gone."""
+
+def validate(scenario: str, overrides: list[str] = ...) -> str:
+    """The resolved scenario as JSON, or ScenarioError."""
+
+def run(scenario: str, overrides: list[str] = ...) -> str:
+    """Simulate; the output document as JSON (deterministic for a seed, engine aside)."""
+
+def trace(scenario: str, overrides: list[str] = ...) -> str:
+    """Simulate and record; JSON ``{"output": ..., "trace": {"cpus", "groups", "threads", "records"}}``."""
+
+def real(scenario: str, overrides: list[str], python_executable: Union[str, os.PathLike[str]]) -> str:
+    """Run on the host kernel in real cgroups (root); the output document with ``host``."""
+
+def worker_main() -> None:
+    """The main of a real run's worker process (``python -m throttlelab._worker``)."""
+
+def profiles() -> list[str]:
+    """Kernel profiles the simulator models, e.g. ``["4.18", ..., "6.18"]``."""
+
+def features() -> list[str]:
+    """Names accepted in ``kernel.features``."""

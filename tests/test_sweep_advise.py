@@ -1,0 +1,146 @@
+"""sweep (rows, order, CSV, executors, errors) and advise (advice that holds on fresh
+seeds, close to the brute-force optimum; "remove the limit" when nothing can meet)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+
+import pytest
+
+import throttlelab
+from helpers import cli
+from throttlelab import _native
+
+#: request-service over 6 variants.
+GRID = {"cgroup.app.quota_us": [60000, 100000, 140000], "cgroup.app.period_us": [50000, 100000]}
+
+
+@pytest.fixture
+def ray_instance():
+    """Shut down the local Ray instance a test started."""
+    yield
+    import ray
+
+    ray.shutdown()
+
+
+def test_sweep_rows_identical_under_local_and_ray(ray_instance):
+    local = throttlelab.sweep("request-service", GRID)
+    on_ray = throttlelab.sweep("request-service", GRID, executor="ray", workers=2)
+    assert len(local) == 6
+    assert local.to_dict("records") == on_ray.to_dict("records")
+
+
+def test_sweep_rows_in_grid_order_match_plain_runs():
+    result = cli(
+        "sweep", "request-service", "--grid", "cgroup.app.quota_us=60000,100_000", "--grid", "seed=1,2",
+        "--set", "duration_s=10", "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [(r["cgroup.app.quota_us"], r["seed"]) for r in rows] == [(60000, 1), (60000, 2), (100000, 1), (100000, 2)]
+    for row in rows:
+        out = throttlelab.run("request-service", set=["duration_s=10", f"cgroup.app.quota_us={row['cgroup.app.quota_us']}", f"seed={row['seed']}"])
+        assert row["cgroup.app.nr_throttled"] == out["cgroups"]["app"]["nr_throttled"]
+        assert row["task.web.latency_p99_us"] == out["tasks"]["web"]["latency_us"]["p99"]
+        assert row["task.web.requests"] == out["tasks"]["web"]["requests"]
+    assert not any("wall" in key or "engine" in key for key in rows[0])
+
+
+def test_sweep_csv_holds_the_json_rows(tmp_path):
+    args = ("sweep", "two-spinners", "--grid", "cgroup.app.quota_us=10000,20000", "--grid", "kernel.profile=5.4,6.18")
+    rows = json.loads(cli(*args, "--json").stdout)
+    path = tmp_path / "rows.csv"
+    result = cli(*args, "--csv", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == f"wrote {path}: 4 rows"
+    with open(path, newline="") as f:
+        read = list(csv.DictReader(f))
+    assert [list(r) for r in read] == [list(r) for r in rows]
+    assert [r["cgroup.app.throttled_usec"] for r in read] == [str(r["cgroup.app.throttled_usec"]) for r in rows]
+    assert [r["kernel.profile"] for r in read] == ["5.4", "6.18", "5.4", "6.18"]
+
+
+@pytest.mark.parametrize(
+    "grid, message",
+    [
+        ("cgroup.app.quota_us", "expected KEY=V1,V2,..."),
+        ("cgroup.app.quota_us=1000,,2000", "expected KEY=V1,V2,..."),
+        ("=1,2", "expected KEY=V1,V2,..."),
+        ("cgroup.app.quotax=1000,2000", "cgroup.app.quotax: unknown field"),
+        ("cgroup.app.quota_us=20000,500", "cgroup.app.quota_us: must be >= 1000"),
+    ],
+)
+def test_sweep_bad_grid_is_one_line_exit_2(grid, message):
+    result = cli("sweep", "two-spinners", "--grid", grid)
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("throttlelab: error: ")
+    assert message in result.stderr
+
+
+def test_sweep_ray_missing_is_one_line_exit_2(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    result = cli("sweep", "two-spinners", "--grid", "seed=1,2", "--executor", "ray")
+    assert result.exit_code == 2
+    assert result.stderr == "throttlelab: error: the ray executor needs Ray: pip install '.[ray]'\n"
+
+
+TARGET = dict(max_throttled=0.05, max_p99_ms=100.0)
+
+
+def _worst(quota_us: int, period_us: int, burst_us: int, seeds) -> tuple[float, float]:
+    """Worst throttled ratio and p99 (ms) of request-service's app over ``seeds``."""
+    ratio, p99 = 0.0, 0.0
+    for seed in seeds:
+        sets = [f"cgroup.app.quota_us={quota_us}", f"cgroup.app.period_us={period_us}", f"cgroup.app.burst_us={burst_us}", f"seed={seed}"]
+        out = json.loads(_native.run(throttlelab.scenario_text("request-service"), sets))
+        ratio = max(ratio, out["cgroups"]["app"]["throttled_ratio"])
+        p99 = max(p99, out["tasks"]["web"]["latency_us"]["p99"] / 1e3)
+    return ratio, p99
+
+
+def _meets(worst: tuple[float, float]) -> bool:
+    return worst[0] <= TARGET["max_throttled"] and worst[1] <= TARGET["max_p99_ms"]
+
+
+def test_advise_holds_on_fresh_seeds_and_is_near_the_brute_force_optimum():
+    result = throttlelab.advise("request-service", "app", **TARGET)
+    rec = result["recommendation"]
+    assert rec and not result["remove_limit"]
+    assert _meets(_worst(rec["quota_us"], rec["period_us"], rec["burst_us"], (11, 12, 13)))
+
+    # The smallest quota in 1 ms steps that meets the target in the same seeds, at the
+    # same period and burst fraction.
+    chosen = next(c for c in result["candidates"] if c["quota_us"] == rec["from_quota_us"] and c["period_us"] == rec["period_us"])
+    fraction = chosen["burst_fraction"]
+    smallest = next(
+        q for q in range(1000, rec["quota_us"] + 1, 1000)
+        if _meets(_worst(q, rec["period_us"], int(fraction * q) // 100 * 100, (1, 2, 3)))
+    )
+    assert abs(rec["quota_us"] - smallest) <= 0.25 * smallest
+
+
+def test_advise_says_remove_the_limit_when_the_target_is_impossible():
+    result = cli("advise", "request-service", "--cgroup", "app", "--max-throttled", "0.05", "--max-p99-ms", "10", "--seeds", "1")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("Remove the limit (cpu.max max) and relax the target")
+    assert "max (remove the limit)" in result.stdout
+    doc = json.loads(cli("advise", "request-service", "--cgroup", "app", "--max-throttled", "0.05", "--max-p99-ms", "10", "--seeds", "1", "--json").stdout)
+    assert doc["remove_limit"] and doc["recommendation"] is None
+    assert not any(c["meets"] for c in doc["candidates"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--cgroup", "nope", "--max-throttled", "0.05"), "no cgroup 'nope' in two-spinners"),
+        (("--cgroup", "app", "--max-throttled", "0.05", "--max-p99-ms", "50"), "--max-p99-ms needs a [[service]]"),
+        (("--cgroup", "app", "--max-throttled", "2"), "'--max-throttled'"),
+    ],
+)
+def test_advise_bad_input_is_one_line_exit_2(args, message):
+    result = cli("advise", "two-spinners", *args)
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and message in result.stderr
