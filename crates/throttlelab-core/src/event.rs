@@ -29,6 +29,12 @@ pub enum Event {
     Write { index: usize, n: u64 },
     /// A request arrives at a service.
     Arrival(usize),
+    /// The running deadline thread on a CPU used up its runtime (valid for `gen`).
+    DlRuntimeEnd { cpu: usize, gen: u64 },
+    /// A throttled deadline thread's replenishment timer.
+    DlReplenish(usize),
+    /// A thread refused by admission control tries `sched_setattr` again.
+    DlRetry(usize),
 }
 
 #[derive(Default)]

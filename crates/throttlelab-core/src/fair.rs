@@ -458,14 +458,22 @@ impl Sim<'_> {
         self.account_thread_time(cpu);
         let prev_busy = self.rqs[cpu].curr.is_some();
         if let Some(prev) = self.rqs[cpu].curr.take() {
-            self.put_prev_task(prev);
-        }
-        let next = loop {
-            match self.pick_next_task_fair(cpu) {
-                Some(t) => break Some(t),
-                None if self.newidle_balance(cpu) => continue,
-                None => break None,
+            // A fair thread (or one that just left the fair class) is still
+            // its runqueue's current entity until put back.
+            let se = self.threads[prev].se;
+            if self.cfs_rqs[self.ses[se].cfs_rq].curr == Some(se) {
+                self.put_prev_task(prev);
             }
+        }
+        let next = match self.rqs[cpu].dl {
+            Some(dl) => Some(dl),
+            None => loop {
+                match self.pick_next_task_fair(cpu) {
+                    Some(t) => break Some(t),
+                    None if self.newidle_balance(cpu) => continue,
+                    None => break None,
+                }
+            },
         };
         let rq = &mut self.rqs[cpu];
         rq.curr = next;
@@ -511,7 +519,14 @@ impl Sim<'_> {
     }
 
     fn is_idle(&self, cpu: CpuId) -> bool {
-        self.rqs[cpu].curr.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running == 0
+        let rq = &self.rqs[cpu];
+        rq.curr.is_none() && rq.dl.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running == 0
+    }
+
+    /// The running thread if the fair class runs it (ticks and preemption
+    /// concern only those).
+    fn fair_curr(&self, cpu: CpuId) -> Option<ThreadId> {
+        self.rqs[cpu].curr.filter(|&t| !self.is_dl(t))
     }
 
     /// `select_task_rq_fair`, simplified: the previous CPU if idle, else an
@@ -571,6 +586,9 @@ impl Sim<'_> {
     /// `check_preempt_wakeup_fair`: compare the woken task with the running
     /// one at the level where their hierarchies meet.
     fn check_preempt_wakeup(&mut self, cpu: CpuId, tid: ThreadId) {
+        if self.rqs[cpu].dl.is_some() {
+            return;
+        }
         let Some(curr) = self.rqs[cpu].curr else {
             self.resched_curr(cpu);
             return;
@@ -646,7 +664,7 @@ impl Sim<'_> {
     pub(crate) fn scheduler_tick(&mut self, cpu: CpuId, index: u64) {
         self.touch(cpu);
         self.rqs[cpu].next_tick = index + 1;
-        let Some(tid) = self.rqs[cpu].curr else { return };
+        let Some(tid) = self.fair_curr(cpu) else { return };
         for se in self.hierarchy(self.threads[tid].se) {
             let rq = self.ses[se].cfs_rq;
             self.update_curr(rq, self.now);
@@ -661,11 +679,11 @@ impl Sim<'_> {
     /// anything but the charged time: one `update_curr` per level at the
     /// last such tick. Idle CPUs have no tick (NOHZ).
     pub(crate) fn catch_up_ticks(&mut self, cpu: CpuId) {
-        let rq = &self.rqs[cpu];
-        let Some(tid) = rq.curr else {
+        let Some(tid) = self.fair_curr(cpu) else {
             self.rqs[cpu].next_tick = self.first_tick_at_or_after(cpu, self.now + 1);
             return;
         };
+        let rq = &self.rqs[cpu];
         let limit = rq.tick_armed.map(|(k, _)| k).unwrap_or(u64::MAX);
         let first = rq.next_tick;
         if first >= limit || self.tick_time(cpu, first) > self.now {
@@ -702,7 +720,7 @@ impl Sim<'_> {
     /// more than one entity competes at some level; otherwise the first tick
     /// at which some level's local runtime is used up (or, on 4.18, expires).
     fn next_interesting_tick(&self, cpu: CpuId) -> Option<u64> {
-        let tid = self.rqs[cpu].curr?;
+        let tid = self.fair_curr(cpu)?;
         if !self.skip_ticks {
             return Some(self.first_tick_at_or_after(cpu, self.now));
         }

@@ -9,6 +9,7 @@
 //! ```
 
 mod bandwidth;
+mod deadline;
 mod error;
 mod event;
 mod fair;

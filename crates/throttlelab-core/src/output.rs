@@ -56,6 +56,12 @@ pub struct TaskStats {
     pub requests: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<Latency>,
+    /// SCHED_DEADLINE tasks: jobs finished after their deadline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_misses: Option<u64>,
+    /// SCHED_DEADLINE tasks: `sched_setattr` calls refused by admission control.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission_refusals: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -113,6 +119,7 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
     let mut tasks = BTreeMap::new();
     let mut add = |name: &str, driver: Driver, class: Option<String>, svc: Option<usize>| {
         let threads: Vec<_> = sim.threads.iter().filter(|t| t.driver == driver).collect();
+        let dl = threads.iter().any(|t| t.dl.is_some());
         let done = !threads.is_empty() && threads.iter().all(|t| t.finished_at.is_some());
         tasks.insert(
             name.to_string(),
@@ -124,6 +131,8 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
                 class,
                 requests: svc.map(|i| sim.services[i].latencies_ns.len() as u64),
                 latency_us: svc.map(|i| latency(&sim.services[i].latencies_ns)),
+                deadline_misses: dl.then(|| threads.iter().filter_map(|t| t.dl.as_ref()).map(|d| d.misses).sum()),
+                admission_refusals: dl.then(|| threads.iter().filter_map(|t| t.dl.as_ref()).map(|d| d.refusals).sum()),
             },
         );
     };

@@ -237,6 +237,67 @@ pub struct TaskSpec {
     pub start_spread_us: u64,
     #[serde(default)]
     pub class: Option<String>,
+    /// Scheduling policy: the fair class, or SCHED_DEADLINE.
+    #[serde(default)]
+    pub policy: Policy,
+    /// SCHED_DEADLINE parameters (`sched_attr`): runtime, relative deadline
+    /// (default: the period) and period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_us: Option<u64>,
+    /// What a thread does when admission control refuses it.
+    #[serde(default)]
+    pub on_refused: OnRefused,
+    /// With `on_refused = "retry"`: how long until the next attempt.
+    #[serde(default = "default_retry_ms")]
+    pub retry_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    #[default]
+    Normal,
+    Deadline,
+}
+
+/// A refused `sched_setattr`: keep running as a fair task and try again
+/// every `retry_ms` (004's method), or fail the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnRefused {
+    #[default]
+    Retry,
+    Error,
+}
+
+fn default_retry_ms() -> u64 {
+    100
+}
+
+/// SCHED_DEADLINE bandwidths are fixed point with this many fraction bits (`BW_SHIFT`).
+pub const BW_SHIFT: u32 = 20;
+
+/// `to_ratio`: runtime/period as a fixed-point bandwidth.
+pub fn to_ratio(period_ns: u64, runtime_ns: u64) -> u64 {
+    ((runtime_ns as u128) << BW_SHIFT).div_ceil(period_ns as u128) as u64
+}
+
+/// What SCHED_DEADLINE may use of `cpus` CPUs: `sched_rt_runtime_us` /
+/// `sched_rt_period_us` (950000 / 1000000) of each.
+pub fn dl_capacity_bw(cpus: usize) -> u64 {
+    cpus as u64 * to_ratio(1_000_000_000, 950_000_000)
+}
+
+impl TaskSpec {
+    /// (runtime, deadline, period) in ns for a deadline task.
+    pub fn dl_params_ns(&self) -> Option<(u64, u64, u64)> {
+        let (runtime, period) = (self.runtime_us?, self.period_us?);
+        Some((runtime * 1_000, self.deadline_us.unwrap_or(period) * 1_000, period * 1_000))
+    }
 }
 
 fn default_threads() -> i64 {
@@ -528,6 +589,68 @@ impl Scenario {
                 return Err(ScenarioError::new(key("phases"), "must contain a run_us phase > 0".to_string()));
             }
             self.validate_cpus(&key("cpus"), &t.cpus)?;
+            self.validate_deadline(t)?;
+        }
+        self.admit_statically()
+    }
+
+    /// `sched_setattr`'s checks of SCHED_DEADLINE parameters (`__checkparam_dl`).
+    fn validate_deadline(&self, t: &TaskSpec) -> Result<(), ScenarioError> {
+        let key = |field: &str| format!("task.{}.{}", t.name, field);
+        if t.policy == Policy::Normal {
+            if let Some(field) = [("runtime_us", t.runtime_us), ("deadline_us", t.deadline_us), ("period_us", t.period_us)]
+                .iter()
+                .find_map(|(f, v)| v.map(|_| *f))
+            {
+                return Err(ScenarioError::new(key(field), "only for policy = \"deadline\"".to_string()));
+            }
+            return Ok(());
+        }
+        let Some((runtime, deadline, period)) = t.dl_params_ns() else {
+            return Err(ScenarioError::new(key("runtime_us"), "policy = \"deadline\" needs runtime_us and period_us".to_string()));
+        };
+        if runtime < 1_024 || runtime > deadline || deadline > period {
+            return Err(ScenarioError::new(
+                key("runtime_us"),
+                format!("need 1.024 us <= runtime_us <= deadline_us <= period_us, got {} <= {} <= {}", runtime / 1000, deadline / 1000, period / 1000),
+            ));
+        }
+        if !(100_000..=4_000_000_000).contains(&period) {
+            return Err(ScenarioError::new(key("period_us"), format!("must be in 100..=4000000 (sched_deadline_period_{{min,max}}_us), got {}", period / 1000)));
+        }
+        if t.cpus.is_some() || t.pin {
+            return Err(ScenarioError::new(key("cpus"), "a SCHED_DEADLINE task must be allowed on every CPU (root domain)".to_string()));
+        }
+        if t.retry_ms == 0 {
+            return Err(ScenarioError::new(key("retry_ms"), "must be >= 1".to_string()));
+        }
+        Ok(())
+    }
+
+    /// With `on_refused = "error"`, admission control decided before the run:
+    /// if all deadline threads together need more than 95 % of the CPUs, some
+    /// `sched_setattr` would be refused, and the run fails. (Tasks that retry
+    /// are admitted or refused as they start.)
+    fn admit_statically(&self) -> Result<(), ScenarioError> {
+        let capacity = dl_capacity_bw(self.machine.cpus);
+        let deadline = || self.tasks.iter().filter(|t| t.policy == Policy::Deadline);
+        let total: u64 = deadline()
+            .map(|t| {
+                let (runtime, _, period) = t.dl_params_ns().expect("validated");
+                t.threads as u64 * to_ratio(period, runtime)
+            })
+            .sum();
+        if let Some(t) = deadline().find(|t| t.on_refused == OnRefused::Error) {
+            if total > capacity {
+                return Err(ScenarioError::new(
+                    format!("task.{}", t.name),
+                    format!(
+                        "SCHED_DEADLINE admission refused (EBUSY): the deadline tasks need {:.2} CPUs, more than 95 % of {}",
+                        total as f64 / (1u64 << BW_SHIFT) as f64,
+                        self.machine.cpus
+                    ),
+                ));
+            }
         }
         Ok(())
     }

@@ -4,11 +4,12 @@
 //! kernel's `kernel/sched/*.c` files share `struct rq`.
 
 use crate::bandwidth::CfsBandwidth;
+use crate::deadline::DlEntity;
 use crate::event::{Event, EventQueue, Time};
 use crate::noise::{self, Stream};
 use crate::output::{self, Output};
 use crate::profile::{Feature, Profile};
-use crate::scenario::{ms_to_ns, parse_cpu_list, secs_to_ns, Arrival, Phase, Scenario};
+use crate::scenario::{dl_capacity_bw, ms_to_ns, parse_cpu_list, secs_to_ns, Arrival, Phase, Policy, Scenario};
 use crate::smt::{self, Smt};
 use crate::trace::{Trace, TraceKind};
 use rand::SeedableRng;
@@ -45,6 +46,9 @@ pub struct Rq {
     pub next_tick: u64,
     /// Touched during the current event (listed in `Sim::dirty`).
     pub dirty: bool,
+    /// The deadline thread global EDF assigned to this CPU; it runs ahead of
+    /// every fair thread.
+    pub dl: Option<ThreadId>,
     /// Threads enqueued on this CPU (running or waiting), for idle pulling.
     pub runnable: Vec<ThreadId>,
     /// CPU time spent in the kernel (global-pool accesses) while no thread
@@ -90,6 +94,8 @@ pub struct Thread {
     /// CPU time still to spend before work resumes (kernel overhead charged
     /// to this thread).
     pub stall_left: u64,
+    /// SCHED_DEADLINE state, for threads of `policy = "deadline"` tasks.
+    pub dl: Option<DlEntity>,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.
@@ -186,6 +192,11 @@ pub struct Sim<'s> {
     pub trace: Option<Trace>,
     pub features: Features,
     pub hw: Smt,
+    /// Runnable, not throttled deadline threads (running or waiting).
+    pub dl_runnable: Vec<ThreadId>,
+    /// Bandwidth of the admitted deadline threads, and what admission allows.
+    pub dl_total_bw: u64,
+    pub dl_capacity_bw: u64,
     /// Skip ticks that cannot change the outcome (off only to check that
     /// skipping changes nothing).
     pub skip_ticks: bool,
@@ -247,6 +258,9 @@ impl<'s> Sim<'s> {
             trace: None,
             features: Features::of(&scenario.kernel.features),
             hw: Smt::new(nr_cpus, scenario.machine.smt, &scenario.machine.smt_speed),
+            dl_runnable: Vec::new(),
+            dl_total_bw: 0,
+            dl_capacity_bw: dl_capacity_bw(nr_cpus),
             skip_ticks: true,
             tick_jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
@@ -326,6 +340,7 @@ impl<'s> Sim<'s> {
             finished_at: None,
             request: None,
             stall_left: 0,
+            dl: None,
         });
         tid
     }
@@ -338,6 +353,10 @@ impl<'s> Sim<'s> {
             for i in 0..t.threads as usize {
                 let cpus = if t.pin { vec![allowed[i % allowed.len()]] } else { allowed.clone() };
                 let tid = self.add_thread(Driver::Task(ti), tg, cpus);
+                if t.policy == Policy::Deadline {
+                    let (runtime, deadline, period) = t.dl_params_ns().expect("validated");
+                    self.threads[tid].dl = Some(DlEntity::new(runtime, deadline, period, t.retry_ms * NSEC_PER_MSEC));
+                }
                 let start = t.start_us * NSEC_PER_USEC
                     + noise::uniform(self.seed, Stream::ThreadStart(tid), 0, t.start_spread_us * NSEC_PER_USEC);
                 self.events.push(start, Event::Start(tid));
@@ -470,7 +489,10 @@ impl<'s> Sim<'s> {
 
     fn dispatch(&mut self, ev: Event) {
         match ev {
-            Event::Start(tid) => self.advance(tid, true, false),
+            Event::Start(tid) => {
+                self.sched_setattr_dl(tid);
+                self.advance(tid, true, false)
+            }
             Event::Wake(tid) => self.advance(tid, true, true),
             Event::RunDone { cpu, gen } => {
                 if self.rqs[cpu].run_gen == gen {
@@ -487,6 +509,13 @@ impl<'s> Sim<'s> {
             Event::SlackTimer(tg) => self.sched_cfs_slack_timer(tg),
             Event::Write { index, n } => self.cpu_max_write(index, n),
             Event::Arrival(si) => self.arrival(si),
+            Event::DlRuntimeEnd { cpu, gen } => {
+                if self.rqs[cpu].run_gen == gen {
+                    self.dl_runtime_exceeded(cpu);
+                }
+            }
+            Event::DlReplenish(tid) => self.dl_replenish(tid),
+            Event::DlRetry(tid) => self.dl_retry(tid),
         }
     }
 
@@ -534,6 +563,7 @@ impl<'s> Sim<'s> {
             let work = smt::work_in(delta - stalled, speed).min(th.work_left);
             th.work_left -= work;
             th.work_ns += work;
+            self.update_curr_dl(tid, delta);
         }
     }
 
@@ -560,6 +590,9 @@ impl<'s> Sim<'s> {
             let at = self.now + th.stall_left + smt::time_for(th.work_left, speed);
             let gen = rq.run_gen;
             self.events.push(at, Event::RunDone { cpu, gen });
+            if let Some(dl) = th.dl.as_ref().filter(|d| d.admitted) {
+                self.events.push(self.now + dl.runtime.max(0) as u64, Event::DlRuntimeEnd { cpu, gen });
+            }
         }
     }
 
@@ -568,6 +601,7 @@ impl<'s> Sim<'s> {
         self.touch(cpu);
         self.account_thread_time(cpu);
         let tid = self.rqs[cpu].curr.expect("RunDone on an idle CPU");
+        self.dl_job_done(tid);
         self.advance(tid, false, true);
     }
 
@@ -580,11 +614,13 @@ impl<'s> Sim<'s> {
             Driver::Worker(si) => self.next_request(tid, si),
             Driver::Background => self.next_background(tid, waking),
         };
-        match (waking, runnable) {
-            (true, true) => self.try_to_wake_up(tid),
-            (false, true) => self.arm_run_done(self.threads[tid].cpu),
-            (true, false) => {}
-            (false, false) => self.block(tid),
+        match (waking, runnable, self.is_dl(tid)) {
+            (true, true, true) => self.dl_wakeup(tid),
+            (true, true, false) => self.try_to_wake_up(tid),
+            (false, true, _) => self.arm_run_done(self.threads[tid].cpu),
+            (true, false, _) => {}
+            (false, false, true) => self.dl_block(tid),
+            (false, false, false) => self.block(tid),
         }
     }
 

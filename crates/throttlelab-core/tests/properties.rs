@@ -105,6 +105,15 @@ cost_us = {run}
 cgroup = "app"
 start_ms = 7
 every_ms = 37
+
+[[task]]
+name = "dl"
+threads = {dl_threads}
+policy = "deadline"
+runtime_us = 20_000
+period_us = 60_000
+start_spread_us = 5000
+phases = [{{ run_us = {run} }}, {{ sleep_us = 3000 }}]
 "#,
         seed = p.seed,
         cpus = p.cpus,
@@ -116,6 +125,7 @@ every_ms = 37
         run = p.run_us,
         threads = p.threads,
         spinners = p.spinners,
+        dl_threads = p.seed % 3,
     )
 }
 

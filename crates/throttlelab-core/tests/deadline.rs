@@ -1,0 +1,67 @@
+//! SCHED_DEADLINE (#6): CBS bandwidth among CPU hogs, and admission control.
+
+use throttlelab_core::{load, simulate};
+
+/// One deadline task (30 ms every 100 ms) among 8 CPU hogs on 2 CPUs; `dl`
+/// replaces the deadline task's phases and thread count.
+fn scenario(threads: u32, phases: &str, on_refused: &str) -> String {
+    format!(
+        r#"name = "dl"
+duration_s = 5
+[machine]
+cpus = 2
+hz = 250
+[kernel]
+profile = "6.18"
+[[task]]
+name = "hogs"
+threads = 8
+phases = [{{ run_us = 100_000_000 }}]
+[[task]]
+name = "dl"
+threads = {threads}
+policy = "deadline"
+runtime_us = 30_000
+deadline_us = 100_000
+period_us = 100_000
+on_refused = "{on_refused}"
+phases = {phases}
+"#
+    )
+}
+
+/// A greedy deadline task gets exactly its reservation, 0.30 of a CPU.
+#[test]
+fn greedy_deadline_task_gets_its_bandwidth() {
+    let out = simulate(&load(&scenario(1, "[{ run_us = 100_000_000 }]", "error"), &[]).unwrap());
+    let dl = &out.tasks["dl"];
+    let share = dl.cpu_usec as f64 / 5e6;
+    assert!((share - 0.30).abs() <= 0.01, "{share}");
+    assert_eq!(dl.deadline_misses, Some(0));
+    assert_eq!(dl.admission_refusals, Some(0));
+    // The hogs share the rest of the two CPUs.
+    assert!(out.tasks["hogs"].cpu_usec as f64 > 0.98 * (2.0 * 5e6 - dl.cpu_usec as f64));
+}
+
+/// A periodic job of 30 ms every 100 ms runs at once, every period, on time.
+#[test]
+fn periodic_deadline_jobs_meet_their_deadlines() {
+    let out = simulate(&load(&scenario(1, "[{ run_us = 30_000 }, { timer_us = 100_000 }]", "error"), &[]).unwrap());
+    let dl = &out.tasks["dl"];
+    assert!((dl.work_usec as f64 / 5e6 - 0.30).abs() <= 0.01, "{dl:?}");
+    assert_eq!(dl.deadline_misses, Some(0));
+}
+
+/// Seven such tasks need 2.1 CPUs of 2 x 95 %: the seventh is refused and
+/// keeps retrying as a fair thread; with on_refused = "error" the run fails.
+#[test]
+fn admission_control_refuses_the_seventh() {
+    let out = simulate(&load(&scenario(7, "[{ run_us = 100_000_000 }]", "retry"), &[]).unwrap());
+    let dl = &out.tasks["dl"];
+    // Tried at 0 s and every 100 ms up to the end at 5 s, refused every time.
+    assert_eq!(dl.admission_refusals, Some(51));
+    assert_eq!(dl.deadline_misses, Some(0));
+    let e = load(&scenario(7, "[{ run_us = 100_000_000 }]", "error"), &[]).unwrap_err();
+    assert_eq!(e.key, "task.dl");
+    assert!(e.message.contains("admission refused"), "{e}");
+}
