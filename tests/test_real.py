@@ -235,3 +235,11 @@ def test_a_worker_done_early_does_not_end_a_timed_run(write_scenario):
     # offset at random), so the work is done between 100 and 150 ms, plus slack.
     assert 0.1 <= once["finished_s"] <= 0.25, once
     assert once["work_usec"] == pytest.approx(100_000, rel=0.01)
+
+
+def test_deadline_tasks_are_refused_until_the_real_backend_has_them(tmp_path):
+    path = tmp_path / "dl.toml"
+    path.write_text(
+        scenario_text(task='policy = "deadline"\nruntime_us = 30000\nperiod_us = 100000', threads="1")
+    )
+    assert_error(cli("real", str(path)), "task.spinner", "deadline")

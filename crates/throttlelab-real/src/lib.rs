@@ -30,7 +30,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 use throttlelab_core::output::{latency, CgroupStats, Output, TaskStats};
-use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, Scenario};
+use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, Policy, Scenario};
 use worker::{now_ns, DriverReport, ServicePlan, TaskPlan, ThreadPlan, WorkerReport, WorkerSpec};
 
 /// Time between `go` and the common start: the workers create their threads.
@@ -352,6 +352,8 @@ fn task_stats(d: &DriverReport, class: Option<String>) -> TaskStats {
         class,
         requests: d.latencies_ns.as_ref().map(|l| l.len() as u64),
         latency_us: d.latencies_ns.as_deref().map(latency),
+        deadline_misses: None,
+        admission_refusals: None,
     }
 }
 
@@ -383,6 +385,12 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
 /// (`python -m throttlelab._worker`). Cgroups go under the hierarchies at
 /// `$THROTTLELAB_CGROUP_ROOT`, default /sys/fs/cgroup.
 pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
+    if let Some(t) = s.tasks.iter().find(|t| t.policy == Policy::Deadline) {
+        return Err(Error::harness(format!(
+            "task.{}: policy = \"deadline\" runs only in the simulator so far (sched_setattr in the real backend is #6)",
+            t.name
+        )));
+    }
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;
     host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
