@@ -31,7 +31,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 use throttlelab_core::output::{latency, CgroupStats, Output, TaskStats};
 use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, Policy, Scenario};
-use worker::{now_ns, DriverReport, ServicePlan, TaskPlan, ThreadPlan, WorkerReport, WorkerSpec};
+use worker::{nanosleep_until, now_ns, DriverReport, ServicePlan, TaskPlan, ThreadPlan, WorkerReport, WorkerSpec};
 
 /// Time between `go` and the common start: the workers create their threads.
 const START_DELAY_NS: u64 = 50_000_000;
@@ -277,11 +277,14 @@ fn measure(s: &Scenario, plans: &[WorkerPlan], tree: &mut Tree, workers: &mut Wo
     for (i, p) in plans.iter().enumerate() {
         tree.attach(workers.pid(i), p.group)?;
     }
-    let before: Vec<RawStats> = (0..s.cgroups.len()).map(|i| tree.stats(i)).collect::<Result<_>>()?;
     let start = now_ns() + START_DELAY_NS;
     for i in 0..plans.len() {
         send(workers, i, &format!("go {start}"))?;
     }
+    // The counters start when the workers do: periods that pass while they
+    // wait for `start` would count as unthrottled ones.
+    nanosleep_until(start);
+    let before: Vec<RawStats> = (0..s.cgroups.len()).map(|i| tree.stats(i)).collect::<Result<_>>()?;
 
     let end = start + s.duration_ns();
     let mut due: Vec<DueWrite> = s

@@ -97,7 +97,7 @@ pub fn now_ns() -> u64 {
 }
 
 /// Sleep until CLOCK_MONOTONIC reaches `at_ns` (clock_nanosleep, TIMER_ABSTIME).
-fn nanosleep_until(at_ns: u64) {
+pub(crate) fn nanosleep_until(at_ns: u64) {
     let ts = libc::timespec { tv_sec: (at_ns / 1_000_000_000) as libc::time_t, tv_nsec: (at_ns % 1_000_000_000) as libc::c_long };
     // SAFETY: ts is valid; a null remainder is allowed with TIMER_ABSTIME.
     while unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) } == libc::EINTR {}
