@@ -74,6 +74,26 @@ pub struct Se {
     pub prev_sum_exec: u64,
 }
 
+impl Se {
+    /// A new entity, not queued, at virtual time 0.
+    fn new(task: Option<ThreadId>, my_q: Option<CfsRqId>, cfs_rq: CfsRqId, parent: Option<SeId>, weight: u64) -> Self {
+        Se {
+            task,
+            my_q,
+            cfs_rq,
+            parent,
+            weight,
+            on_rq: false,
+            vruntime: 0,
+            vruntime_rem: 0,
+            deadline: 0,
+            exec_start: 0,
+            sum_exec: 0,
+            prev_sum_exec: 0,
+        }
+    }
+}
+
 /// `calc_delta_fair`: wall time to virtual time at a weight.
 fn calc_delta_fair(delta: u64, weight: u64) -> u64 {
     (delta as u128 * NICE_0_LOAD as u128 / weight.max(1) as u128) as u64
@@ -104,20 +124,7 @@ impl Sim<'_> {
             for cpu in 0..n {
                 let my_q = self.cfs_rq_id(tg, cpu);
                 let cfs_rq = self.cfs_rq_id(parent, cpu);
-                let se = Se {
-                    task: None,
-                    my_q: Some(my_q),
-                    cfs_rq,
-                    parent: self.group_se(cfs_rq),
-                    weight: self.tgs[tg].shares,
-                    on_rq: false,
-                    vruntime: 0,
-                    vruntime_rem: 0,
-                    deadline: 0,
-                    exec_start: 0,
-                    sum_exec: 0,
-                    prev_sum_exec: 0,
-                };
+                let se = Se::new(None, Some(my_q), cfs_rq, self.group_se(cfs_rq), self.tgs[tg].shares);
                 debug_assert_eq!(self.ses.len(), self.group_se(my_q).unwrap());
                 self.ses.push(se);
             }
@@ -134,20 +141,7 @@ impl Sim<'_> {
 
     pub(crate) fn new_task_se(&mut self, tid: ThreadId, tg: usize, cpu: CpuId) -> SeId {
         let cfs_rq = self.cfs_rq_id(tg, cpu);
-        self.ses.push(Se {
-            task: Some(tid),
-            my_q: None,
-            cfs_rq,
-            parent: self.group_se(cfs_rq),
-            weight: NICE_0_LOAD,
-            on_rq: false,
-            vruntime: 0,
-            vruntime_rem: 0,
-            deadline: 0,
-            exec_start: 0,
-            sum_exec: 0,
-            prev_sum_exec: 0,
-        });
+        self.ses.push(Se::new(Some(tid), None, cfs_rq, self.group_se(cfs_rq), NICE_0_LOAD));
         self.ses.len() - 1
     }
 
