@@ -15,6 +15,7 @@ mod event;
 mod fair;
 mod load;
 mod noise;
+mod phases;
 pub mod output;
 mod profile;
 pub mod scenario;

@@ -1,6 +1,7 @@
 //! The output document, one schema for both backends; field names follow
 //! cgroup v2 `cpu.stat`. The simulator adds `engine`, the real backend `host`.
 
+use crate::phases::TaskPhases;
 use crate::sim::{Driver, Sim};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -56,6 +57,9 @@ pub struct TaskStats {
     pub requests: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<Latency>,
+    /// Trace-driven tasks: response time minus the trace's duration (004 eq. 14).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_s: Option<f64>,
     /// SCHED_DEADLINE tasks: jobs finished after their deadline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline_misses: Option<u64>,
@@ -117,7 +121,7 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
         );
     }
     let mut tasks = BTreeMap::new();
-    let mut add = |name: &str, driver: Driver, class: Option<String>, svc: Option<usize>| {
+    let mut add = |name: &str, driver: Driver, class: Option<String>, svc: Option<usize>, trace_ns: Option<u64>| {
         let threads: Vec<_> = sim.threads.iter().filter(|t| t.driver == driver).collect();
         let dl = threads.iter().any(|t| t.dl.is_some());
         let done = !threads.is_empty() && threads.iter().all(|t| t.finished_at.is_some());
@@ -131,16 +135,20 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
                 class,
                 requests: svc.map(|i| sim.services[i].latencies_ns.len() as u64),
                 latency_us: svc.map(|i| latency(&sim.services[i].latencies_ns)),
+                delay_s: trace_ns.filter(|_| done).map(|trace| {
+                    let response = threads.iter().map(|t| t.finished_at.unwrap_or(0) - t.started_at).max().unwrap_or(0);
+                    (response as f64 - trace as f64) / 1e9
+                }),
                 deadline_misses: dl.then(|| threads.iter().filter_map(|t| t.dl.as_ref()).map(|d| d.misses).sum()),
                 admission_refusals: dl.then(|| threads.iter().filter_map(|t| t.dl.as_ref()).map(|d| d.refusals).sum()),
             },
         );
     };
     for (i, t) in s.tasks.iter().enumerate() {
-        add(&t.name, Driver::Task(i), t.class.clone(), None);
+        add(&t.name, Driver::Task(i), t.class.clone(), None, TaskPhases::trace_ns(t));
     }
     for (i, svc) in s.services.iter().enumerate() {
-        add(&svc.name, Driver::Worker(i), None, Some(i));
+        add(&svc.name, Driver::Worker(i), None, Some(i), None);
     }
     Output {
         scenario: s.name.clone(),

@@ -225,10 +225,20 @@ pub struct TaskSpec {
     /// Thread i is pinned to the i-th allowed CPU.
     #[serde(default)]
     pub pin: bool,
-    /// Times the phase list runs; -1 = until the end.
+    /// Times the phase list runs; -1 = until the end (a trace: once).
     #[serde(default = "default_loop", rename = "loop")]
     pub loops: i64,
+    #[serde(default)]
     pub phases: Vec<PhaseSpec>,
+    /// Trace-driven instead of `phases`: measurement windows
+    /// `[start_s, end_s, cpu_rate]` (core-seconds per second, as in the
+    /// Google cluster trace's task_usage), emulated as 004's Algorithm 1.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<[f64; 3]>,
+    /// ClockSpeedA / ClockSpeedB (004 eq. 8): CPU time on the traced machine
+    /// to CPU time here.
+    #[serde(default = "default_clock_scale")]
+    pub clock_scale: f64,
     /// Every thread starts at this time.
     #[serde(default)]
     pub start_us: u64,
@@ -278,6 +288,10 @@ fn default_retry_ms() -> u64 {
     100
 }
 
+fn default_clock_scale() -> f64 {
+    1.0
+}
+
 /// SCHED_DEADLINE bandwidths are fixed point with this many fraction bits (`BW_SHIFT`).
 pub const BW_SHIFT: u32 = 20;
 
@@ -293,6 +307,15 @@ pub fn dl_capacity_bw(cpus: usize) -> u64 {
 }
 
 impl TaskSpec {
+    /// Times the phases run, -1 = forever; a trace runs once unless `loop` says more.
+    pub fn effective_loops(&self) -> i64 {
+        if self.loops == -1 && !self.windows.is_empty() {
+            1
+        } else {
+            self.loops
+        }
+    }
+
     /// (runtime, deadline, period) in ns for a deadline task.
     pub fn dl_params_ns(&self) -> Option<(u64, u64, u64)> {
         let (runtime, period) = (self.runtime_us?, self.period_us?);
@@ -496,7 +519,7 @@ impl Scenario {
         self.validate_tasks()?;
         self.validate_services()?;
         self.validate_writes()?;
-        if self.duration_s.is_none() && !self.tasks.iter().any(|t| t.loops >= 0 && t.threads > 0) {
+        if self.duration_s.is_none() && !self.tasks.iter().any(|t| t.effective_loops() >= 0 && (t.threads > 0 || !t.windows.is_empty())) {
             return err("duration_s".into(), "required when no task is finite (every task loops forever)".into());
         }
         Ok(())
@@ -568,6 +591,15 @@ impl Scenario {
             if t.loops < -1 || t.loops == 0 {
                 return Err(ScenarioError::new(key("loop"), format!("must be -1 (forever) or >= 1, got {}", t.loops)));
             }
+            if !t.windows.is_empty() {
+                if !t.phases.is_empty() {
+                    return Err(ScenarioError::new(key("windows"), "give phases or windows, not both".to_string()));
+                }
+                self.validate_windows(t)?;
+                self.validate_cpus(&key("cpus"), &t.cpus)?;
+                self.validate_deadline(t)?;
+                continue;
+            }
             if t.phases.is_empty() {
                 return Err(ScenarioError::new(key("phases"), "must list at least one phase".to_string()));
             }
@@ -592,6 +624,28 @@ impl Scenario {
             self.validate_deadline(t)?;
         }
         self.admit_statically()
+    }
+
+    fn validate_windows(&self, t: &TaskSpec) -> Result<(), ScenarioError> {
+        let key = |field: &str| format!("task.{}.{}", t.name, field);
+        if !(t.clock_scale > 0.0 && t.clock_scale <= 100.0) {
+            return Err(ScenarioError::new(key("clock_scale"), format!("must be in (0, 100], got {}", t.clock_scale)));
+        }
+        let mut last_end = f64::NEG_INFINITY;
+        for (i, &[start, end, rate]) in t.windows.iter().enumerate() {
+            let bad = |m: String| Err(ScenarioError::new(format!("task.{}.windows[{i}]", t.name), m));
+            if !(start.is_finite() && end.is_finite() && start < end) {
+                return bad(format!("needs start_s < end_s, got [{start}, {end}]"));
+            }
+            if start < last_end {
+                return bad(format!("starts at {start} s, before the previous window ends ({last_end} s)"));
+            }
+            if !(0.0..=1024.0).contains(&rate) {
+                return bad(format!("cpu_rate must be in [0, 1024] core-seconds per second, got {rate}"));
+            }
+            last_end = end;
+        }
+        Ok(())
     }
 
     /// `sched_setattr`'s checks of SCHED_DEADLINE parameters (`__checkparam_dl`).

@@ -10,6 +10,7 @@ use crate::noise::{self, Stream};
 use crate::output::{self, Output};
 use crate::profile::{Feature, Profile};
 use crate::scenario::{dl_capacity_bw, ms_to_ns, parse_cpu_list, secs_to_ns, Arrival, Phase, Policy, Scenario};
+use crate::phases::TaskPhases;
 use crate::smt::{self, Smt};
 use crate::trace::{Trace, TraceKind};
 use rand::SeedableRng;
@@ -96,6 +97,8 @@ pub struct Thread {
     pub stall_left: u64,
     /// SCHED_DEADLINE state, for threads of `policy = "deadline"` tasks.
     pub dl: Option<DlEntity>,
+    /// When the thread started (its first wake-up).
+    pub started_at: Time,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.
@@ -192,6 +195,8 @@ pub struct Sim<'s> {
     pub trace: Option<Trace>,
     pub features: Features,
     pub hw: Smt,
+    /// What each task's threads run (`phases`, or trace windows expanded).
+    task_phases: Vec<TaskPhases>,
     /// Runnable, not throttled deadline threads (running or waiting).
     pub dl_runnable: Vec<ThreadId>,
     /// Bandwidth of the admitted deadline threads, and what admission allows.
@@ -258,6 +263,7 @@ impl<'s> Sim<'s> {
             trace: None,
             features: Features::of(&scenario.kernel.features),
             hw: Smt::new(nr_cpus, scenario.machine.smt, &scenario.machine.smt_speed),
+            task_phases: scenario.tasks.iter().map(|t| TaskPhases::of(t, TaskPhases::threads(t))).collect(),
             dl_runnable: Vec::new(),
             dl_total_bw: 0,
             dl_capacity_bw: dl_capacity_bw(nr_cpus),
@@ -341,6 +347,7 @@ impl<'s> Sim<'s> {
             request: None,
             stall_left: 0,
             dl: None,
+            started_at: 0,
         });
         tid
     }
@@ -350,7 +357,7 @@ impl<'s> Sim<'s> {
         for (ti, t) in s.tasks.iter().enumerate() {
             let tg = self.tg_of(&t.cgroup);
             let allowed = self.allowed_cpus(tg, &t.cpus);
-            for i in 0..t.threads as usize {
+            for i in 0..TaskPhases::threads(t) {
                 let cpus = if t.pin { vec![allowed[i % allowed.len()]] } else { allowed.clone() };
                 let tid = self.add_thread(Driver::Task(ti), tg, cpus);
                 if t.policy == Policy::Deadline {
@@ -360,7 +367,7 @@ impl<'s> Sim<'s> {
                 let start = t.start_us * NSEC_PER_USEC
                     + noise::uniform(self.seed, Stream::ThreadStart(tid), 0, t.start_spread_us * NSEC_PER_USEC);
                 self.events.push(start, Event::Start(tid));
-                if t.loops >= 0 {
+                if t.effective_loops() >= 0 {
                     self.finite_left += 1;
                 }
             }
@@ -490,6 +497,7 @@ impl<'s> Sim<'s> {
     fn dispatch(&mut self, ev: Event) {
         match ev {
             Event::Start(tid) => {
+                self.threads[tid].started_at = self.now;
                 self.sched_setattr_dl(tid);
                 self.advance(tid, true, false)
             }
@@ -627,23 +635,24 @@ impl<'s> Sim<'s> {
     /// Step a phase-driven thread; returns whether it now has work to run.
     fn next_phase(&mut self, tid: ThreadId, ti: usize, completed: bool) -> bool {
         let task = &self.scenario.tasks[ti];
+        let phases = &self.task_phases[ti];
         let th = &mut self.threads[tid];
         if completed {
             th.phase += 1;
         }
         th.state = ThreadState::Runnable;
         loop {
-            if th.phase >= task.phases.len() {
+            if th.phase >= phases.len() {
                 th.phase = 0;
                 th.loops_done += 1;
-                if task.loops >= 0 && th.loops_done >= task.loops {
+                if task.effective_loops() >= 0 && th.loops_done >= task.effective_loops() {
                     th.state = ThreadState::Done;
                     th.finished_at = Some(self.now);
                     self.finite_left -= 1;
                     return false;
                 }
             }
-            match task.phases[th.phase].phase().expect("validated") {
+            match phases.get(th.phase) {
                 Phase::Run(0) | Phase::Sleep(0) => th.phase += 1,
                 Phase::Run(w) => {
                     th.work_left = w;

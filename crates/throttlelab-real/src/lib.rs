@@ -355,6 +355,7 @@ fn task_stats(d: &DriverReport, class: Option<String>) -> TaskStats {
         class,
         requests: d.latencies_ns.as_ref().map(|l| l.len() as u64),
         latency_us: d.latencies_ns.as_deref().map(latency),
+        delay_s: None,
         deadline_misses: None,
         admission_refusals: None,
     }
@@ -388,11 +389,9 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
 /// (`python -m throttlelab._worker`). Cgroups go under the hierarchies at
 /// `$THROTTLELAB_CGROUP_ROOT`, default /sys/fs/cgroup.
 pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
-    if let Some(t) = s.tasks.iter().find(|t| t.policy == Policy::Deadline) {
-        return Err(Error::harness(format!(
-            "task.{}: policy = \"deadline\" runs only in the simulator so far (sched_setattr in the real backend is #6)",
-            t.name
-        )));
+    if let Some(t) = s.tasks.iter().find(|t| t.policy == Policy::Deadline || !t.windows.is_empty()) {
+        let what = if t.windows.is_empty() { "policy = \"deadline\"" } else { "trace windows" };
+        return Err(Error::harness(format!("task.{}: {what} run only in the simulator so far (the real backend's part is #6)", t.name)));
     }
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;

@@ -1,0 +1,115 @@
+//! The phase sequence a task's threads follow: the scenario's `phases` list,
+//! or measurement windows expanded as 004's Algorithm 1.
+
+use crate::scenario::{Phase, TaskSpec};
+
+/// Slices a measurement window is run in (004: `Slice` = 0.05 s).
+const SLICE_NS: u64 = 50_000_000;
+
+/// One stretch of the expanded trace: `slices` times (run, then sleep).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stretch {
+    /// Index of the first phase after this stretch.
+    end: usize,
+    run_ns: u64,
+    sleep_ns: u64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum TaskPhases {
+    List(Vec<Phase>),
+    /// Trace windows, with the gaps between them as sleeping stretches.
+    Windows(Vec<Stretch>),
+}
+
+impl TaskPhases {
+    /// What every thread of `task` runs, given how many threads share it.
+    pub fn of(task: &TaskSpec, threads: usize) -> Self {
+        if task.windows.is_empty() {
+            return TaskPhases::List(task.phases.iter().map(|p| p.phase().expect("validated")).collect());
+        }
+        let mut stretches = Vec::new();
+        let mut end = 0;
+        let mut push = |slices: u64, run_ns: u64, sleep_ns: u64| {
+            end += 2 * slices as usize;
+            stretches.push(Stretch { end, run_ns, sleep_ns });
+        };
+        let mut last_end_s = task.windows[0][0];
+        for &[start_s, end_s, rate] in &task.windows {
+            if start_s > last_end_s {
+                push(1, 0, ((start_s - last_end_s) * 1e9).round() as u64);
+            }
+            // Eq. 5-12: CPU time in the window, scaled to this machine, split
+            // among the threads, in slices of 50 ms of wall time.
+            let window_ns = ((end_s - start_s) * 1e9).round() as u64;
+            let slices = window_ns.div_ceil(SLICE_NS).max(1);
+            let slice_ns = window_ns / slices;
+            let run_ns = (rate * task.clock_scale / threads as f64 * slice_ns as f64).round() as u64;
+            push(slices, run_ns.min(slice_ns), slice_ns.saturating_sub(run_ns));
+            last_end_s = end_s;
+        }
+        TaskPhases::Windows(stretches)
+    }
+
+    /// Threads a task needs: its own count, or for a trace as many as its
+    /// busiest window's rate (a rate above 1 is split among threads).
+    pub fn threads(task: &TaskSpec) -> usize {
+        let busiest = task.windows.iter().map(|w| w[2] * task.clock_scale).fold(0.0, f64::max);
+        (task.threads.max(0) as usize).max(busiest.ceil() as usize)
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            TaskPhases::List(l) => l.len(),
+            TaskPhases::Windows(s) => s.last().map_or(0, |s| s.end),
+        }
+    }
+
+    pub fn get(&self, i: usize) -> Phase {
+        match self {
+            TaskPhases::List(l) => l[i],
+            TaskPhases::Windows(s) => {
+                let k = s.partition_point(|st| st.end <= i);
+                if i % 2 == 0 {
+                    Phase::Run(s[k].run_ns)
+                } else {
+                    Phase::Sleep(s[k].sleep_ns)
+                }
+            }
+        }
+    }
+
+    /// For a trace: how long it lasts (first window's start to last end).
+    pub fn trace_ns(task: &TaskSpec) -> Option<u64> {
+        let (first, last) = (task.windows.first()?, task.windows.last()?);
+        Some(((last[1] - first[0]) * 1e9).round() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(windows: Vec<[f64; 3]>) -> TaskSpec {
+        let text = "name = \"w\"\nthreads = 1\n";
+        let mut t: TaskSpec = toml::from_str(text).unwrap();
+        t.windows = windows;
+        t
+    }
+
+    #[test]
+    fn windows_expand_into_slices() {
+        let t = task(vec![[0.0, 1.0, 0.5], [2.0, 2.5, 2.0]]);
+        assert_eq!(TaskPhases::threads(&t), 2);
+        let p = TaskPhases::of(&t, 2);
+        // 20 slices of 50 ms at 0.25 each, a 1 s gap, 10 slices at 1.0 each.
+        assert_eq!(p.len(), 40 + 2 + 20);
+        assert_eq!(p.get(0), Phase::Run(12_500_000));
+        assert_eq!(p.get(1), Phase::Sleep(37_500_000));
+        assert_eq!(p.get(40), Phase::Run(0));
+        assert_eq!(p.get(41), Phase::Sleep(1_000_000_000));
+        assert_eq!(p.get(42), Phase::Run(50_000_000));
+        assert_eq!(p.get(43), Phase::Sleep(0));
+        assert_eq!(TaskPhases::trace_ns(&t), Some(2_500_000_000));
+    }
+}
