@@ -105,6 +105,24 @@ impl Sim<'_> {
         self.dl_wakeup(tid);
     }
 
+    /// Dynamic runtime estimation (004 3.3, Fig. 2): at each trace window an
+    /// admitted thread asks for `rate x period` of runtime (`sched_setattr`
+    /// again); refused, it keeps its reservation. The rate is the trace's own
+    /// (004 profiles it for a moment with a whole core; that stage is left out).
+    pub(crate) fn dl_reserve(&mut self, tid: ThreadId, rate: f64) {
+        let Some(dl) = self.threads[tid].dl.as_mut().filter(|d| d.admitted) else { return };
+        let runtime = ((rate * dl.dl_period as f64).ceil() as u64).clamp(1_024, dl.dl_deadline);
+        let bw = to_ratio(dl.dl_period, runtime);
+        if self.dl_total_bw - dl.dl_bw + bw > self.dl_capacity_bw {
+            dl.refusals += 1;
+            return;
+        }
+        self.dl_total_bw = self.dl_total_bw - dl.dl_bw + bw;
+        dl.dl_bw = bw;
+        dl.dl_runtime = runtime;
+        dl.runtime = dl.runtime.min(runtime as i64);
+    }
+
     /// The thread exits: its bandwidth returns to the pool (`task_dead_dl`).
     fn dl_release(&mut self, tid: ThreadId) {
         if let Some(dl) = self.threads[tid].dl.as_mut().filter(|d| d.admitted) {

@@ -79,6 +79,15 @@ impl TaskPhases {
         }
     }
 
+    /// If phase `i` opens a window (not a gap), each thread's CPU rate in it.
+    pub fn window_entry(&self, i: usize) -> Option<f64> {
+        let TaskPhases::Windows(s) = self else { return None };
+        let k = s.partition_point(|st| st.end <= i);
+        let start = if k == 0 { 0 } else { s[k - 1].end };
+        let st = s[k];
+        (i == start && st.run_ns > 0).then(|| st.run_ns as f64 / (st.run_ns + st.sleep_ns) as f64)
+    }
+
     /// For a trace: how long it lasts (first window's start to last end).
     pub fn trace_ns(task: &TaskSpec) -> Option<u64> {
         let (first, last) = (task.windows.first()?, task.windows.last()?);
@@ -111,5 +120,9 @@ mod tests {
         assert_eq!(p.get(42), Phase::Run(50_000_000));
         assert_eq!(p.get(43), Phase::Sleep(0));
         assert_eq!(TaskPhases::trace_ns(&t), Some(2_500_000_000));
+        assert_eq!(p.window_entry(0), Some(0.25));
+        assert_eq!(p.window_entry(2), None, "inside a window");
+        assert_eq!(p.window_entry(40), None, "a gap");
+        assert_eq!(p.window_entry(42), Some(1.0));
     }
 }

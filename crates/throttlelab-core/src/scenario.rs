@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// Simulated time cap when `duration_s` is absent: run until every finite task
 /// finishes, but never longer than this.
-pub const MAX_DURATION_S: f64 = 3600.0;
+pub const MAX_DURATION_S: f64 = 86_400.0;
 
 /// Kernel limits from `kernel/sched/core.c`.
 pub const MIN_CFS_QUOTA_PERIOD_US: u64 = 1_000;

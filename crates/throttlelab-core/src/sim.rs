@@ -656,6 +656,10 @@ impl<'s> Sim<'s> {
                 Phase::Run(0) | Phase::Sleep(0) => th.phase += 1,
                 Phase::Run(w) => {
                     th.work_left = w;
+                    // 004 3.3: a deadline thread's runtime follows each window's rate.
+                    if let Some(rate) = phases.window_entry(th.phase) {
+                        self.dl_reserve(tid, rate);
+                    }
                     return true;
                 }
                 Phase::Sleep(d) => {

@@ -49,3 +49,21 @@ fn malformed_windows_are_refused() {
     let both = scenario(0).replace("class = \"critical\"", "class = \"critical\"\nphases = [{ run_us = 5 }]");
     assert!(load(&both, &[]).unwrap_err().message.contains("not both"));
 }
+
+/// 004 Fig. 8, HCU on 4 CPUs: critical tasks wait far less under
+/// SCHED_DEADLINE (a runtime per trace window) than in a cgroup with 95 % of
+/// the shares (paper: 3-40x), and less there than under plain CFS.
+#[test]
+fn deadline_isolates_critical_tasks_better_than_shares() {
+    let critical_delay = |text: &str| {
+        let out = simulate(&load(text, &[]).unwrap());
+        let d: Vec<f64> =
+            out.tasks.values().filter(|t| t.class.as_deref() == Some("critical")).map(|t| t.delay_s.unwrap()).collect();
+        d.iter().sum::<f64>() / d.len() as f64
+    };
+    let cfs = critical_delay(include_str!("../../../python/throttlelab/scenarios/thiyyakat-hcu-cfs.toml"));
+    let cgroup = critical_delay(include_str!("../../../python/throttlelab/scenarios/thiyyakat-hcu-cgroup.toml"));
+    let deadline = critical_delay(include_str!("../../../python/throttlelab/scenarios/thiyyakat-hcu-deadline.toml"));
+    assert!(cgroup >= 3.0 * deadline, "cgroup {cgroup} s, deadline {deadline} s");
+    assert!(cfs > cgroup, "cfs {cfs} s, cgroup {cgroup} s");
+}
