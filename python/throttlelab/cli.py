@@ -278,14 +278,12 @@ def bench(names: tuple[str, ...], repeat: int, as_json: bool) -> None:
     Console().print(table)
 
 
-@main.command()
+@main.command(epilog=f"Experiments: {', '.join(experiments.EXPERIMENTS)}.")
 @click.argument("name", required=False)
 @click.option("--all", "run_all", is_flag=True, help="Run every experiment.")
 @click.option("--json", "as_json", is_flag=True, help="Print the experiments and their rows as JSON.")
 def reproduce(name: Optional[str], run_all: bool, as_json: bool) -> None:
-    """Run the seed papers' experiment NAME and set our figures beside the paper's.
-
-    Experiments: ugedal-table2, chiluk-fibtest, turner-soakers."""
+    """Run the seed papers' experiment NAME and set our figures beside the paper's."""
     if (name is not None) == run_all:
         raise click.UsageError(f"give one experiment or --all ({', '.join(experiments.EXPERIMENTS)})")
     chosen = list(experiments.EXPERIMENTS.values()) if run_all else [experiments.get(name)]
