@@ -237,9 +237,38 @@ def test_a_worker_done_early_does_not_end_a_timed_run(write_scenario):
     assert once["work_usec"] == pytest.approx(100_000, rel=0.01)
 
 
-def test_deadline_tasks_are_refused_until_the_real_backend_has_them(tmp_path):
+def test_trace_windows_are_refused_until_the_real_backend_has_them(tmp_path):
+    path = tmp_path / "w.toml"
+    path.write_text(scenario_text(phases="[]", task="windows = [[0, 1, 0.5]]", threads="1"))
+    assert_error(cli("real", str(path)), "task.spinner", "windows")
+
+
+DEADLINE = """
+[[task]]
+name = "dl"
+threads = {threads}
+policy = "deadline"
+runtime_us = 30_000
+period_us = 100_000
+phases = [{{ run_us = 100_000_000 }}]
+"""
+
+
+@needs_real
+def test_a_deadline_task_gets_its_bandwidth_on_the_kernel(tmp_path):
+    """#6's target on the host: 30 ms every 100 ms among 8 hogs on 2 CPUs."""
     path = tmp_path / "dl.toml"
-    path.write_text(
-        scenario_text(task='policy = "deadline"\nruntime_us = 30000\nperiod_us = 100000', threads="1")
-    )
-    assert_error(cli("real", str(path)), "task.spinner", "deadline")
+    path.write_text(scenario_text(task_cgroup='"app"', quota_us="-1", threads="8") + DEADLINE.format(threads=1))
+    doc = real_json(str(path), "duration_s=2")
+    dl = doc["tasks"]["dl"]
+    assert dl["cpu_usec"] / 2e6 == pytest.approx(0.30, abs=0.02), dl
+    assert (dl["deadline_misses"], dl["admission_refusals"]) == (0, 0)
+
+
+@needs_real
+def test_the_kernel_refuses_the_seventh_deadline_task(tmp_path):
+    path = tmp_path / "dl7.toml"
+    path.write_text(scenario_text(quota_us="-1", threads="1") + DEADLINE.format(threads=7))
+    doc = real_json(str(path), "duration_s=1")
+    # Six fit in 95 % of 2 CPUs; the seventh is refused and retries every 100 ms.
+    assert 5 <= doc["tasks"]["dl"]["admission_refusals"] <= 12, doc["tasks"]["dl"]

@@ -30,8 +30,11 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 use throttlelab_core::output::{latency, CgroupStats, Output, TaskStats};
-use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, Policy, Scenario};
-use worker::{nanosleep_until, now_ns, DriverReport, ServicePlan, TaskPlan, ThreadPlan, WorkerReport, WorkerSpec};
+use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, OnRefused, Policy, Scenario};
+use worker::{
+    nanosleep_until, now_ns, DlPlan, DriverReport, ServicePlan, TaskPlan, ThreadPlan, WorkerReport,
+    WorkerSpec,
+};
 
 /// Time between `go` and the common start: the workers create their threads.
 const START_DELAY_NS: u64 = 50_000_000;
@@ -56,7 +59,10 @@ fn group_cpus(s: &Scenario, g: GroupId) -> Vec<usize> {
         if let Some(list) = &c.cpus {
             return parse_cpu_list(list).expect("validated");
         }
-        g = c.parent.as_ref().map(|p| s.cgroup_index(p).expect("validated"));
+        g = c
+            .parent
+            .as_ref()
+            .map(|p| s.cgroup_index(p).expect("validated"));
     }
     (0..s.machine.cpus).collect()
 }
@@ -65,17 +71,25 @@ fn group_cpus(s: &Scenario, g: GroupId) -> Vec<usize> {
 fn allowed_cpus(s: &Scenario, g: GroupId, cpus: &Option<String>, key: &str) -> Result<Vec<usize>> {
     let group = group_cpus(s, g);
     let allowed: Vec<usize> = match cpus {
-        Some(list) => parse_cpu_list(list).expect("validated").into_iter().filter(|c| group.contains(c)).collect(),
+        Some(list) => parse_cpu_list(list)
+            .expect("validated")
+            .into_iter()
+            .filter(|c| group.contains(c))
+            .collect(),
         None => group,
     };
     if allowed.is_empty() {
-        return Err(Error::harness(format!("{key}.cpus: no CPU in common with its cgroup's cpus")));
+        return Err(Error::harness(format!(
+            "{key}.cpus: no CPU in common with its cgroup's cpus"
+        )));
     }
     Ok(allowed)
 }
 
 fn group_of(s: &Scenario, cgroup: &Option<String>) -> GroupId {
-    cgroup.as_ref().map(|n| s.cgroup_index(n).expect("validated"))
+    cgroup
+        .as_ref()
+        .map(|n| s.cgroup_index(n).expect("validated"))
 }
 
 /// One worker per group with tasks or services, root group first. Start
@@ -86,7 +100,12 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
     let mut plans: Vec<WorkerPlan> = groups
         .map(|group| WorkerPlan {
             group,
-            spec: WorkerSpec { loops_per_us, duration_ns: s.duration_ns(), tasks: Vec::new(), services: Vec::new() },
+            spec: WorkerSpec {
+                loops_per_us,
+                duration_ns: s.duration_ns(),
+                tasks: Vec::new(),
+                services: Vec::new(),
+            },
         })
         .collect();
     for t in s.tasks.iter().filter(|t| t.threads > 0) {
@@ -94,7 +113,12 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
         let allowed = allowed_cpus(s, g, &t.cpus, &format!("task.{}", t.name))?;
         let threads = (0..t.threads as usize)
             .map(|i| ThreadPlan {
-                start_ns: t.start_us * 1_000 + if t.start_spread_us > 0 { rng.random_range(0..t.start_spread_us * 1_000) } else { 0 },
+                start_ns: t.start_us * 1_000
+                    + if t.start_spread_us > 0 {
+                        rng.random_range(0..t.start_spread_us * 1_000)
+                    } else {
+                        0
+                    },
                 cpus: if t.pin {
                     Some(vec![allowed[i % allowed.len()]])
                 } else {
@@ -102,21 +126,44 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
                 },
             })
             .collect();
-        let task = TaskPlan { name: t.name.clone(), loops: t.loops, phases: t.phases.clone(), threads };
+        let dl = t
+            .dl_params_ns()
+            .filter(|_| t.policy == Policy::Deadline)
+            .map(|(runtime_ns, deadline_ns, period_ns)| DlPlan {
+                runtime_ns,
+                deadline_ns,
+                period_ns,
+                retry_ns: (t.on_refused == OnRefused::Retry).then_some(t.retry_ms * 1_000_000),
+            });
+        let task = TaskPlan {
+            name: t.name.clone(),
+            loops: t.loops,
+            phases: t.phases.clone(),
+            threads,
+            dl,
+        };
         plans[g.map_or(0, |i| i + 1)].spec.tasks.push(task);
     }
     for svc in &s.services {
         let g = group_of(s, &svc.cgroup);
         let allowed = allowed_cpus(s, g, &svc.cpus, &format!("service.{}", svc.name))?;
         let cpus = svc.cpus.as_ref().map(|_| allowed);
-        plans[g.map_or(0, |i| i + 1)].spec.services.push(ServicePlan {
-            name: svc.name.clone(),
-            arrival: svc.arrival,
-            rate_per_s: svc.rate_per_s,
-            cost_ns: svc.cost_us * 1_000,
-            seed: rng.random(),
-            workers: (0..svc.workers).map(|_| ThreadPlan { start_ns: 0, cpus: cpus.clone() }).collect(),
-        });
+        plans[g.map_or(0, |i| i + 1)]
+            .spec
+            .services
+            .push(ServicePlan {
+                name: svc.name.clone(),
+                arrival: svc.arrival,
+                rate_per_s: svc.rate_per_s,
+                cost_ns: svc.cost_us * 1_000,
+                seed: rng.random(),
+                workers: (0..svc.workers)
+                    .map(|_| ThreadPlan {
+                        start_ns: 0,
+                        cpus: cpus.clone(),
+                    })
+                    .collect(),
+            });
     }
     plans.retain(|p| !p.spec.tasks.is_empty() || !p.spec.services.is_empty());
     Ok(plans)
@@ -145,10 +192,16 @@ impl Workers {
     /// killed by the kernel if the controller dies.
     fn spawn(python: &Path, n: usize) -> Result<Workers> {
         let (tx, rx) = mpsc::channel();
-        let mut workers = Workers { list: Vec::new(), lines: rx };
+        let mut workers = Workers {
+            list: Vec::new(),
+            lines: rx,
+        };
         for i in 0..n {
             let mut cmd = Command::new(python);
-            cmd.args(["-m", "throttlelab._worker"]).stdin(Stdio::piped()).stdout(Stdio::piped()).process_group(0);
+            cmd.args(["-m", "throttlelab._worker"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .process_group(0);
             // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
             unsafe {
                 cmd.pre_exec(|| {
@@ -158,10 +211,16 @@ impl Workers {
                     Ok(())
                 });
             }
-            let mut child = cmd
-                .spawn()
-                .map_err(|e| Error::harness(format!("cannot start the worker `{} -m throttlelab._worker`: {e}", python.display())))?;
-            let (stdin, stdout) = (child.stdin.take().expect("piped"), child.stdout.take().expect("piped"));
+            let mut child = cmd.spawn().map_err(|e| {
+                Error::harness(format!(
+                    "cannot start the worker `{} -m throttlelab._worker`: {e}",
+                    python.display()
+                ))
+            })?;
+            let (stdin, stdout) = (
+                child.stdin.take().expect("piped"),
+                child.stdout.take().expect("piped"),
+            );
             workers.list.push(Worker { child, stdin });
             let tx = tx.clone();
             std::thread::spawn(move || {
@@ -181,7 +240,10 @@ impl Workers {
 
     fn send(&mut self, i: usize, line: &str) -> std::io::Result<()> {
         let stdin = &mut self.list[i].stdin;
-        stdin.write_all(line.as_bytes()).and_then(|_| stdin.write_all(b"\n")).and_then(|_| stdin.flush())
+        stdin
+            .write_all(line.as_bytes())
+            .and_then(|_| stdin.write_all(b"\n"))
+            .and_then(|_| stdin.flush())
     }
 
     fn pid(&self, i: usize) -> u32 {
@@ -189,7 +251,11 @@ impl Workers {
     }
 
     /// The next line from any worker within `timeout_ns`, polling for signals.
-    fn next(&mut self, signals: &signals::Guard, timeout_ns: u64) -> Result<Option<(usize, Option<String>)>> {
+    fn next(
+        &mut self,
+        signals: &signals::Guard,
+        timeout_ns: u64,
+    ) -> Result<Option<(usize, Option<String>)>> {
         let deadline = now_ns() + timeout_ns;
         loop {
             signals.check()?;
@@ -197,7 +263,9 @@ impl Workers {
             match self.lines.recv_timeout(Duration::from_nanos(wait)) {
                 Ok(msg) => return Ok(Some(msg)),
                 // Every worker has exited: nothing more to read, only time to pass.
-                Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_nanos(wait)),
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(Duration::from_nanos(wait))
+                }
                 Err(RecvTimeoutError::Timeout) => {}
             }
             if now_ns() >= deadline {
@@ -229,7 +297,11 @@ fn next_write(s: &Scenario, w: DueWrite) -> Option<DueWrite> {
     let spec = &s.writes[w.index];
     let (start, every) = (spec.start_ms?, spec.every_ms?);
     let n = w.n + 1;
-    Some(DueWrite { at_ns: ms_to_ns(start) + n * ms_to_ns(every), index: w.index, n })
+    Some(DueWrite {
+        at_ns: ms_to_ns(start) + n * ms_to_ns(every),
+        index: w.index,
+        n,
+    })
 }
 
 /// Perform a `[[write]]`: absent values are rewritten unchanged.
@@ -242,7 +314,11 @@ fn apply_write(s: &Scenario, tree: &mut Tree, index: usize) -> Result<()> {
         Some(_) => None,
         None => cur.quota_us,
     };
-    let new = Bandwidth { period_us: w.period_us.unwrap_or(cur.period_us), quota_us, burst_us: w.burst_us.unwrap_or(cur.burst_us) };
+    let new = Bandwidth {
+        period_us: w.period_us.unwrap_or(cur.period_us),
+        quota_us,
+        burst_us: w.burst_us.unwrap_or(cur.burst_us),
+    };
     tree.set_bandwidth(i, new)
 }
 
@@ -255,11 +331,27 @@ struct Measured {
 
 /// Drive the workers through the protocol of [`worker`]: spec, ready, attach,
 /// go, writes, end, stop, reports.
-fn measure(s: &Scenario, plans: &[WorkerPlan], tree: &mut Tree, workers: &mut Workers, signals: &signals::Guard) -> Result<Measured> {
+fn measure(
+    s: &Scenario,
+    plans: &[WorkerPlan],
+    tree: &mut Tree,
+    workers: &mut Workers,
+    signals: &signals::Guard,
+) -> Result<Measured> {
     let label = |i: usize| group_name(s, plans[i].group).to_string();
-    let exited = |i: usize| Error::harness(format!("the worker for cgroup {} exited before reporting", label(i)));
+    let exited = |i: usize| {
+        Error::harness(format!(
+            "the worker for cgroup {} exited before reporting",
+            label(i)
+        ))
+    };
     let send = |workers: &mut Workers, i: usize, line: &str| {
-        workers.send(i, line).map_err(|e| Error::harness(format!("cannot talk to the worker for cgroup {}: {e}", label(i))))
+        workers.send(i, line).map_err(|e| {
+            Error::harness(format!(
+                "cannot talk to the worker for cgroup {}: {e}",
+                label(i)
+            ))
+        })
     };
     for (i, p) in plans.iter().enumerate() {
         let spec = serde_json::to_string(&p.spec).expect("a spec serialises");
@@ -284,19 +376,29 @@ fn measure(s: &Scenario, plans: &[WorkerPlan], tree: &mut Tree, workers: &mut Wo
     // The counters start when the workers do: periods that pass while they
     // wait for `start` would count as unthrottled ones.
     nanosleep_until(start);
-    let before: Vec<RawStats> = (0..s.cgroups.len()).map(|i| tree.stats(i)).collect::<Result<_>>()?;
+    let before: Vec<RawStats> = (0..s.cgroups.len())
+        .map(|i| tree.stats(i))
+        .collect::<Result<_>>()?;
 
     let end = start + s.duration_ns();
     let mut due: Vec<DueWrite> = s
         .writes
         .iter()
         .enumerate()
-        .map(|(index, w)| DueWrite { at_ns: ms_to_ns(w.at_ms.or(w.start_ms).expect("validated")), index, n: 0 })
+        .map(|(index, w)| DueWrite {
+            at_ns: ms_to_ns(w.at_ms.or(w.start_ms).expect("validated")),
+            index,
+            n: 0,
+        })
         .collect();
-    let finite: Vec<bool> = plans.iter().map(|p| p.spec.tasks.iter().any(|t| t.loops >= 0)).collect();
+    let finite: Vec<bool> = plans
+        .iter()
+        .map(|p| p.spec.tasks.iter().any(|t| t.loops >= 0))
+        .collect();
     let mut finished: Vec<Option<u64>> = vec![None; plans.len()];
     let mut reports: Vec<Option<WorkerReport>> = vec![None; plans.len()];
-    let all_finished = |finished: &[Option<u64>]| finite.iter().zip(finished).all(|(&f, d)| !f || d.is_some());
+    let all_finished =
+        |finished: &[Option<u64>]| finite.iter().zip(finished).all(|(&f, d)| !f || d.is_some());
     loop {
         let now = now_ns();
         if now >= end || (s.duration_s.is_none() && all_finished(&finished)) {
@@ -307,13 +409,21 @@ fn measure(s: &Scenario, plans: &[WorkerPlan], tree: &mut Tree, workers: &mut Wo
             apply_write(s, tree, w.index)?;
             due.extend(next_write(s, w).filter(|n| start + n.at_ns < end));
         }
-        let next_at = due.iter().map(|w| start + w.at_ns).min().unwrap_or(end).min(end);
+        let next_at = due
+            .iter()
+            .map(|w| start + w.at_ns)
+            .min()
+            .unwrap_or(end)
+            .min(end);
         if let Some((i, line)) = workers.next(signals, next_at.saturating_sub(now_ns()))? {
             handle_line(line, &mut finished[i], &mut reports[i]).ok_or_else(|| exited(i))?;
         }
     }
-    let stats: Vec<CgroupStats> =
-        before.iter().enumerate().map(|(i, b)| Ok(tree.stats(i)?.since(b))).collect::<Result<_>>()?;
+    let stats: Vec<CgroupStats> = before
+        .iter()
+        .enumerate()
+        .map(|(i, b)| Ok(tree.stats(i)?.since(b)))
+        .collect::<Result<_>>()?;
     let duration_ns = match s.duration_s {
         Some(_) => s.duration_ns(),
         None => finished.iter().flatten().copied().max().unwrap_or(0),
@@ -327,17 +437,33 @@ fn measure(s: &Scenario, plans: &[WorkerPlan], tree: &mut Tree, workers: &mut Wo
     let deadline = now_ns() + REPORT_TIMEOUT_NS;
     while reports.iter().any(Option::is_none) {
         match workers.next(signals, deadline.saturating_sub(now_ns()))? {
-            Some((i, line)) => handle_line(line, &mut finished[i], &mut reports[i]).ok_or_else(|| exited(i))?,
-            None => return Err(Error::harness("the workers did not report within 5 s of the end")),
+            Some((i, line)) => {
+                handle_line(line, &mut finished[i], &mut reports[i]).ok_or_else(|| exited(i))?
+            }
+            None => {
+                return Err(Error::harness(
+                    "the workers did not report within 5 s of the end",
+                ))
+            }
         }
     }
-    Ok(Measured { stats, reports: reports.into_iter().flatten().collect(), duration_ns })
+    Ok(Measured {
+        stats,
+        reports: reports.into_iter().flatten().collect(),
+        duration_ns,
+    })
 }
 
 /// Record a worker's `finished` or `report` line; None for anything else,
 /// or for EOF before the report.
-fn handle_line(line: Option<String>, finished: &mut Option<u64>, report: &mut Option<WorkerReport>) -> Option<()> {
-    let Some(line) = line else { return report.is_some().then_some(()) };
+fn handle_line(
+    line: Option<String>,
+    finished: &mut Option<u64>,
+    report: &mut Option<WorkerReport>,
+) -> Option<()> {
+    let Some(line) = line else {
+        return report.is_some().then_some(());
+    };
     if let Some(t) = line.strip_prefix("finished ") {
         *finished = Some(t.parse().ok()?);
     } else {
@@ -356,21 +482,40 @@ fn task_stats(d: &DriverReport, class: Option<String>) -> TaskStats {
         requests: d.latencies_ns.as_ref().map(|l| l.len() as u64),
         latency_us: d.latencies_ns.as_deref().map(latency),
         delay_s: None,
-        deadline_misses: None,
-        admission_refusals: None,
+        deadline_misses: d.deadline_misses,
+        admission_refusals: d.admission_refusals,
     }
 }
 
 fn output(s: &Scenario, m: Measured, host: Host) -> Output {
-    let cgroups = s.cgroups.iter().map(|c| c.name.clone()).zip(m.stats).collect();
-    let by_name: BTreeMap<&str, &DriverReport> = m.reports.iter().flat_map(|r| &r.drivers).map(|d| (d.name.as_str(), d)).collect();
+    let cgroups = s
+        .cgroups
+        .iter()
+        .map(|c| c.name.clone())
+        .zip(m.stats)
+        .collect();
+    let by_name: BTreeMap<&str, &DriverReport> = m
+        .reports
+        .iter()
+        .flat_map(|r| &r.drivers)
+        .map(|d| (d.name.as_str(), d))
+        .collect();
     let none = DriverReport::default();
     let mut tasks = BTreeMap::new();
     for t in &s.tasks {
-        tasks.insert(t.name.clone(), task_stats(by_name.get(t.name.as_str()).copied().unwrap_or(&none), t.class.clone()));
+        tasks.insert(
+            t.name.clone(),
+            task_stats(
+                by_name.get(t.name.as_str()).copied().unwrap_or(&none),
+                t.class.clone(),
+            ),
+        );
     }
     for svc in &s.services {
-        tasks.insert(svc.name.clone(), task_stats(by_name[svc.name.as_str()], None));
+        tasks.insert(
+            svc.name.clone(),
+            task_stats(by_name[svc.name.as_str()], None),
+        );
     }
     Output {
         scenario: s.name.clone(),
@@ -389,33 +534,48 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
 /// (`python -m throttlelab._worker`). Cgroups go under the hierarchies at
 /// `$THROTTLELAB_CGROUP_ROOT`, default /sys/fs/cgroup.
 pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
-    if let Some(t) = s.tasks.iter().find(|t| t.policy == Policy::Deadline || !t.windows.is_empty()) {
-        let what = if t.windows.is_empty() { "policy = \"deadline\"" } else { "trace windows" };
-        return Err(Error::harness(format!("task.{}: {what} run only in the simulator so far (the real backend's part is #6)", t.name)));
+    if let Some(t) = s.tasks.iter().find(|t| !t.windows.is_empty()) {
+        return Err(Error::harness(format!("task.{}: trace windows run only in the simulator so far (the real backend's part is #6)", t.name)));
     }
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;
     host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
-    let root = std::env::var_os(ROOT_ENV).map_or(PathBuf::from(cgroupfs::DEFAULT_ROOT), PathBuf::from);
+    let root =
+        std::env::var_os(ROOT_ENV).map_or(PathBuf::from(cgroupfs::DEFAULT_ROOT), PathBuf::from);
     let layout = Layout::detect(&root)?;
     let release = host::release()?;
     let hz = host::config_hz(&release);
     if let Some(hz) = hz.filter(|&hz| hz != s.machine.hz) {
-        eprintln!("throttlelab: warning: machine.hz is {} but the host's CONFIG_HZ is {hz}", s.machine.hz);
+        eprintln!(
+            "throttlelab: warning: machine.hz is {} but the host's CONFIG_HZ is {hz}",
+            s.machine.hz
+        );
     }
-    let host = Host { release, hz, cgroup: layout.version.as_str() };
+    let host = Host {
+        release,
+        hz,
+        cgroup: layout.version.as_str(),
+    };
     let plans = plan(s, worker::calibrate())?;
     let signals = signals::Guard::install()?;
     let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
-    let mut tree = Tree::create(layout, &format!("throttlelab-{}", std::process::id()), s, &groups)?;
+    let mut tree = Tree::create(
+        layout,
+        &format!("throttlelab-{}", std::process::id()),
+        s,
+        &groups,
+    )?;
     signals.check()?;
-    let measured = Workers::spawn(python, plans.len()).and_then(|mut workers| measure(s, &plans, &mut tree, &mut workers, &signals));
+    let measured = Workers::spawn(python, plans.len())
+        .and_then(|mut workers| measure(s, &plans, &mut tree, &mut workers, &signals));
     // The workers are dead (dropped) before their cgroups go.
     match (measured, tree.remove()) {
         (Ok(m), Ok(())) => Ok(output(s, m, host)),
         (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
         // Cgroups left behind matter most; say why the run stopped too.
-        (Err(Error::Interrupted(sig)), Err(r)) => Err(Error::harness(format!("interrupted by {sig}, then: {r}"))),
+        (Err(Error::Interrupted(sig)), Err(r)) => {
+            Err(Error::harness(format!("interrupted by {sig}, then: {r}")))
+        }
         (Err(e), Err(r)) => Err(Error::harness(format!("{e}; then: {r}"))),
     }
 }
@@ -472,7 +632,10 @@ cost_us = 10
         assert_eq!(plans[1].spec.services[0].workers[0].cpus, Some(vec![2]));
         // Deterministic from the seed.
         let again = plan(&s, 100.0).unwrap();
-        assert_eq!(again[2].spec.tasks[0].threads[1].start_ns, pinned[1].start_ns);
+        assert_eq!(
+            again[2].spec.tasks[0].threads[1].start_ns,
+            pinned[1].start_ns
+        );
     }
 
     #[test]
@@ -496,9 +659,21 @@ cgroup = "a"
 at_ms = 10
 "#,
         );
-        let first = DueWrite { at_ns: 100_000_000, index: 0, n: 0 };
+        let first = DueWrite {
+            at_ns: 100_000_000,
+            index: 0,
+            n: 0,
+        };
         let second = next_write(&s, first).unwrap();
         assert_eq!((second.at_ns, second.n), (150_000_000, 1));
-        assert!(next_write(&s, DueWrite { at_ns: 10_000_000, index: 1, n: 0 }).is_none());
+        assert!(next_write(
+            &s,
+            DueWrite {
+                at_ns: 10_000_000,
+                index: 1,
+                n: 0
+            }
+        )
+        .is_none());
     }
 }

@@ -43,6 +43,55 @@ pub struct TaskPlan {
     pub loops: i64,
     pub phases: Vec<PhaseSpec>,
     pub threads: Vec<ThreadPlan>,
+    /// SCHED_DEADLINE parameters, for `policy = "deadline"` tasks.
+    pub dl: Option<DlPlan>,
+}
+
+/// `sched_setattr(SCHED_DEADLINE)` for every thread of a task; refused
+/// (EBUSY), a thread runs as a normal one and retries every `retry_ns`, or,
+/// without `retry_ns`, fails the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DlPlan {
+    pub runtime_ns: u64,
+    pub deadline_ns: u64,
+    pub period_ns: u64,
+    pub retry_ns: Option<u64>,
+}
+
+/// `struct sched_attr` of the sched_setattr(2) system call.
+#[repr(C)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+}
+
+const SCHED_DEADLINE: u32 = 6;
+
+/// Switch thread `tid` (0: the caller) to SCHED_DEADLINE; Err(errno) if refused.
+fn sched_setattr_dl(tid: libc::pid_t, dl: &DlPlan) -> Result<(), i32> {
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        sched_policy: SCHED_DEADLINE,
+        sched_flags: 0,
+        sched_nice: 0,
+        sched_priority: 0,
+        sched_runtime: dl.runtime_ns,
+        sched_deadline: dl.deadline_ns,
+        sched_period: dl.period_ns,
+    };
+    // SAFETY: attr is a valid, fully initialised sched_attr of the size it states.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -76,6 +125,10 @@ pub struct DriverReport {
     pub finished_ns: Option<u64>,
     /// Services only: completion - arrival of every completed request.
     pub latencies_ns: Option<Vec<u64>>,
+    /// Deadline tasks only: jobs (run phases after a sleep) done after their
+    /// deadline, and refused `sched_setattr` calls.
+    pub deadline_misses: Option<u64>,
+    pub admission_refusals: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,7 +138,10 @@ pub struct WorkerReport {
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid timespec; the clocks used always exist.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -98,9 +154,20 @@ pub fn now_ns() -> u64 {
 
 /// Sleep until CLOCK_MONOTONIC reaches `at_ns` (clock_nanosleep, TIMER_ABSTIME).
 pub(crate) fn nanosleep_until(at_ns: u64) {
-    let ts = libc::timespec { tv_sec: (at_ns / 1_000_000_000) as libc::time_t, tv_nsec: (at_ns % 1_000_000_000) as libc::c_long };
+    let ts = libc::timespec {
+        tv_sec: (at_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (at_ns % 1_000_000_000) as libc::c_long,
+    };
     // SAFETY: ts is valid; a null remainder is allowed with TIMER_ABSTIME.
-    while unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) } == libc::EINTR {}
+    while unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    } == libc::EINTR
+    {}
 }
 
 /// The calibrated busy loop: `iters` dependent steps the optimiser cannot drop.
@@ -188,6 +255,8 @@ struct ThreadResult {
     iters: u64,
     finished_ns: Option<u64>,
     latencies_ns: Vec<u64>,
+    misses: u64,
+    refusals: u64,
 }
 
 fn set_affinity(cpus: &Option<Vec<usize>>) -> Result<(), String> {
@@ -199,7 +268,10 @@ fn set_affinity(cpus: &Option<Vec<usize>>) -> Result<(), String> {
             libc::CPU_SET(c, &mut set);
         }
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(format!("sched_setaffinity to CPUs {cpus:?}: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "sched_setaffinity to CPUs {cpus:?}: {}",
+                std::io::Error::last_os_error()
+            ));
         }
     }
     Ok(())
@@ -208,16 +280,66 @@ fn set_affinity(cpus: &Option<Vec<usize>>) -> Result<(), String> {
 /// One thread of a task: its phases, `loops` times or until the end.
 fn task_thread(run: &Run, task: &TaskPlan, plan: &ThreadPlan) -> Result<ThreadResult, String> {
     set_affinity(&plan.cpus)?;
-    let phases: Vec<Phase> = task.phases.iter().map(|p| p.phase().expect("validated")).collect();
+    let going = run.sleep_until(run.start_ns + plan.start_ns);
+    let Some(dl) = task.dl.as_ref().filter(|_| going) else {
+        return Ok(run_phases(run, task, going));
+    };
+    match sched_setattr_dl(0, dl) {
+        Ok(()) => Ok(run_phases(run, task, going)),
+        Err(libc::EBUSY) if dl.retry_ns.is_some() => {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            let phases_done = AtomicBool::new(false);
+            Ok(thread::scope(|scope| {
+                let retries = scope.spawn(|| retry_setattr(run, tid, dl, &phases_done));
+                let mut r = run_phases(run, task, going);
+                phases_done.store(true, Ordering::Relaxed);
+                r.refusals = retries.join().unwrap_or(1);
+                r
+            }))
+        }
+        Err(libc::EBUSY) => Err(format!(
+            "task.{}: SCHED_DEADLINE admission refused by the kernel (EBUSY)",
+            task.name
+        )),
+        Err(e) => Err(format!(
+            "task.{}: sched_setattr(SCHED_DEADLINE) failed: {}",
+            task.name,
+            std::io::Error::from_raw_os_error(e)
+        )),
+    }
+}
+
+/// A task thread's phases, `loops` times or until the end. For a deadline
+/// task a job is a run phase released by the end of a sleep; it misses when
+/// it ends later than its relative deadline after it began.
+fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> ThreadResult {
+    let phases: Vec<Phase> = task
+        .phases
+        .iter()
+        .map(|p| p.phase().expect("validated"))
+        .collect();
+    let deadline_ns = task.dl.as_ref().map(|d| d.deadline_ns);
     let mut r = ThreadResult::default();
     let mut loops_done = 0;
-    let mut going = run.sleep_until(run.start_ns + plan.start_ns);
+    let mut released = false;
     while going {
         for &phase in &phases {
             going = match phase {
-                Phase::Run(ns) => run.work(ns, &mut r.iters),
-                Phase::Sleep(ns) => run.sleep_until(now_ns() + ns),
+                Phase::Run(ns) => {
+                    let start = now_ns();
+                    let done = run.work(ns, &mut r.iters);
+                    if let (Some(d), true, true) = (deadline_ns, released, done) {
+                        r.misses += u64::from(now_ns() > start + d);
+                    }
+                    done
+                }
+                Phase::Sleep(ns) => {
+                    released = true;
+                    run.sleep_until(now_ns() + ns)
+                }
                 Phase::Timer(period) => {
+                    released = true;
                     let since = now_ns().saturating_sub(run.start_ns);
                     run.sleep_until(run.start_ns + (since / period + 1) * period)
                 }
@@ -235,7 +357,24 @@ fn task_thread(run: &Run, task: &TaskPlan, plan: &ThreadPlan) -> Result<ThreadRe
         }
     }
     r.cpu_ns = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
-    Ok(r)
+    r
+}
+
+/// After a refusal: try `sched_setattr` for thread `tid` again every
+/// `retry_ns` until it is admitted, its phases are done or the run ends;
+/// returns how many attempts were refused, the first included.
+fn retry_setattr(run: &Run, tid: libc::pid_t, dl: &DlPlan, phases_done: &AtomicBool) -> u64 {
+    let every = dl.retry_ns.expect("retrying");
+    let mut refused = 1;
+    let mut next = now_ns() + every;
+    while run.sleep_until(next) && !phases_done.load(Ordering::Relaxed) {
+        if sched_setattr_dl(tid, dl).is_ok() {
+            break;
+        }
+        refused += 1;
+        next += every;
+    }
+    refused
 }
 
 /// Arrival timestamps (absolute ns) waiting for a service worker.
@@ -267,7 +406,12 @@ fn arrival_thread(run: &Run, svc: &ServicePlan, queue: &Queue) {
 }
 
 /// A service worker: takes requests in arrival order and does `cost_ns` of work for each.
-fn service_worker(run: &Run, svc: &ServicePlan, plan: &ThreadPlan, queue: &Queue) -> Result<ThreadResult, String> {
+fn service_worker(
+    run: &Run,
+    svc: &ServicePlan,
+    plan: &ThreadPlan,
+    queue: &Queue,
+) -> Result<ThreadResult, String> {
     set_affinity(&plan.cpus)?;
     let mut r = ThreadResult::default();
     'serve: loop {
@@ -280,7 +424,11 @@ fn service_worker(run: &Run, svc: &ServicePlan, plan: &ThreadPlan, queue: &Queue
                 if run.over() {
                     break 'serve;
                 }
-                q = queue.ready.wait_timeout(q, Duration::from_nanos(SLEEP_SLICE_NS)).expect("queue lock").0;
+                q = queue
+                    .ready
+                    .wait_timeout(q, Duration::from_nanos(SLEEP_SLICE_NS))
+                    .expect("queue lock")
+                    .0;
             }
         };
         if !run.work(svc.cost_ns, &mut r.iters) {
@@ -294,23 +442,53 @@ fn service_worker(run: &Run, svc: &ServicePlan, plan: &ThreadPlan, queue: &Queue
 
 type Handle = JoinHandle<Result<ThreadResult, String>>;
 
-fn spawn(f: impl FnOnce() -> Result<ThreadResult, String> + Send + 'static) -> Result<Handle, String> {
-    thread::Builder::new().stack_size(STACK_BYTES).spawn(f).map_err(|e| format!("cannot create a thread: {e}"))
+fn spawn(
+    f: impl FnOnce() -> Result<ThreadResult, String> + Send + 'static,
+) -> Result<Handle, String> {
+    thread::Builder::new()
+        .stack_size(STACK_BYTES)
+        .spawn(f)
+        .map_err(|e| format!("cannot create a thread: {e}"))
 }
 
 fn join(handles: Vec<Handle>) -> Result<Vec<ThreadResult>, String> {
-    handles.into_iter().map(|h| h.join().map_err(|_| "a worker thread panicked".to_string())?).collect()
+    handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .map_err(|_| "a worker thread panicked".to_string())?
+        })
+        .collect()
 }
 
-fn summarise(name: &str, run: &Run, results: &[ThreadResult], service: bool) -> DriverReport {
+fn summarise(
+    name: &str,
+    run: &Run,
+    results: &[ThreadResult],
+    service: bool,
+    deadline: bool,
+) -> DriverReport {
     let done = !results.is_empty() && results.iter().all(|r| r.finished_ns.is_some());
     DriverReport {
         name: name.to_string(),
         threads: results.len() as u64,
         cpu_ns: results.iter().map(|r| r.cpu_ns).sum(),
         work_ns: run.work_ns(results.iter().map(|r| r.iters).sum()),
-        finished_ns: done.then(|| results.iter().filter_map(|r| r.finished_ns).max().unwrap_or(0)),
-        latencies_ns: service.then(|| results.iter().flat_map(|r| r.latencies_ns.iter().copied()).collect()),
+        finished_ns: done.then(|| {
+            results
+                .iter()
+                .filter_map(|r| r.finished_ns)
+                .max()
+                .unwrap_or(0)
+        }),
+        latencies_ns: service.then(|| {
+            results
+                .iter()
+                .flat_map(|r| r.latencies_ns.iter().copied())
+                .collect()
+        }),
+        deadline_misses: deadline.then(|| results.iter().map(|r| r.misses).sum()),
+        admission_refusals: deadline.then(|| results.iter().map(|r| r.refusals).sum()),
     }
 }
 
@@ -326,12 +504,15 @@ fn read_line() -> Result<String, String> {
 
 fn say(line: &str) -> Result<(), String> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").and_then(|_| out.flush()).map_err(|e| format!("cannot write to the controller: {e}"))
+    writeln!(out, "{line}")
+        .and_then(|_| out.flush())
+        .map_err(|e| format!("cannot write to the controller: {e}"))
 }
 
 /// The worker process's main: see the module documentation for the protocol.
 pub fn worker_main() -> Result<(), String> {
-    let spec: WorkerSpec = serde_json::from_str(&read_line()?).map_err(|e| format!("bad worker spec: {e}"))?;
+    let spec: WorkerSpec =
+        serde_json::from_str(&read_line()?).map_err(|e| format!("bad worker spec: {e}"))?;
     say("ready")?;
     let go = read_line()?;
     let start_ns: u64 = go
@@ -381,11 +562,23 @@ pub fn worker_main() -> Result<(), String> {
     let finite: Vec<bool> = spec.tasks.iter().map(|t| t.loops >= 0).collect();
     let mut results: Vec<Option<Vec<ThreadResult>>> = Vec::new();
     for (handles, &f) in tasks.iter_mut().zip(&finite) {
-        results.push(if f { Some(join(std::mem::take(handles))?) } else { None });
+        results.push(if f {
+            Some(join(std::mem::take(handles))?)
+        } else {
+            None
+        });
     }
     if finite.contains(&true) {
-        let last = results.iter().flatten().flatten().filter_map(|r| r.finished_ns).max();
-        say(&format!("finished {}", last.unwrap_or_else(|| now_ns() - start_ns)))?;
+        let last = results
+            .iter()
+            .flatten()
+            .flatten()
+            .filter_map(|r| r.finished_ns)
+            .max();
+        say(&format!(
+            "finished {}",
+            last.unwrap_or_else(|| now_ns() - start_ns)
+        ))?;
     }
     let mut drivers = Vec::new();
     for ((task, handles), done) in spec.tasks.iter().zip(tasks).zip(results) {
@@ -393,12 +586,13 @@ pub fn worker_main() -> Result<(), String> {
             Some(r) => r,
             None => join(handles)?,
         };
-        drivers.push(summarise(&task.name, &run, &res, false));
+        drivers.push(summarise(&task.name, &run, &res, false, task.dl.is_some()));
     }
     for (svc, handles) in spec.services.iter().zip(services) {
-        drivers.push(summarise(&svc.name, &run, &join(handles)?, true));
+        drivers.push(summarise(&svc.name, &run, &join(handles)?, true, false));
     }
-    let report = serde_json::to_string(&WorkerReport { drivers }).map_err(|e| format!("cannot encode the report: {e}"))?;
+    let report = serde_json::to_string(&WorkerReport { drivers })
+        .map_err(|e| format!("cannot encode the report: {e}"))?;
     say(&format!("report {report}"))
 }
 
@@ -410,7 +604,12 @@ mod tests {
     fn calibrated_work_takes_about_its_time() {
         let loops_per_us = calibrate();
         assert!(loops_per_us > 1.0, "{loops_per_us}");
-        let run = Run { start_ns: now_ns(), end_ns: u64::MAX, loops_per_us, stop: AtomicBool::new(false) };
+        let run = Run {
+            start_ns: now_ns(),
+            end_ns: u64::MAX,
+            loops_per_us,
+            stop: AtomicBool::new(false),
+        };
         let mut iters = 0;
         let t0 = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
         assert!(run.work(20_000_000, &mut iters));
@@ -423,7 +622,12 @@ mod tests {
     #[test]
     fn the_end_stops_work_and_sleep() {
         let now = now_ns();
-        let run = Run { start_ns: now, end_ns: now + 5_000_000, loops_per_us: calibrate(), stop: AtomicBool::new(false) };
+        let run = Run {
+            start_ns: now,
+            end_ns: now + 5_000_000,
+            loops_per_us: calibrate(),
+            stop: AtomicBool::new(false),
+        };
         let mut iters = 0;
         assert!(!run.work(1_000_000_000, &mut iters));
         assert!(!run.sleep_until(now + 1_000_000_000));
