@@ -65,3 +65,22 @@ fn admission_control_refuses_the_seventh() {
     assert_eq!(e.key, "task.dl");
     assert!(e.message.contains("admission refused"), "{e}");
 }
+
+#[test]
+fn malformed_deadline_parameters_are_refused() {
+    let base = scenario(1, "[{ run_us = 1000 }]", "retry");
+    let cases = [
+        ("runtime_us = 30_000", "runtime_us = 300_000", "task.dl.runtime_us"),
+        ("period_us = 100_000", "period_us = 50", "task.dl.runtime_us"),
+        ("on_refused = \"retry\"", "on_refused = \"retry\"\ncpus = \"0\"", "task.dl.cpus"),
+        ("runtime_us = 30_000", "", "task.dl.runtime_us"),
+    ];
+    for (from, to, key) in cases {
+        let e = load(&base.replace(from, to), &[]).unwrap_err();
+        assert_eq!(e.key, key, "{to}: {e}");
+    }
+    let normal = base.replace("policy = \"deadline\"", "policy = \"normal\"");
+    assert_eq!(load(&normal, &[]).unwrap_err().key, "task.dl.runtime_us");
+    let e = load(&base.replace("on_refused = \"retry\"", "on_refused = \"maybe\""), &[]).unwrap_err();
+    assert!(e.message.contains("unknown variant"), "{e}");
+}
