@@ -90,18 +90,24 @@ impl Sim<'_> {
         if self.threads[tid].state == ThreadState::Done {
             return;
         }
+        let cpu = self.threads[tid].cpu;
+        let running = self.rqs[cpu].curr == Some(tid);
+        if running {
+            // Its time so far was fair time, not deadline runtime.
+            self.touch(cpu);
+            self.account_thread_time(cpu);
+        }
         self.sched_setattr_dl(tid);
         if !self.is_dl(tid) || self.threads[tid].state != ThreadState::Runnable {
             return;
         }
-        let cpu = self.threads[tid].cpu;
+        // As a block: off the fair runqueues; `schedule` puts the running
+        // entity back (`put_prev_task`) before the deadline class takes over.
         self.touch(cpu);
-        if self.rqs[cpu].curr == Some(tid) {
-            self.account_thread_time(cpu);
-            self.rqs[cpu].curr = None;
+        self.dequeue_task(tid);
+        if running {
             self.resched_curr(cpu);
         }
-        self.dequeue_task(tid);
         self.dl_wakeup(tid);
     }
 

@@ -84,3 +84,40 @@ fn malformed_deadline_parameters_are_refused() {
     let e = load(&base.replace("on_refused = \"retry\"", "on_refused = \"maybe\""), &[]).unwrap_err();
     assert!(e.message.contains("unknown variant"), "{e}");
 }
+
+/// A refused thread runs in the fair class until a deadline thread leaves,
+/// then is admitted and gets its reservation from there on.
+#[test]
+fn a_retrying_thread_is_admitted_when_bandwidth_frees() {
+    let text = r#"name = "retry"
+duration_s = 4
+[machine]
+cpus = 1
+[[task]]
+name = "first"
+policy = "deadline"
+runtime_us = 60_000
+period_us = 100_000
+loop = 1
+phases = [{ run_us = 600_000 }]
+[[task]]
+name = "second"
+policy = "deadline"
+runtime_us = 60_000
+period_us = 100_000
+phases = [{ run_us = 100_000_000 }]
+[[task]]
+name = "hog"
+phases = [{ run_us = 100_000_000 }]
+"#;
+    let out = simulate(&load(text, &[]).unwrap());
+    let (first, second) = (&out.tasks["first"], &out.tasks["second"]);
+    // `first` is done after 10 periods of 60 ms; `second` was refused every
+    // 100 ms until then, then holds 60 % of the CPU for the remaining ~3 s.
+    let done = first.finished_s.unwrap();
+    assert!((0.9..1.1).contains(&done), "{done}");
+    let refusals = second.admission_refusals.unwrap();
+    assert!((9..=12).contains(&refusals), "{refusals}");
+    assert!(second.cpu_usec as f64 > 0.6 * (4.0 - done) * 1e6, "{second:?}");
+    assert_eq!(second.deadline_misses, Some(0));
+}
