@@ -444,9 +444,10 @@ impl<'s> Sim<'s> {
     }
 
     pub fn record(&mut self, cpu: Option<CpuId>, tg: usize, kind: TraceKind) {
-        if let Some(trace) = self.trace.as_mut() {
-            let local = cpu.map(|c| self.cfs_rqs[tg * self.rqs.len() + c].runtime_remaining);
-            trace.push(self.now, cpu, tg, kind, local, self.tgs[tg].cfs_b.runtime);
+        if self.trace.is_some() {
+            let local = cpu.map(|c| self.cfs_rqs[self.cfs_rq_id(tg, c)].runtime_remaining);
+            let (now, global) = (self.now, self.tgs[tg].cfs_b.runtime);
+            self.trace.as_mut().expect("tracing").push(now, cpu, tg, kind, local, global);
         }
     }
 
