@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import random
 import statistics
 
 import pytest
+from click.testing import CliRunner
 
 from throttlelab import run
-from throttlelab.synth import HCU_TASKS, WINDOW_S, hcu_scenario, synthetic_windows, windows_from_csv
+from throttlelab.cli import main
+from throttlelab.synth import HCU_TASKS, WINDOW_S, hcu_scenario, synthetic_windows
 
 
 def test_windows_follow_table_1():
@@ -34,12 +37,19 @@ def test_builtins_are_what_the_generator_makes():
         assert shipped == hcu_scenario(scheme)
 
 
-def test_a_users_csv(tmp_path):
-    path = tmp_path / "t.csv"
-    path.write_text("start_s,end_s,cpu_rate,class\n0,300,0.5,critical\n300,600,1.25,critical\n")
-    windows, label = windows_from_csv(path)
-    assert windows == [[0.0, 300.0, 0.5], [300.0, 600.0, 1.25]]
-    assert label == "critical"
+def test_a_users_csv_relative_to_the_scenario_file(tmp_path, monkeypatch):
+    (tmp_path / "t.csv").write_text("start_s,end_s,cpu_rate,class\n0,3,0.5,critical\n3,6,0.25,critical\n")
+    (tmp_path / "s.toml").write_text('name = "csv"\n[[task]]\nname = "t"\ntrace_csv = "t.csv"\n')
+    monkeypatch.chdir("/")
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "s.toml"), "--json"])
+    assert result.exit_code == 0, result.output
+    task = json.loads(result.output)["tasks"]["t"]
+    assert task["class"] == "critical"
+    assert task["cpu_usec"] == pytest.approx(0.5 * 3e6 + 0.25 * 3e6, rel=0.01)
+    (tmp_path / "t.csv").write_text("0,3,fast\n")
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "s.toml")])
+    assert result.exit_code == 2
+    assert "task.t.trace_csv:" in result.output and "t.csv line 1: not a number" in result.output
 
 
 def test_a_trace_task_reports_class_and_delay():

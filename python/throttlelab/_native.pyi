@@ -33,6 +33,10 @@ def real(scenario: str, overrides: list[str], python_executable: Union[str, os.P
 def worker_main() -> None:
     """The main of a real run's worker process (``python -m throttlelab._worker``)."""
 
+def rebase_paths(scenario: str, base_dir: Union[str, os.PathLike[str]]) -> str:
+    """The text with relative ``trace_csv`` paths made absolute against ``base_dir``
+    (comments and lines kept)."""
+
 def profiles() -> list[str]:
     """Kernel profiles the simulator models, e.g. ``["4.18", ..., "6.18"]``."""
 

@@ -8,6 +8,8 @@ import os
 from importlib.resources import files
 from typing import Union
 
+from throttlelab._native import rebase_paths
+
 PathArg = Union[str, os.PathLike]
 
 
@@ -41,6 +43,9 @@ def _looks_like_path(arg: str) -> bool:
 def load_scenario_text(name_or_path: PathArg) -> tuple[str, str]:
     """Return ``(toml_text, origin)`` for a built-in name or a file path.
 
+    A file's relative ``trace_csv`` paths are made absolute against its directory,
+    so that the text runs the same from anywhere (a sweep's pool, a Ray worker).
+
     A built-in name wins over a file of the same name in the working directory only
     when the argument does not look like a path (no separator, no ``.toml``), so
     ``./x.toml`` always means the file. Raises ScenarioNotFound with close matches
@@ -51,7 +56,7 @@ def load_scenario_text(name_or_path: PathArg) -> tuple[str, str]:
         return (_builtin_dir() / f"{arg}.toml").read_text(encoding="utf-8"), f"built-in:{arg}"
     try:
         with open(arg, encoding="utf-8") as f:
-            return f.read(), arg
+            return rebase_paths(f.read(), os.path.dirname(os.path.abspath(arg))), arg
     except FileNotFoundError:
         if _looks_like_path(arg):
             raise ScenarioNotFound(f"no such scenario file: {arg}") from None

@@ -5,13 +5,12 @@ Method: each task's trace is a run of 300 s measurement windows (the trace's usu
 window) over the task's duration; each window's CPU rate (core-seconds per second,
 already scaled to the 4-core machine) is drawn from a normal distribution with the
 task's mean and standard deviation from Table 1, clipped at 0, with
-``random.Random(seed)``. A user's own trace replaces this: ``windows_from_csv``
-reads ``start_s,end_s,cpu_rate[,class]`` rows.
+``random.Random(seed)``. A user's own trace replaces this: a task's
+``trace_csv = "file.csv"`` reads ``start_s,end_s,cpu_rate[,class]`` rows.
 """
 
 from __future__ import annotations
 
-import csv
 import random
 from pathlib import Path
 from typing import Iterable
@@ -45,19 +44,6 @@ def synthetic_windows(mean: float, sd: float, duration_s: float, rng: random.Ran
         windows.append([start, end, round(max(0.0, rng.gauss(mean, sd)), 4)])
         start = end
     return windows
-
-
-def windows_from_csv(path: Path) -> tuple[list[list[float]], str | None]:
-    """A user's trace: rows ``start_s,end_s,cpu_rate[,class]`` (a header row is
-    allowed); returns the windows and the class label, if the rows carry one."""
-    windows, label = [], None
-    with open(path, newline="") as f:
-        for row in csv.reader(f):
-            if not row or row[0].strip().lower() == "start_s":
-                continue
-            windows.append([float(row[0]), float(row[1]), float(row[2])])
-            label = row[3].strip() if len(row) > 3 else label
-    return windows, label
 
 
 def _toml_windows(windows: Iterable[list[float]]) -> str:

@@ -22,9 +22,10 @@ pub mod scenario;
 mod sim;
 mod smt;
 pub mod trace;
+mod usage_csv;
 
 pub use error::ScenarioError;
-pub use load::load;
+pub use load::{load, rebase_paths};
 pub use output::Output;
 pub use profile::{Feature, Profile};
 pub use scenario::Scenario;

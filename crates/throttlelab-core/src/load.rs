@@ -2,15 +2,19 @@
 
 use crate::error::{line_of_offset, ScenarioError};
 use crate::scenario::Scenario;
+use crate::usage_csv;
+use std::path::Path;
 use toml::de::{DeTable, DeValue};
 use toml::{Table, Value};
 
 /// Arrays of tables whose elements `--set` addresses by their `name`.
 const NAMED_ARRAYS: [&str; 3] = ["cgroup", "task", "service"];
 
-/// Parse, apply overrides (`dotted.key=value`, TOML value syntax) and validate.
+/// Parse, apply overrides (`dotted.key=value`, TOML value syntax), read
+/// `trace_csv` files and validate. Relative paths are read from the working
+/// directory; [`rebase_paths`] makes a scenario file's own relative to it.
 pub fn load(text: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-    let scenario = if overrides.is_empty() {
+    let mut scenario = if overrides.is_empty() {
         deserialize(text).map_err(|e| {
             let line = line_of_key(text, &e.key);
             e.at_line(line)
@@ -23,11 +27,49 @@ pub fn load(text: &str, overrides: &[String]) -> Result<Scenario, ScenarioError>
         let edited = toml::to_string(&table).expect("a TOML table serialises");
         deserialize(&edited).map_err(|e| ScenarioError { line: None, ..e })?
     };
+    read_trace_files(&mut scenario).map_err(|e| {
+        let line = if overrides.is_empty() { line_of_key(text, &e.key) } else { None };
+        e.at_line(line)
+    })?;
     scenario.validate().map_err(|e| {
         let line = if overrides.is_empty() { line_of_key(text, &e.key) } else { None };
         e.at_line(line)
     })?;
     Ok(scenario)
+}
+
+/// Fill the `windows` (and a missing `class`) of tasks that name a `trace_csv`.
+fn read_trace_files(scenario: &mut Scenario) -> Result<(), ScenarioError> {
+    for t in &mut scenario.tasks {
+        let Some(file) = &t.trace_csv else { continue };
+        let key = format!("task.{}.trace_csv", t.name);
+        if !t.windows.is_empty() {
+            return Err(ScenarioError::new(key, "give windows or trace_csv, not both".to_string()));
+        }
+        let trace = usage_csv::read(Path::new(file)).map_err(|m| ScenarioError::new(key, m))?;
+        t.windows = trace.windows;
+        t.class = t.class.take().or(trace.class);
+    }
+    Ok(())
+}
+
+/// The text of a scenario file in `base_dir` with its relative `trace_csv`
+/// paths made absolute, so that it loads the same from any directory; the
+/// rest of the text (comments, lines) is kept. Unparsable text is returned as
+/// is, for [`load`] to report.
+pub fn rebase_paths(text: &str, base_dir: &Path) -> String {
+    let Ok(mut doc) = text.parse::<toml_edit::DocumentMut>() else { return text.to_string() };
+    let Some(tasks) = doc.get_mut("task").and_then(|t| t.as_array_of_tables_mut()) else { return text.to_string() };
+    for task in tasks.iter_mut() {
+        let Some(item) = task.get_mut("trace_csv") else { continue };
+        let Some(path) = item.as_str().map(Path::new).filter(|p| p.is_relative()) else { continue };
+        let absolute = base_dir.join(path).to_string_lossy().into_owned();
+        let decor = item.as_value().expect("a string").decor().clone();
+        let mut value = toml_edit::Value::from(absolute);
+        *value.decor_mut() = decor;
+        *item = toml_edit::Item::Value(value);
+    }
+    doc.to_string()
 }
 
 fn syntax_error(text: &str, e: &toml::de::Error) -> ScenarioError {
@@ -203,6 +245,26 @@ phases = [{ run_us = 1000 }]
         assert_eq!(err(BASE, &["seed"]).key, "--set");
         assert!(err(BASE, &["cgroup.nope.quota_us=1"]).message.contains("no cgroup named"));
         assert_eq!(err(BASE, &["machine.hz=200"]).key, "machine.hz");
+    }
+
+    #[test]
+    fn trace_csv_is_read_relative_to_the_scenario_file() {
+        let dir = std::env::temp_dir().join(format!("throttlelab-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("t.csv"), "start_s,end_s,cpu_rate,class\n0,1,0.5,critical\n1,2,0.25,critical\n").unwrap();
+        let text = "name = \"t\"\n[[task]]\nname = \"w\"\ntrace_csv = \"t.csv\"\n";
+        let rebased = rebase_paths(text, &dir);
+        assert_eq!(rebased, text.replace("t.csv", &dir.join("t.csv").to_string_lossy()));
+        let s = load(&rebased, &[]).unwrap();
+        assert_eq!(s.tasks[0].windows, vec![[0.0, 1.0, 0.5], [1.0, 2.0, 0.25]]);
+        assert_eq!(s.tasks[0].class.as_deref(), Some("critical"));
+        let e = load(text, &[]).unwrap_err();
+        assert_eq!((e.key.as_str(), e.line), ("task.w.trace_csv", Some(4)));
+        assert!(e.message.starts_with("cannot read t.csv"), "{e}");
+        let both = rebased.replace("trace_csv", "windows = [[0, 1, 1]]\ntrace_csv");
+        assert!(load(&both, &[]).unwrap_err().message.contains("not both"));
+        assert_eq!(rebase_paths("not = = toml", &dir), "not = = toml");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

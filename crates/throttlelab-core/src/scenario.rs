@@ -235,6 +235,10 @@ pub struct TaskSpec {
     /// Google cluster trace's task_usage), emulated as 004's Algorithm 1.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<[f64; 3]>,
+    /// The windows from a CSV file instead (`start_s,end_s,cpu_rate[,class]`),
+    /// relative to the scenario file's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_csv: Option<String>,
     /// ClockSpeedA / ClockSpeedB (004 eq. 8): CPU time on the traced machine
     /// to CPU time here.
     #[serde(default = "default_clock_scale")]

@@ -62,6 +62,13 @@ fn worker_main(py: Python<'_>) -> PyResult<()> {
     py.detach(throttlelab_real::worker_main).map_err(HarnessError::new_err)
 }
 
+/// A scenario file's text with its relative `trace_csv` paths made absolute
+/// against `base_dir`, the file's directory.
+#[pyfunction]
+fn rebase_paths(scenario: &str, base_dir: PathBuf) -> String {
+    throttlelab_core::rebase_paths(scenario, &base_dir)
+}
+
 /// Kernel profiles the simulator models.
 #[pyfunction]
 fn profiles() -> Vec<&'static str> {
@@ -85,6 +92,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(real, m)?)?;
     m.add_function(wrap_pyfunction!(worker_main, m)?)?;
+    m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(features, m)?)?;
     Ok(())
