@@ -17,9 +17,22 @@ use crate::event::{Event, Time};
 use crate::scenario::to_ratio;
 use crate::sim::{CpuId, Sim, ThreadId, ThreadState};
 
+/// The smallest runtime `sched_setattr` accepts (`1 << DL_SCALE` ns).
+const DL_MIN_RUNTIME_NS: u64 = 1 << 10;
+
 /// A thread's SCHED_DEADLINE state: `struct sched_dl_entity`.
 #[derive(Debug, Clone)]
 pub struct DlEntity {
+    /// The task's own relative deadline and period; `dl_*` may differ while a
+    /// trace task profiles a window.
+    pub task_deadline: u64,
+    pub task_period: u64,
+    /// 004 3.3's profiling stage at each trace window, if the task has one.
+    pub profile_ns: Option<u64>,
+    /// The window this thread is in: profiling events of older ones are stale.
+    pub window_gen: u64,
+    /// Profiling: the thread's CPU time when the stage began.
+    pub profile_cpu_ns: Option<u64>,
     pub dl_runtime: u64,
     pub dl_deadline: u64,
     pub dl_period: u64,
@@ -40,8 +53,13 @@ pub struct DlEntity {
 }
 
 impl DlEntity {
-    pub fn new(dl_runtime: u64, dl_deadline: u64, dl_period: u64, retry_ns: u64) -> Self {
+    pub fn new(dl_runtime: u64, dl_deadline: u64, dl_period: u64, retry_ns: u64, profile_ns: Option<u64>) -> Self {
         DlEntity {
+            task_deadline: dl_deadline,
+            task_period: dl_period,
+            profile_ns,
+            window_gen: 0,
+            profile_cpu_ns: None,
             dl_runtime,
             dl_deadline,
             dl_period,
@@ -111,22 +129,84 @@ impl Sim<'_> {
         self.dl_wakeup(tid);
     }
 
-    /// Dynamic runtime estimation (004 3.3, Fig. 2): at each trace window an
-    /// admitted thread asks for `rate x period` of runtime (`sched_setattr`
-    /// again); refused, it keeps its reservation. The rate is the trace's own
-    /// (004 profiles it for a moment with a whole core; that stage is left out).
-    pub(crate) fn dl_reserve(&mut self, tid: ThreadId, rate: f64) {
-        let Some(dl) = self.threads[tid].dl.as_mut().filter(|d| d.admitted) else { return };
-        let runtime = ((rate * dl.dl_period as f64).ceil() as u64).clamp(1_024, dl.dl_deadline);
-        let bw = to_ratio(dl.dl_period, runtime);
+    /// `sched_setattr` of new parameters for an admitted thread: admission
+    /// of the change (`__dl_overflow`, its old bandwidth given back), then
+    /// `__setparam_dl`. The current instance is kept (`ENQUEUE_RESTORE` starts
+    /// a new one only for a queued thread whose deadline has passed).
+    /// Refused, nothing changes.
+    fn dl_change_attr(&mut self, tid: ThreadId, runtime: u64, deadline: u64, period: u64) -> bool {
+        let now = self.now;
+        let queued = self.dl_runnable.contains(&tid);
+        let dl = self.threads[tid].dl.as_mut().expect("deadline thread");
+        let bw = to_ratio(period, runtime);
         if self.dl_total_bw - dl.dl_bw + bw > self.dl_capacity_bw {
             dl.refusals += 1;
-            return;
+            return false;
         }
         self.dl_total_bw = self.dl_total_bw - dl.dl_bw + bw;
-        dl.dl_bw = bw;
-        dl.dl_runtime = runtime;
-        dl.runtime = dl.runtime.min(runtime as i64);
+        (dl.dl_runtime, dl.dl_deadline, dl.dl_period, dl.dl_bw) = (runtime, deadline, period, bw);
+        if queued && dl.deadline < now {
+            dl.deadline = now + deadline;
+            dl.runtime = runtime as i64;
+            let cpu = self.threads[tid].cpu;
+            if self.rqs[cpu].curr == Some(tid) {
+                self.account_thread_time(cpu);
+                self.arm_run_done(cpu);
+            }
+            self.dl_balance();
+        }
+        true
+    }
+
+    /// A deadline trace thread enters a window at `rate` (004 3.3, Fig. 2):
+    /// with a profiling stage, it first asks for a whole core; without, it
+    /// reserves the trace's own rate at once.
+    pub(crate) fn dl_window_entry(&mut self, tid: ThreadId, rate: f64) {
+        let Some(dl) = self.threads[tid].dl.as_mut().filter(|d| d.admitted) else { return };
+        dl.window_gen += 1;
+        dl.profile_cpu_ns = None;
+        let (profiling, gen) = (dl.profile_ns.is_some(), dl.window_gen);
+        if profiling {
+            self.dl_profile_start(tid, gen);
+        } else {
+            self.dl_reserve(tid, rate);
+        }
+    }
+
+    /// Ask for `rate` of a CPU every period: runtime = rate x period.
+    fn dl_reserve(&mut self, tid: ThreadId, rate: f64) {
+        let dl = self.threads[tid].dl.as_ref().expect("deadline thread");
+        let (deadline, period) = (dl.task_deadline, dl.task_period);
+        let runtime = ((rate * period as f64).ceil() as u64).clamp(DL_MIN_RUNTIME_NS, deadline);
+        self.dl_change_attr(tid, runtime, deadline, period);
+    }
+
+    /// The profiling stage: runtime = deadline = period = the stage's length.
+    /// Refused (other threads hold the bandwidth), the thread keeps its
+    /// reservation and tries again every `retry_ms` until this window ends.
+    pub(crate) fn dl_profile_start(&mut self, tid: ThreadId, gen: u64) {
+        let dl = self.threads[tid].dl.as_ref().expect("deadline thread");
+        if dl.window_gen != gen || self.threads[tid].state == ThreadState::Done {
+            return;
+        }
+        let (stage, retry) = (dl.profile_ns.expect("profiling"), dl.retry_ns);
+        if self.dl_change_attr(tid, stage, stage, stage) {
+            let cpu_ns = self.thread_cpu_ns(tid);
+            self.threads[tid].dl.as_mut().expect("deadline thread").profile_cpu_ns = Some(cpu_ns);
+            self.events.push(self.now + stage, Event::DlProfileEnd { tid, gen });
+        } else {
+            self.events.push(self.now + retry, Event::DlProfile { tid, gen });
+        }
+    }
+
+    /// End of the profiling stage: the rate measured is the thread's CPU time
+    /// in it over its length; reserve that rate for the rest of the window.
+    pub(crate) fn dl_profile_end(&mut self, tid: ThreadId, gen: u64) {
+        let dl = self.threads[tid].dl.as_ref().expect("deadline thread");
+        let Some(since) = dl.profile_cpu_ns.filter(|_| dl.window_gen == gen && dl.admitted) else { return };
+        let rate = (self.thread_cpu_ns(tid) - since) as f64 / dl.profile_ns.expect("profiling") as f64;
+        self.threads[tid].dl.as_mut().expect("deadline thread").profile_cpu_ns = None;
+        self.dl_reserve(tid, rate);
     }
 
     /// The thread exits: its bandwidth returns to the pool (`task_dead_dl`).

@@ -35,6 +35,12 @@ pub enum Event {
     DlReplenish(usize),
     /// A thread refused by admission control tries `sched_setattr` again.
     DlRetry(usize),
+    /// A deadline trace thread asks for its profiling stage (window `gen`).
+    DlProfile { tid: usize, gen: u64 },
+    /// A deadline trace thread's profiling stage ends (window `gen`).
+    DlProfileEnd { tid: usize, gen: u64 },
+    /// Record every task's CPU time (the n-th `sample_ms` boundary).
+    Sample(u64),
 }
 
 #[derive(Default)]

@@ -66,6 +66,9 @@ pub struct TaskStats {
     /// SCHED_DEADLINE tasks: `sched_setattr` calls refused by admission control.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admission_refusals: Option<u64>,
+    /// With `sample_ms`: CPU time in each whole interval of that length from the start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_usec_series: Option<Vec<u64>>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -121,7 +124,7 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
         );
     }
     let mut tasks = BTreeMap::new();
-    let mut add = |name: &str, driver: Driver, class: Option<String>, svc: Option<usize>, trace_ns: Option<u64>| {
+    let mut add = |name: &str, driver: Driver, class: Option<String>, svc: Option<usize>, trace_ns: Option<u64>, series: Option<&Vec<u64>>| {
         let threads: Vec<_> = sim.threads.iter().filter(|t| t.driver == driver).collect();
         let dl = threads.iter().any(|t| t.dl.is_some());
         let done = !threads.is_empty() && threads.iter().all(|t| t.finished_at.is_some());
@@ -141,14 +144,16 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
                 }),
                 deadline_misses: dl.then(|| threads.iter().filter_map(|t| t.dl.as_ref()).map(|d| d.misses).sum()),
                 admission_refusals: dl.then(|| threads.iter().filter_map(|t| t.dl.as_ref()).map(|d| d.refusals).sum()),
+                cpu_usec_series: series.map(|ns| ns.iter().map(|n| n / 1_000).collect()),
             },
         );
     };
     for (i, t) in s.tasks.iter().enumerate() {
-        add(&t.name, Driver::Task(i), t.class.clone(), None, TaskPhases::trace_ns(t));
+        let series = (s.sample_ms > 0).then(|| &sim.cpu_series[i]);
+        add(&t.name, Driver::Task(i), t.class.clone(), None, TaskPhases::trace_ns(t), series);
     }
     for (i, svc) in s.services.iter().enumerate() {
-        add(&svc.name, Driver::Worker(i), None, Some(i), None);
+        add(&svc.name, Driver::Worker(i), None, Some(i), None, None);
     }
     Output {
         scenario: s.name.clone(),

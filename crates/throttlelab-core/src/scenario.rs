@@ -27,6 +27,10 @@ pub struct Scenario {
     pub duration_s: Option<f64>,
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// Report every task's CPU time per interval of this many ms
+    /// (`cpu_usec_series`); 0 = not at all.
+    #[serde(default)]
+    pub sample_ms: u64,
     #[serde(default)]
     pub machine: Machine,
     #[serde(default)]
@@ -268,6 +272,11 @@ pub struct TaskSpec {
     /// With `on_refused = "retry"`: how long until the next attempt.
     #[serde(default = "default_retry_ms")]
     pub retry_ms: u64,
+    /// Deadline trace tasks: 004 3.3's profiling stage at each window (a whole
+    /// core for this long, then runtime = measured rate x period); absent =
+    /// reserve the trace's own rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -656,7 +665,8 @@ impl Scenario {
     fn validate_deadline(&self, t: &TaskSpec) -> Result<(), ScenarioError> {
         let key = |field: &str| format!("task.{}.{}", t.name, field);
         if t.policy == Policy::Normal {
-            if let Some(field) = [("runtime_us", t.runtime_us), ("deadline_us", t.deadline_us), ("period_us", t.period_us)]
+            let profile = t.profile_ms.map(|ms| ms * 1_000);
+            if let Some(field) = [("runtime_us", t.runtime_us), ("deadline_us", t.deadline_us), ("period_us", t.period_us), ("profile_ms", profile)]
                 .iter()
                 .find_map(|(f, v)| v.map(|_| *f))
             {
@@ -681,6 +691,14 @@ impl Scenario {
         }
         if t.retry_ms == 0 {
             return Err(ScenarioError::new(key("retry_ms"), "must be >= 1".to_string()));
+        }
+        if let Some(ms) = t.profile_ms {
+            if t.windows.is_empty() {
+                return Err(ScenarioError::new(key("profile_ms"), "profiles trace windows: give windows or trace_csv".to_string()));
+            }
+            if !(1..=60_000).contains(&ms) {
+                return Err(ScenarioError::new(key("profile_ms"), format!("must be in 1..=60000, got {ms}")));
+            }
         }
         Ok(())
     }

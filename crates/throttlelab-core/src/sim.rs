@@ -199,6 +199,9 @@ pub struct Sim<'s> {
     task_phases: Vec<TaskPhases>,
     /// Runnable, not throttled deadline threads (running or waiting).
     pub dl_runnable: Vec<ThreadId>,
+    /// Per task: CPU time in each `sample_ms` interval, and the total sampled.
+    pub cpu_series: Vec<Vec<u64>>,
+    cpu_sampled_ns: Vec<u64>,
     /// Bandwidth of the admitted deadline threads, and what admission allows.
     pub dl_total_bw: u64,
     pub dl_capacity_bw: u64,
@@ -265,6 +268,8 @@ impl<'s> Sim<'s> {
             hw: Smt::new(nr_cpus, scenario.machine.smt, &scenario.machine.smt_speed),
             task_phases: scenario.tasks.iter().map(|t| TaskPhases::of(t, TaskPhases::threads(t))).collect(),
             dl_runnable: Vec::new(),
+            cpu_series: vec![Vec::new(); scenario.tasks.len()],
+            cpu_sampled_ns: vec![0; scenario.tasks.len()],
             dl_total_bw: 0,
             dl_capacity_bw: dl_capacity_bw(nr_cpus),
             skip_ticks: true,
@@ -289,6 +294,9 @@ impl<'s> Sim<'s> {
         sim.init_fair();
         sim.spawn_workloads();
         sim.schedule_writes();
+        if scenario.sample_ms > 0 {
+            sim.events.push(scenario.sample_ms * NSEC_PER_MSEC, Event::Sample(1));
+        }
         sim
     }
 
@@ -362,7 +370,8 @@ impl<'s> Sim<'s> {
                 let tid = self.add_thread(Driver::Task(ti), tg, cpus);
                 if t.policy == Policy::Deadline {
                     let (runtime, deadline, period) = t.dl_params_ns().expect("validated");
-                    self.threads[tid].dl = Some(DlEntity::new(runtime, deadline, period, t.retry_ms * NSEC_PER_MSEC));
+                    let profile_ns = t.profile_ms.map(|ms| ms * NSEC_PER_MSEC);
+                    self.threads[tid].dl = Some(DlEntity::new(runtime, deadline, period, t.retry_ms * NSEC_PER_MSEC, profile_ns));
                 }
                 let start = t.start_us * NSEC_PER_USEC
                     + noise::uniform(self.seed, Stream::ThreadStart(tid), 0, t.start_spread_us * NSEC_PER_USEC);
@@ -525,6 +534,9 @@ impl<'s> Sim<'s> {
             }
             Event::DlReplenish(tid) => self.dl_replenish(tid),
             Event::DlRetry(tid) => self.dl_retry(tid),
+            Event::DlProfile { tid, gen } => self.dl_profile_start(tid, gen),
+            Event::DlProfileEnd { tid, gen } => self.dl_profile_end(tid, gen),
+            Event::Sample(n) => self.sample(n),
         }
     }
 
@@ -587,6 +599,26 @@ impl<'s> Sim<'s> {
             }
             None => self.rqs[cpu].pending_stall += ns,
         }
+    }
+
+    /// A thread's CPU time up to now, without accounting it (read-only).
+    pub fn thread_cpu_ns(&self, tid: ThreadId) -> u64 {
+        let th = &self.threads[tid];
+        let rq = &self.rqs[th.cpu];
+        th.cpu_ns + if rq.curr == Some(tid) { self.now - rq.since } else { 0 }
+    }
+
+    /// The n-th `sample_ms` boundary: every task's CPU time since the last one.
+    fn sample(&mut self, n: u64) {
+        for ti in 0..self.scenario.tasks.len() {
+            let total: u64 = (0..self.threads.len())
+                .filter(|&tid| self.threads[tid].driver == Driver::Task(ti))
+                .map(|tid| self.thread_cpu_ns(tid))
+                .sum();
+            self.cpu_series[ti].push(total - self.cpu_sampled_ns[ti]);
+            self.cpu_sampled_ns[ti] = total;
+        }
+        self.events.push((n + 1) * self.scenario.sample_ms * NSEC_PER_MSEC, Event::Sample(n + 1));
     }
 
     /// Arm the `RunDone` of the thread now running on `cpu`.
@@ -659,7 +691,7 @@ impl<'s> Sim<'s> {
                     th.work_left = w;
                     // 004 3.3: a deadline thread's runtime follows each window's rate.
                     if let Some(rate) = phases.window_entry(th.phase) {
-                        self.dl_reserve(tid, rate);
+                        self.dl_window_entry(tid, rate);
                     }
                     return true;
                 }
