@@ -11,15 +11,27 @@ from click.testing import CliRunner
 
 from throttlelab import run
 from throttlelab.cli import main
-from throttlelab.synth import HCU_TASKS, WINDOW_S, hcu_scenario, synthetic_windows
+from throttlelab.synth import HCU_TASKS, SCHEMES, WINDOW_S, WORKLOADS, lcu_tasks, synthetic_windows, workload_scenario
 
 
 def test_windows_follow_table_1():
     rng = random.Random(1)
-    for _, mean, sd, _ in HCU_TASKS[:8]:
-        rates = [w[2] for w in synthetic_windows(mean, sd, 2000 * WINDOW_S, rng)]
-        assert statistics.fmean(rates) == pytest.approx(mean, abs=0.01 + 0.1 * sd)
-        assert statistics.stdev(rates) == pytest.approx(sd, abs=0.01 + 0.1 * sd)
+    for t in HCU_TASKS[:8]:
+        rates = [w[2] for w in synthetic_windows(t.mean, t.sd, 2000 * WINDOW_S, rng)]
+        assert statistics.fmean(rates) == pytest.approx(t.mean, abs=0.01 + 0.1 * t.sd)
+        assert statistics.stdev(rates) == pytest.approx(t.sd, abs=0.01 + 0.1 * t.sd)
+
+
+def test_lcu_follows_what_004_says_of_it():
+    tasks = lcu_tasks()
+    critical = [t for t in tasks if t.label == "critical"]
+    background = [t for t in tasks if t.label == "background"]
+    assert (len(critical), len(background)) == (9, 33)
+    assert sum(t.mean for t in critical) == pytest.approx(1.66)  # Table 6's median, of 4 cores
+    assert min(t.mean for t in critical) >= max(t.mean for t in background)  # "much higher"
+    assert all(t.duration_s == 6600 for t in critical)
+    assert max(t.duration_s for t in background) <= 1500  # short-lived
+    assert lcu_tasks() == tasks, "seeded"
 
 
 def test_windows_cover_the_duration():
@@ -32,9 +44,10 @@ def test_windows_cover_the_duration():
 def test_builtins_are_what_the_generator_makes():
     from importlib.resources import files
 
-    for scheme in ("cfs", "cgroup", "deadline"):
-        shipped = (files("throttlelab") / "scenarios" / f"thiyyakat-hcu-{scheme}.toml").read_text()
-        assert shipped == hcu_scenario(scheme)
+    for workload in WORKLOADS:
+        for scheme in SCHEMES:
+            shipped = (files("throttlelab") / "scenarios" / f"thiyyakat-{workload}-{scheme}.toml").read_text()
+            assert shipped == workload_scenario(workload, scheme)
 
 
 def test_a_users_csv_relative_to_the_scenario_file(tmp_path, monkeypatch):
@@ -53,7 +66,7 @@ def test_a_users_csv_relative_to_the_scenario_file(tmp_path, monkeypatch):
 
 
 def test_a_trace_task_reports_class_and_delay():
-    text = hcu_scenario("cfs").split("[[task]]")[0] + '[[task]]\nname = "t"\nclass = "critical"\nwindows = [[0, 10, 0.5]]\n'
+    text = workload_scenario("hcu", "cfs").split("[[task]]")[0] + '[[task]]\nname = "t"\nclass = "critical"\nwindows = [[0, 10, 0.5]]\n'
     out = run(text)
     task = out["tasks"]["t"]
     assert task["class"] == "critical"

@@ -1,39 +1,81 @@
-"""Synthetic trace windows for 004's HCU workload (Table 1), since the Google
-cluster trace cannot be downloaded here.
+"""Synthetic trace windows for 004's two workloads, since the Google cluster trace
+cannot be downloaded here.
 
 Method: each task's trace is a run of 300 s measurement windows (the trace's usual
 window) over the task's duration; each window's CPU rate (core-seconds per second,
 already scaled to the 4-core machine) is drawn from a normal distribution with the
-task's mean and standard deviation from Table 1, clipped at 0, with
-``random.Random(seed)``. A user's own trace replaces this: a task's
-``trace_csv = "file.csv"`` reads ``start_s,end_s,cpu_rate[,class]`` rows.
+task's mean and standard deviation, clipped at 0, with ``random.Random(seed)``.
+
+- HCU (seed 4): the 14 tasks of 004 Table 1, as printed.
+- LCU (seed 10, the trace day 004 sampled): 004 gives no per-task table, only its
+  shape (4.1-4.2): 9 long-running critical tasks whose bandwidth is "much higher"
+  than that of 33 short-lived background tasks, and Table 6: the critical tasks'
+  bandwidth has a median of 41.6 % (quartiles 36.3-44.3 %). Read as a share of
+  the 4 cores the workload is scaled to (as HCU's critical tasks, 1.34 cores, are
+  33.6 % of them and "at most 43.8 %"), that is 1.66 cores: here nine critical
+  tasks with means summing to 1.66 and deviations of 15 %, running the HCU's
+  6600 s; 33 background tasks of 0.06 +- 0.03 cores each, 300-1500 s long,
+  starting at uniform times in the first 6000 s (about half a core on average).
+
+A user's own trace replaces this: a task's ``trace_csv = "file.csv"`` reads
+``start_s,end_s,cpu_rate[,class]`` rows.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 WINDOW_S = 300
+WORKLOADS = ("hcu", "lcu")
+SCHEMES = ("cfs", "cgroup", "deadline")
 
-#: 004 Table 1: (class, mean rate, standard deviation, duration in s) of the 14 HCU tasks.
-HCU_TASKS = (
-    ("critical", 0.186, 0.024, 5700),
-    ("critical", 0.179, 0.018, 5700),
-    ("critical", 0.162, 0.019, 6300),
-    ("critical", 0.039, 0.042, 6600),
-    ("critical", 0.030, 0.025, 6600),
-    ("critical", 0.042, 0.040, 6600),
-    ("critical", 0.705, 0.154, 6600),
-    ("background", 1.398, 0.266, 6600),
-    ("background", 0.247, 0.085, 6600),
-    ("background", 0.239, 0.090, 6600),
-    ("background", 0.231, 0.120, 6600),
-    ("background", 0.261, 0.124, 5438),
-    ("background", 0.247, 0.094, 6600),
-    ("background", 0.001, 0.0, 246),
+
+@dataclass(frozen=True)
+class TraceTask:
+    label: str  # "critical" or "background"
+    mean: float  # core-seconds per second
+    sd: float
+    duration_s: int
+    start_s: int = 0
+
+
+#: 004 Table 1: the 14 HCU tasks.
+HCU_TASKS = tuple(
+    TraceTask(*row)
+    for row in (
+        ("critical", 0.186, 0.024, 5700),
+        ("critical", 0.179, 0.018, 5700),
+        ("critical", 0.162, 0.019, 6300),
+        ("critical", 0.039, 0.042, 6600),
+        ("critical", 0.030, 0.025, 6600),
+        ("critical", 0.042, 0.040, 6600),
+        ("critical", 0.705, 0.154, 6600),
+        ("background", 1.398, 0.266, 6600),
+        ("background", 0.247, 0.085, 6600),
+        ("background", 0.239, 0.090, 6600),
+        ("background", 0.231, 0.120, 6600),
+        ("background", 0.261, 0.124, 5438),
+        ("background", 0.247, 0.094, 6600),
+        ("background", 0.001, 0.0, 246),
+    )
 )
+
+_LCU_CRITICAL_MEANS = (0.40, 0.30, 0.25, 0.20, 0.15, 0.12, 0.10, 0.08, 0.06)
+_LCU_BACKGROUND = 33
+
+
+def lcu_tasks(seed: int = 10) -> tuple[TraceTask, ...]:
+    """The LCU workload's tasks, by the method in the module's docstring."""
+    rng = random.Random(seed)
+    critical = [TraceTask("critical", m, round(0.15 * m, 4), 6600) for m in _LCU_CRITICAL_MEANS]
+    background = [
+        TraceTask("background", 0.06, 0.03, WINDOW_S * rng.randint(1, 5), rng.randrange(0, 6000, 10))
+        for _ in range(_LCU_BACKGROUND)
+    ]
+    return tuple(critical + background)
 
 
 def synthetic_windows(mean: float, sd: float, duration_s: float, rng: random.Random) -> list[list[float]]:
@@ -50,17 +92,23 @@ def _toml_windows(windows: Iterable[list[float]]) -> str:
     return "[" + ", ".join(f"[{s:g}, {e:g}, {r:g}]" for s, e, r in windows) + "]"
 
 
-def hcu_scenario(scheme: str, seed: int = 4) -> str:
-    """One of 004's three HCU scenarios: ``cfs`` (every task in the root group),
-    ``cgroup`` (critical tasks in a group with 95 % of the shares) or
-    ``deadline`` (critical tasks under SCHED_DEADLINE with a runtime per window)."""
+def workload_scenario(workload: str, scheme: str) -> str:
+    """One of 004's scenarios for ``workload`` (``hcu`` or ``lcu``): ``cfs`` (every
+    task in the root group), ``cgroup`` (critical tasks in a group with 95 % of the
+    shares) or ``deadline`` (critical tasks under SCHED_DEADLINE, reserving each
+    window's rate)."""
+    seed, tasks, source = {
+        "hcu": (4, HCU_TASKS, "004 Table 1"),
+        "lcu": (10, lcu_tasks(), "004 4.1-4.2 and Table 6"),
+    }[workload]
     rng = random.Random(seed)
+    counts = f"{sum(t.label == 'critical' for t in tasks)} critical + {sum(t.label == 'background' for t in tasks)} background"
     head = [
-        f"# 004 HCU workload ({scheme}): 7 critical + 7 background trace-driven tasks on 4 CPUs (synthetic trace, seed {seed})",
-        f'name = "thiyyakat-hcu-{scheme}"',
+        f"# 004 {workload.upper()} workload ({scheme}): {counts} trace-driven tasks on 4 CPUs (synthetic trace, seed {seed})",
+        f'name = "thiyyakat-{workload}-{scheme}"',
         "seed = 1",
         "",
-        "# Generated by `python -m throttlelab.synth` from 004 Table 1 (see throttlelab/synth.py).",
+        f"# Generated by `python -m throttlelab.synth` from {source} (see throttlelab/synth.py).",
         "[machine]",
         "cpus = 4",
         "hz = 250",
@@ -76,18 +124,22 @@ def hcu_scenario(scheme: str, seed: int = 4) -> str:
             '[[cgroup]]\nname = "group_p"\nweight = 1900\n',
             '[[cgroup]]\nname = "rest"\nweight = 100\n',
         ]
-    tasks = []
-    for i, (label, mean, sd, duration) in enumerate(HCU_TASKS, 1):
-        lines = ["[[task]]", f'name = "task{i}"', f'class = "{label}"', f"windows = {_toml_windows(synthetic_windows(mean, sd, duration, rng))}"]
+    blocks = []
+    for i, t in enumerate(tasks, 1):
+        lines = ["[[task]]", f'name = "task{i}"', f'class = "{t.label}"']
+        if t.start_s:
+            lines.append(f"start_us = {t.start_s * 1_000_000:_}")
+        lines.append(f"windows = {_toml_windows(synthetic_windows(t.mean, t.sd, t.duration_s, rng))}")
         if scheme == "cgroup":
-            lines.append(f'cgroup = "{"group_p" if label == "critical" else "rest"}"')
-        if scheme == "deadline" and label == "critical":
+            lines.append(f'cgroup = "{"group_p" if t.label == "critical" else "rest"}"')
+        if scheme == "deadline" and t.label == "critical":
             lines += ['policy = "deadline"', "period_us = 1_000_000", "runtime_us = 100_000"]
-        tasks.append("\n".join(lines) + "\n")
-    return "\n".join(head) + "\n" + "\n".join(tasks)
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(head) + "\n" + "\n".join(blocks)
 
 
 if __name__ == "__main__":
     out = Path(__file__).parent / "scenarios"
-    for scheme in ("cfs", "cgroup", "deadline"):
-        (out / f"thiyyakat-hcu-{scheme}.toml").write_text(hcu_scenario(scheme))
+    for workload in WORKLOADS:
+        for scheme in SCHEMES:
+            (out / f"thiyyakat-{workload}-{scheme}.toml").write_text(workload_scenario(workload, scheme))
