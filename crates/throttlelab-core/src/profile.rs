@@ -71,6 +71,12 @@ impl Profile {
         self >= Profile::V6_18
     }
 
+    /// Each CPU has a fair deadline server (6.12) whose bandwidth counts in
+    /// SCHED_DEADLINE admission.
+    pub fn has_fair_server(self) -> bool {
+        self >= Profile::V6_18
+    }
+
     /// The fair class picks by EEVDF rather than by smallest vruntime.
     pub fn has_eevdf(self) -> bool {
         self >= Profile::V6_6

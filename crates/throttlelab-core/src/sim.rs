@@ -271,7 +271,7 @@ impl<'s> Sim<'s> {
             cpu_series: vec![Vec::new(); scenario.tasks.len()],
             cpu_sampled_ns: vec![0; scenario.tasks.len()],
             dl_total_bw: 0,
-            dl_capacity_bw: dl_capacity_bw(nr_cpus),
+            dl_capacity_bw: dl_capacity_bw(nr_cpus, scenario.kernel.profile),
             skip_ticks: true,
             tick_jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
