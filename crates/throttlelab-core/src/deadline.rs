@@ -62,10 +62,12 @@ pub struct DlEntity {
 }
 
 impl DlEntity {
-    pub fn new(dl_runtime: u64, dl_deadline: u64, dl_period: u64, retry_ns: u64, profile_ns: Option<u64>) -> Self {
+    /// A thread that profiles asks first for its first window's stage.
+    pub fn new(runtime: u64, deadline: u64, period: u64, retry_ns: u64, profile_ns: Option<u64>) -> Self {
+        let (dl_runtime, dl_deadline, dl_period) = profile_ns.map_or((runtime, deadline, period), |t| (t, t, t));
         DlEntity {
-            task_deadline: dl_deadline,
-            task_period: dl_period,
+            task_deadline: deadline,
+            task_period: period,
             profile_ns,
             window_gen: 0,
             profile_cpu_ns: None,
@@ -100,10 +102,16 @@ impl Sim<'_> {
     /// `sched_setattr(SCHED_DEADLINE)` at the thread's start: admission
     /// control. A refused thread stays in the fair class and retries.
     pub(crate) fn sched_setattr_dl(&mut self, tid: ThreadId) {
+        let now = self.now;
         let Some(dl) = self.threads[tid].dl.as_mut() else { return };
         if self.dl_total_bw + dl.dl_bw <= self.dl_capacity_bw {
             self.dl_total_bw += dl.dl_bw;
             dl.admitted = true;
+            // The thread calls it on itself, running: `ENQUEUE_RESTORE` finds
+            // its deadline (never set) past and starts an instance
+            // (`setup_new_dl_entity`), which later changes of parameters keep.
+            dl.deadline = now + dl.dl_deadline;
+            dl.runtime = dl.dl_runtime as i64;
             return;
         }
         dl.refusals += 1;

@@ -27,6 +27,7 @@ mod usage_csv;
 pub use error::ScenarioError;
 pub use load::{load, rebase_paths};
 pub use output::Output;
+pub use phases::TaskPhases;
 pub use profile::{Feature, Profile};
 pub use scenario::Scenario;
 pub use sim::Sim;

@@ -8,7 +8,7 @@ const SLICE_NS: u64 = 50_000_000;
 
 /// One stretch of the expanded trace: `slices` times (run, then sleep).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Stretch {
+pub struct Stretch {
     /// Index of the first phase after this stretch.
     end: usize,
     run_ns: u64,
@@ -16,7 +16,7 @@ pub(crate) struct Stretch {
 }
 
 #[derive(Debug, Clone)]
-pub(crate) enum TaskPhases {
+pub enum TaskPhases {
     List(Vec<Phase>),
     /// Trace windows, with the gaps between them as sleeping stretches.
     Windows(Vec<Stretch>),

@@ -5,6 +5,7 @@
 //! (`tg_set_cfs_bandwidth`: period 1 ms..1 s, quota >= 1 ms, burst <= quota).
 
 use crate::error::ScenarioError;
+use crate::phases::TaskPhases;
 use crate::profile::{Feature, Profile};
 use serde::{Deserialize, Serialize};
 
@@ -700,8 +701,8 @@ impl Scenario {
             if t.windows.is_empty() {
                 return Err(ScenarioError::new(key("profile_ms"), "profiles trace windows: give windows or trace_csv".to_string()));
             }
-            if !(1..=60_000).contains(&ms) {
-                return Err(ScenarioError::new(key("profile_ms"), format!("must be in 1..=60000, got {ms}")));
+            if !(1..=4_000).contains(&ms) {
+                return Err(ScenarioError::new(key("profile_ms"), format!("must be in 1..=4000 (the stage is a period: sched_deadline_period_max_us), got {ms}")));
             }
         }
         Ok(())
@@ -716,8 +717,10 @@ impl Scenario {
         let deadline = || self.tasks.iter().filter(|t| t.policy == Policy::Deadline);
         let total: u64 = deadline()
             .map(|t| {
+                // A thread that profiles starts on a whole core.
                 let (runtime, _, period) = t.dl_params_ns().expect("validated");
-                t.threads as u64 * to_ratio(period, runtime)
+                let bw = if t.profile_ms.is_some() { 1 << BW_SHIFT } else { to_ratio(period, runtime) };
+                TaskPhases::threads(t) as u64 * bw
             })
             .sum();
         if let Some(t) = deadline().find(|t| t.on_refused == OnRefused::Error) {

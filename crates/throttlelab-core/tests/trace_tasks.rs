@@ -68,12 +68,13 @@ fn deadline_isolates_critical_tasks_better_than_shares() {
     assert!(cfs > cgroup, "cfs {cfs} s, cgroup {cgroup} s");
 }
 
-/// A deadline trace task among fair hogs on 2 CPUs; `extra` adds keys to it.
-fn deadline_trace(windows: &str, extra: &str, copies: usize) -> String {
+/// Deadline trace tasks among fair hogs on 2 CPUs, admitted with `runtime_us`
+/// per second; `extra` adds keys to them.
+fn deadline_trace(windows: &str, runtime_us: u64, extra: &str, copies: usize) -> String {
     let mut text = String::from("name = \"profiled\"\nduration_s = 30\n[machine]\ncpus = 2\n[[task]]\nname = \"hogs\"\nthreads = 4\nphases = [{ run_us = 1_000_000 }]\n");
     for i in 0..copies {
         text += &format!(
-            "[[task]]\nname = \"dl{i}\"\nclass = \"critical\"\npolicy = \"deadline\"\nperiod_us = 1_000_000\nruntime_us = 100_000\nwindows = {windows}\n{extra}\n"
+            "[[task]]\nname = \"dl{i}\"\nclass = \"critical\"\npolicy = \"deadline\"\nperiod_us = 1_000_000\nruntime_us = {runtime_us}\nwindows = {windows}\n{extra}\n"
         );
     }
     text
@@ -82,9 +83,11 @@ fn deadline_trace(windows: &str, extra: &str, copies: usize) -> String {
 #[test]
 fn a_profiled_window_reserves_what_it_measured() {
     // 004 3.3: a whole core for the stage, then runtime = measured rate x 1 s.
-    // From a fresh instance (the first window) the stage measures the trace's
-    // rate, so the task keeps up although 4 hogs compete for the 2 CPUs.
-    let text = deadline_trace("[[0, 10, 0.5]]", "profile_ms = 1000", 1);
+    // A thread that profiles is admitted with its first stage (004 calls
+    // sched_setattr(t, t, t) first), so the first stage has a whole core in
+    // its own instance, measures the trace's rate, and the task keeps up
+    // although 4 hogs compete for the 2 CPUs.
+    let text = deadline_trace("[[0, 10, 0.5]]", 100_000, "profile_ms = 1000", 1);
     let out = simulate(&load(&text, &[]).unwrap());
     let t = &out.tasks["dl0"];
     assert_eq!(t.admission_refusals, Some(0));
@@ -103,8 +106,8 @@ fn a_stage_begun_inside_an_instance_keeps_it() {
     // back (0.18 s here). (A boundary that meets
     // an expired instance, as [[0, 5, 0.2], ...] does, measures right.)
     let windows = "[[0, 4.97, 0.2], [4.97, 10, 0.8]]";
-    let profiled = simulate(&load(&deadline_trace(windows, "profile_ms = 1000", 1), &[]).unwrap());
-    let reserved = simulate(&load(&deadline_trace(windows, "", 1), &[]).unwrap());
+    let profiled = simulate(&load(&deadline_trace(windows, 100_000, "profile_ms = 1000", 1), &[]).unwrap());
+    let reserved = simulate(&load(&deadline_trace(windows, 1_000_000, "", 1), &[]).unwrap());
     let (p, r) = (profiled.tasks["dl0"].delay_s.unwrap(), reserved.tasks["dl0"].delay_s.unwrap());
     assert!(r < 0.5 && p > 5.0, "profiled {p} s, reserved {r} s");
 }
@@ -113,7 +116,7 @@ fn a_stage_begun_inside_an_instance_keeps_it() {
 fn stages_wait_for_bandwidth() {
     // A stage needs a whole core: with 95 % of 2 CPUs, one stage at a time fits
     // beside the others' reservations; the rest are refused and retry.
-    let out = simulate(&load(&deadline_trace("[[0, 10, 0.2]]", "profile_ms = 1000", 3), &[]).unwrap());
+    let out = simulate(&load(&deadline_trace("[[0, 10, 0.2]]", 200_000, "profile_ms = 1000", 3), &[]).unwrap());
     let refusals: u64 = (0..3).map(|i| out.tasks[&format!("dl{i}")].admission_refusals.unwrap()).sum();
     assert!(refusals >= 10, "two stages wait about a second each, retrying every 100 ms: {refusals}");
     assert!((0..3).all(|i| out.tasks[&format!("dl{i}")].finished_s.is_some()));
@@ -121,11 +124,11 @@ fn stages_wait_for_bandwidth() {
 
 #[test]
 fn profile_ms_is_for_deadline_traces() {
-    let text = deadline_trace("[[0, 10, 0.2]]", "profile_ms = 1000", 1);
-    let e = load(&text.replace("policy = \"deadline\"\nperiod_us = 1_000_000\nruntime_us = 100_000\n", ""), &[]).unwrap_err();
+    let text = deadline_trace("[[0, 10, 0.2]]", 100_000, "profile_ms = 1000", 1);
+    let e = load(&text.replace("policy = \"deadline\"\nperiod_us = 1_000_000\nruntime_us = 100000\n", ""), &[]).unwrap_err();
     assert_eq!(e.key, "task.dl0.profile_ms");
     let e = load(&text.replace("profile_ms = 1000", "profile_ms = 0"), &[]).unwrap_err();
-    assert_eq!(e.to_string().split(" (line").next().unwrap(), "task.dl0.profile_ms: must be in 1..=60000, got 0");
+    assert_eq!(e.to_string().split(" (line").next().unwrap(), "task.dl0.profile_ms: must be in 1..=4000 (the stage is a period: sched_deadline_period_max_us), got 0");
 }
 
 #[test]

@@ -30,10 +30,11 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 use throttlelab_core::output::{latency, CgroupStats, Output, TaskStats};
-use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, OnRefused, Policy, Scenario};
+use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, Policy, Scenario};
+use throttlelab_core::TaskPhases;
 use worker::{
-    nanosleep_until, now_ns, DlPlan, DriverReport, ServicePlan, TaskPlan, ThreadPlan, WorkerReport,
-    WorkerSpec,
+    nanosleep_until, now_ns, DlParams, DlPlan, DriverReport, ServicePlan, TaskPlan, ThreadPlan,
+    WorkerReport, WorkerSpec,
 };
 
 /// Time between `go` and the common start: the workers create their threads.
@@ -103,15 +104,16 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
             spec: WorkerSpec {
                 loops_per_us,
                 duration_ns: s.duration_ns(),
+                sample_ns: s.sample_ms * 1_000_000,
                 tasks: Vec::new(),
                 services: Vec::new(),
             },
         })
         .collect();
-    for t in s.tasks.iter().filter(|t| t.threads > 0) {
+    for t in s.tasks.iter().filter(|t| TaskPhases::threads(t) > 0) {
         let g = group_of(s, &t.cgroup);
         let allowed = allowed_cpus(s, g, &t.cpus, &format!("task.{}", t.name))?;
-        let threads = (0..t.threads as usize)
+        let threads = (0..TaskPhases::threads(t))
             .map(|i| ThreadPlan {
                 start_ns: t.start_us * 1_000
                     + if t.start_spread_us > 0 {
@@ -130,15 +132,17 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
             .dl_params_ns()
             .filter(|_| t.policy == Policy::Deadline)
             .map(|(runtime_ns, deadline_ns, period_ns)| DlPlan {
-                runtime_ns,
-                deadline_ns,
-                period_ns,
-                retry_ns: (t.on_refused == OnRefused::Retry).then_some(t.retry_ms * 1_000_000),
+                params: DlParams {
+                    runtime_ns,
+                    deadline_ns,
+                    period_ns,
+                },
+                retry_ns: t.retry_ms * 1_000_000,
+                on_refused: t.on_refused,
+                profile_ns: t.profile_ms.map(|ms| ms * 1_000_000),
             });
         let task = TaskPlan {
-            name: t.name.clone(),
-            loops: t.loops,
-            phases: t.phases.clone(),
+            spec: t.clone(),
             threads,
             dl,
         };
@@ -393,7 +397,7 @@ fn measure(
         .collect();
     let finite: Vec<bool> = plans
         .iter()
-        .map(|p| p.spec.tasks.iter().any(|t| t.loops >= 0))
+        .map(|p| p.spec.tasks.iter().any(|t| t.spec.effective_loops() >= 0))
         .collect();
     let mut finished: Vec<Option<u64>> = vec![None; plans.len()];
     let mut reports: Vec<Option<WorkerReport>> = vec![None; plans.len()];
@@ -472,7 +476,15 @@ fn handle_line(
     Some(())
 }
 
-fn task_stats(d: &DriverReport, class: Option<String>) -> TaskStats {
+/// A task's or service's output. `trace_ns`: a trace task's length, for
+/// `delay_s` (response minus length, as the simulator's); `intervals`: how
+/// many whole `sample_ms` intervals the run had, for a task's series.
+fn task_stats(
+    d: &DriverReport,
+    class: Option<String>,
+    trace_ns: Option<u64>,
+    intervals: Option<usize>,
+) -> TaskStats {
     TaskStats {
         threads: d.threads,
         cpu_usec: d.cpu_ns / 1_000,
@@ -481,9 +493,16 @@ fn task_stats(d: &DriverReport, class: Option<String>) -> TaskStats {
         class,
         requests: d.latencies_ns.as_ref().map(|l| l.len() as u64),
         latency_us: d.latencies_ns.as_deref().map(latency),
-        delay_s: None,
+        delay_s: trace_ns
+            .zip(d.response_ns)
+            .map(|(trace, response)| (response as f64 - trace as f64) / 1e9),
         deadline_misses: d.deadline_misses,
         admission_refusals: d.admission_refusals,
+        // A task without threads has no report: it used nothing.
+        cpu_usec_series: intervals.map(|n| match &d.cpu_ns_series {
+            Some(ns) => ns.iter().take(n).map(|ns| ns / 1_000).collect(),
+            None => vec![0; n],
+        }),
     }
 }
 
@@ -501,6 +520,7 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
         .map(|d| (d.name.as_str(), d))
         .collect();
     let none = DriverReport::default();
+    let intervals = (s.sample_ms > 0).then(|| (m.duration_ns / (s.sample_ms * 1_000_000)) as usize);
     let mut tasks = BTreeMap::new();
     for t in &s.tasks {
         tasks.insert(
@@ -508,13 +528,15 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
             task_stats(
                 by_name.get(t.name.as_str()).copied().unwrap_or(&none),
                 t.class.clone(),
+                TaskPhases::trace_ns(t),
+                intervals,
             ),
         );
     }
     for svc in &s.services {
         tasks.insert(
             svc.name.clone(),
-            task_stats(by_name[svc.name.as_str()], None),
+            task_stats(by_name[svc.name.as_str()], None, None, None),
         );
     }
     Output {
@@ -534,9 +556,6 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
 /// (`python -m throttlelab._worker`). Cgroups go under the hierarchies at
 /// `$THROTTLELAB_CGROUP_ROOT`, default /sys/fs/cgroup.
 pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
-    if let Some(t) = s.tasks.iter().find(|t| !t.windows.is_empty()) {
-        return Err(Error::harness(format!("task.{}: trace windows run only in the simulator so far (the real backend's part is #6)", t.name)));
-    }
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;
     host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
@@ -635,6 +654,75 @@ cost_us = 10
         assert_eq!(
             again[2].spec.tasks[0].threads[1].start_ns,
             pinned[1].start_ns
+        );
+    }
+
+    #[test]
+    fn a_trace_task_goes_to_its_worker_whole() {
+        let s = load(
+            r#"name = "t"
+[machine]
+cpus = 2
+[[task]]
+name = "dl"
+threads = 0
+windows = [[10, 11, 0.5], [12, 12.5, 1.5]]
+policy = "deadline"
+runtime_us = 10_000
+period_us = 100_000
+profile_ms = 200
+"#,
+        );
+        let plans = plan(&s, 100.0).unwrap();
+        // Through the worker's pipe.
+        let json = serde_json::to_string(&plans[0].spec).unwrap();
+        let spec: WorkerSpec = serde_json::from_str(&json).unwrap();
+        let task = &spec.tasks[0];
+        assert_eq!(
+            task.threads.len(),
+            2,
+            "the busiest window's rate, rounded up"
+        );
+        assert_eq!(task.spec.effective_loops(), 1);
+        let (sent, got) = (
+            TaskPhases::of(&s.tasks[0], 2),
+            TaskPhases::of(&task.spec, 2),
+        );
+        assert_eq!(got.len(), sent.len());
+        assert!((0..sent.len()).all(|i| got.get(i) == sent.get(i)));
+        let dl = task.dl.as_ref().unwrap();
+        assert_eq!(
+            (dl.profile_ns, dl.retry_ns),
+            (Some(200_000_000), 100_000_000)
+        );
+    }
+
+    #[test]
+    fn delay_and_series_as_the_simulator_reports_them() {
+        let d = DriverReport {
+            response_ns: Some(2_600_000_000),
+            cpu_ns_series: Some(vec![5_000_999, 7_000_000, 1_000]),
+            ..DriverReport::default()
+        };
+        let t = task_stats(&d, None, Some(2_500_000_000), Some(2));
+        assert!((t.delay_s.unwrap() - 0.1).abs() < 1e-9);
+        assert_eq!(
+            t.cpu_usec_series,
+            Some(vec![5_000, 7_000]),
+            "whole intervals only"
+        );
+        let unfinished = DriverReport::default();
+        let t = task_stats(&unfinished, None, Some(2_500_000_000), Some(3));
+        assert_eq!(t.delay_s, None);
+        assert_eq!(
+            t.cpu_usec_series,
+            Some(vec![0; 3]),
+            "a task without threads"
+        );
+        assert_eq!(
+            task_stats(&d, None, None, None).delay_s,
+            None,
+            "not a trace"
         );
     }
 

@@ -7,6 +7,9 @@
 //! cgroups, then maybe `stop`; `stop` or EOF ends the run early. Worker to
 //! controller (stdout): `ready` once the spec is read, `finished <ns>` when its
 //! finite tasks are done (ns since start), and last `report <WorkerReport JSON>`.
+//!
+//! A task's threads follow [`TaskPhases`], the simulator's own sequence: its
+//! phase list, or its trace windows expanded one phase at a time.
 
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
@@ -15,10 +18,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
-use throttlelab_core::scenario::{Arrival, Phase, PhaseSpec};
+use throttlelab_core::scenario::{Arrival, OnRefused, Phase, TaskSpec};
+use throttlelab_core::TaskPhases;
 
 /// A sleeping thread wakes at least this often to notice `stop`.
 const SLEEP_SLICE_NS: u64 = 20_000_000;
@@ -32,30 +36,70 @@ pub struct WorkerSpec {
     /// Iterations of [`spin`] per microsecond, calibrated by the controller.
     pub loops_per_us: f64,
     pub duration_ns: u64,
+    /// Sample every task's CPU time this often (`sample_ms`); 0 = not at all.
+    pub sample_ns: u64,
     pub tasks: Vec<TaskPlan>,
     pub services: Vec<ServicePlan>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskPlan {
-    pub name: String,
-    /// Times the phase list runs; -1 = until the end.
-    pub loops: i64,
-    pub phases: Vec<PhaseSpec>,
+    /// The scenario's task: name, loops, and phases or windows.
+    pub spec: TaskSpec,
     pub threads: Vec<ThreadPlan>,
     /// SCHED_DEADLINE parameters, for `policy = "deadline"` tasks.
     pub dl: Option<DlPlan>,
 }
 
-/// `sched_setattr(SCHED_DEADLINE)` for every thread of a task; refused
-/// (EBUSY), a thread runs as a normal one and retries every `retry_ns`, or,
-/// without `retry_ns`, fails the run.
+/// `sched_setattr(SCHED_DEADLINE)` for every thread of a task as it starts;
+/// refused (EBUSY), a thread runs as a normal one and retries every
+/// `retry_ns`, or with `on_refused = "error"` fails the run. A trace task's
+/// threads then change their parameters at each window (see `Reservation`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DlPlan {
+    pub params: DlParams,
+    pub retry_ns: u64,
+    pub on_refused: OnRefused,
+    /// 004 3.3's profiling stage at each window: a whole core for this long.
+    pub profile_ns: Option<u64>,
+}
+
+impl DlPlan {
+    /// What a thread asks for as it starts: its first window's profiling
+    /// stage if it profiles, else its own parameters.
+    fn admission(&self) -> DlParams {
+        self.profile_ns.map_or(self.params, DlParams::whole_core)
+    }
+}
+
+/// The smallest runtime `sched_setattr` accepts (`1 << DL_SCALE` ns).
+const DL_MIN_RUNTIME_NS: u64 = 1 << 10;
+
+/// SCHED_DEADLINE parameters of a `sched_attr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DlParams {
     pub runtime_ns: u64,
     pub deadline_ns: u64,
     pub period_ns: u64,
-    pub retry_ns: Option<u64>,
+}
+
+impl DlParams {
+    /// The same deadline and period with `rate` of a CPU: runtime = rate x
+    /// period, rounded up, within what `sched_setattr` accepts.
+    fn at_rate(self, rate: f64) -> DlParams {
+        let runtime_ns = ((rate * self.period_ns as f64).ceil() as u64)
+            .clamp(DL_MIN_RUNTIME_NS, self.deadline_ns);
+        DlParams { runtime_ns, ..self }
+    }
+
+    /// A whole CPU in periods of `ns`: runtime = deadline = period.
+    fn whole_core(ns: u64) -> DlParams {
+        DlParams {
+            runtime_ns: ns,
+            deadline_ns: ns,
+            period_ns: ns,
+        }
+    }
 }
 
 /// `struct sched_attr` of the sched_setattr(2) system call.
@@ -73,8 +117,9 @@ struct SchedAttr {
 
 const SCHED_DEADLINE: u32 = 6;
 
-/// Switch thread `tid` (0: the caller) to SCHED_DEADLINE; Err(errno) if refused.
-fn sched_setattr_dl(tid: libc::pid_t, dl: &DlPlan) -> Result<(), i32> {
+/// Switch thread `tid` (0: the caller) to SCHED_DEADLINE with `dl`, or change
+/// its parameters to `dl`; Err(errno) if refused.
+fn sched_setattr_dl(tid: libc::pid_t, dl: DlParams) -> Result<(), i32> {
     let attr = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
         sched_policy: SCHED_DEADLINE,
@@ -112,6 +157,20 @@ pub struct ServicePlan {
     pub workers: Vec<ThreadPlan>,
 }
 
+/// Whether the calling thread is scheduled by SCHED_DEADLINE (admitted).
+fn is_sched_deadline() -> bool {
+    // SAFETY: sched_getscheduler(0) asks about the calling thread; no memory involved.
+    unsafe { libc::sched_getscheduler(0) == SCHED_DEADLINE as i32 }
+}
+
+/// The error of a `sched_setattr` that failed other than by admission control.
+fn setattr_failed(task: &str, errno: i32) -> String {
+    format!(
+        "task.{task}: sched_setattr(SCHED_DEADLINE) failed: {}",
+        std::io::Error::from_raw_os_error(errno)
+    )
+}
+
 /// What one task or service did, summed over its threads.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DriverReport {
@@ -123,12 +182,17 @@ pub struct DriverReport {
     pub work_ns: u64,
     /// When the last thread finished; None if one did not.
     pub finished_ns: Option<u64>,
+    /// The longest a thread took from its start to its finish; None if one
+    /// did not finish.
+    pub response_ns: Option<u64>,
     /// Services only: completion - arrival of every completed request.
     pub latencies_ns: Option<Vec<u64>>,
     /// Deadline tasks only: jobs (run phases after a sleep) done after their
     /// deadline, and refused `sched_setattr` calls.
     pub deadline_misses: Option<u64>,
     pub admission_refusals: Option<u64>,
+    /// Tasks, with `sample_ns`: CPU time in each whole interval from the start.
+    pub cpu_ns_series: Option<Vec<u64>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -137,14 +201,24 @@ pub struct WorkerReport {
     pub drivers: Vec<DriverReport>,
 }
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
+/// `clock` in ns; None if it does not exist (a thread's clock after it ended).
+fn try_clock_ns(clock: libc::clockid_t) -> Option<u64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: ts is a valid timespec; the clocks used always exist.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    // SAFETY: ts is a valid timespec.
+    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    try_clock_ns(clock).expect("the clocks used always exist")
+}
+
+/// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
+fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of start times and latencies.
@@ -253,6 +327,8 @@ impl Run {
 struct ThreadResult {
     cpu_ns: u64,
     iters: u64,
+    /// Since the run's start, when the thread started its phases.
+    started_ns: u64,
     finished_ns: Option<u64>,
     latencies_ns: Vec<u64>,
     misses: u64,
@@ -277,55 +353,71 @@ fn set_affinity(cpus: &Option<Vec<usize>>) -> Result<(), String> {
     Ok(())
 }
 
-/// One thread of a task: its phases, `loops` times or until the end.
-fn task_thread(run: &Run, task: &TaskPlan, plan: &ThreadPlan) -> Result<ThreadResult, String> {
+/// One thread of a task: its phases, `loops` times or until the end, with its
+/// CPU time readable by the sampler through `clock`.
+fn task_thread(
+    run: &Run,
+    task: &TaskPlan,
+    plan: &ThreadPlan,
+    clock: &CpuClock,
+) -> Result<ThreadResult, String> {
+    clock.publish();
     set_affinity(&plan.cpus)?;
     let going = run.sleep_until(run.start_ns + plan.start_ns);
-    let Some(dl) = task.dl.as_ref().filter(|_| going) else {
-        return Ok(run_phases(run, task, going));
+    let started_ns = now_ns().saturating_sub(run.start_ns);
+    let mut r = match task.dl.as_ref().filter(|_| going) {
+        None => run_phases(run, task, going)?,
+        Some(dl) => match sched_setattr_dl(0, dl.admission()) {
+            Ok(()) => run_phases(run, task, going)?,
+            Err(libc::EBUSY) if dl.on_refused == OnRefused::Retry => {
+                // SAFETY: gettid has no preconditions.
+                let tid = unsafe { libc::gettid() };
+                let phases_done = AtomicBool::new(false);
+                thread::scope(|scope| {
+                    let retries = scope.spawn(|| retry_setattr(run, tid, dl, &phases_done));
+                    let r = run_phases(run, task, going);
+                    phases_done.store(true, Ordering::Relaxed);
+                    let refused = retries.join().unwrap_or(1);
+                    r.map(|r| ThreadResult {
+                        refusals: r.refusals + refused,
+                        ..r
+                    })
+                })?
+            }
+            Err(libc::EBUSY) => {
+                return Err(format!(
+                    "task.{}: SCHED_DEADLINE admission refused by the kernel (EBUSY)",
+                    task.spec.name
+                ))
+            }
+            Err(e) => return Err(setattr_failed(&task.spec.name, e)),
+        },
     };
-    match sched_setattr_dl(0, dl) {
-        Ok(()) => Ok(run_phases(run, task, going)),
-        Err(libc::EBUSY) if dl.retry_ns.is_some() => {
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() };
-            let phases_done = AtomicBool::new(false);
-            Ok(thread::scope(|scope| {
-                let retries = scope.spawn(|| retry_setattr(run, tid, dl, &phases_done));
-                let mut r = run_phases(run, task, going);
-                phases_done.store(true, Ordering::Relaxed);
-                r.refusals = retries.join().unwrap_or(1);
-                r
-            }))
-        }
-        Err(libc::EBUSY) => Err(format!(
-            "task.{}: SCHED_DEADLINE admission refused by the kernel (EBUSY)",
-            task.name
-        )),
-        Err(e) => Err(format!(
-            "task.{}: sched_setattr(SCHED_DEADLINE) failed: {}",
-            task.name,
-            std::io::Error::from_raw_os_error(e)
-        )),
-    }
+    r.started_ns = started_ns;
+    clock.end(r.cpu_ns);
+    Ok(r)
 }
 
 /// A task thread's phases, `loops` times or until the end. For a deadline
 /// task a job is a run phase released by the end of a sleep; it misses when
 /// it ends later than its relative deadline after it began.
-fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> ThreadResult {
-    let phases: Vec<Phase> = task
-        .phases
-        .iter()
-        .map(|p| p.phase().expect("validated"))
-        .collect();
-    let deadline_ns = task.dl.as_ref().map(|d| d.deadline_ns);
+fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResult, String> {
+    let phases = TaskPhases::of(&task.spec, task.threads.len());
+    let loops = task.spec.effective_loops();
+    let deadline_ns = task.dl.as_ref().map(|d| d.params.deadline_ns);
+    let mut reservation = task
+        .dl
+        .as_ref()
+        .map(|dl| Reservation::new(&task.spec.name, dl));
     let mut r = ThreadResult::default();
     let mut loops_done = 0;
     let mut released = false;
     while going {
-        for &phase in &phases {
-            going = match phase {
+        for i in 0..phases.len() {
+            if let Some(res) = reservation.as_mut() {
+                res.at_phase(phases.window_entry(i))?;
+            }
+            going = match phases.get(i) {
                 Phase::Run(ns) => {
                     let start = now_ns();
                     let done = run.work(ns, &mut r.iters);
@@ -350,31 +442,183 @@ fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> ThreadResult {
         }
         if going {
             loops_done += 1;
-            if task.loops >= 0 && loops_done >= task.loops {
+            if loops >= 0 && loops_done >= loops {
                 r.finished_ns = Some(now_ns() - run.start_ns);
                 break;
             }
         }
     }
-    r.cpu_ns = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
-    r
+    r.refusals = reservation.map_or(0, |res| res.refusals);
+    r.cpu_ns = thread_cpu_ns();
+    Ok(r)
+}
+
+/// A deadline thread's parameters through a trace's windows, as the
+/// simulator's (004 3.3): each window reserves its rate, or with
+/// `profile_ns` first a whole core, then the rate the thread used on it.
+/// Checked at phase boundaries, which a window's 50 ms slices keep frequent.
+struct Reservation<'a> {
+    task: &'a str,
+    dl: &'a DlPlan,
+    stage: Stage,
+    /// `sched_setattr` calls refused by admission control (EBUSY).
+    refusals: u64,
+}
+
+/// Where the current window's profiling stage stands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stage {
+    /// None under way: not asked for, or over.
+    Idle,
+    /// A whole core was refused: ask again at `retry_at_ns`.
+    Refused { retry_at_ns: u64 },
+    /// On a whole core since `since_ns`, having used `cpu_ns` by then.
+    Profiling { since_ns: u64, cpu_ns: u64 },
+}
+
+impl<'a> Reservation<'a> {
+    fn new(task: &'a str, dl: &'a DlPlan) -> Self {
+        Reservation {
+            task,
+            dl,
+            stage: Stage::Idle,
+            refusals: 0,
+        }
+    }
+
+    /// Before each phase; `entry` is each thread's rate if the phase opens a
+    /// window. A thread not admitted yet keeps waiting for its retries.
+    fn at_phase(&mut self, entry: Option<f64>) -> Result<(), String> {
+        let now = now_ns();
+        match (entry, self.stage, self.dl.profile_ns) {
+            (Some(_), _, _) if !is_sched_deadline() => Ok(()),
+            (Some(_), _, Some(profile_ns)) => self.ask_whole_core(profile_ns),
+            (Some(rate), _, None) => {
+                self.stage = Stage::Idle;
+                self.set(self.dl.params.at_rate(rate)).map(drop)
+            }
+            (None, Stage::Refused { retry_at_ns }, Some(profile_ns)) if now >= retry_at_ns => {
+                self.ask_whole_core(profile_ns)
+            }
+            (None, Stage::Profiling { since_ns, cpu_ns }, Some(profile_ns))
+                if now >= since_ns + profile_ns =>
+            {
+                // Over the time it took: a boundary may come a slice late.
+                let rate = (thread_cpu_ns() - cpu_ns) as f64 / (now - since_ns) as f64;
+                self.stage = Stage::Idle;
+                self.set(self.dl.params.at_rate(rate)).map(drop)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Start the profiling stage: runtime = deadline = period = `profile_ns`.
+    fn ask_whole_core(&mut self, profile_ns: u64) -> Result<(), String> {
+        self.stage = if self.set(DlParams::whole_core(profile_ns))? {
+            Stage::Profiling {
+                since_ns: now_ns(),
+                cpu_ns: thread_cpu_ns(),
+            }
+        } else {
+            Stage::Refused {
+                retry_at_ns: now_ns() + self.dl.retry_ns,
+            }
+        };
+        Ok(())
+    }
+
+    /// `sched_setattr` on the calling thread: false if admission control
+    /// refused it (the old parameters stay), an error for any other failure.
+    fn set(&mut self, params: DlParams) -> Result<bool, String> {
+        match sched_setattr_dl(0, params) {
+            Ok(()) => Ok(true),
+            Err(libc::EBUSY) => {
+                self.refusals += 1;
+                Ok(false)
+            }
+            Err(e) => Err(setattr_failed(self.task, e)),
+        }
+    }
 }
 
 /// After a refusal: try `sched_setattr` for thread `tid` again every
 /// `retry_ns` until it is admitted, its phases are done or the run ends;
 /// returns how many attempts were refused, the first included.
 fn retry_setattr(run: &Run, tid: libc::pid_t, dl: &DlPlan, phases_done: &AtomicBool) -> u64 {
-    let every = dl.retry_ns.expect("retrying");
     let mut refused = 1;
-    let mut next = now_ns() + every;
+    let mut next = now_ns() + dl.retry_ns;
     while run.sleep_until(next) && !phases_done.load(Ordering::Relaxed) {
-        if sched_setattr_dl(tid, dl).is_ok() {
+        if sched_setattr_dl(tid, dl.admission()).is_ok() {
             break;
         }
         refused += 1;
-        next += every;
+        next += dl.retry_ns;
     }
     refused
+}
+
+/// Where the sampler reads a task thread's CPU time.
+#[derive(Default)]
+struct CpuClock {
+    /// The thread's CPU-time clock (pthread_getcpuclockid), once it runs.
+    clock: OnceLock<libc::clockid_t>,
+    /// Its CPU time as it ended; its clock ends with it.
+    end_ns: OnceLock<u64>,
+}
+
+impl CpuClock {
+    /// Called by the thread itself as it starts.
+    fn publish(&self) {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: pthread_self() is the live calling thread; clock is a valid out pointer.
+        if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
+            let _ = self.clock.set(clock);
+        }
+    }
+
+    /// Called by the thread itself as it ends, with its CPU time then.
+    fn end(&self, cpu_ns: u64) {
+        let _ = self.end_ns.set(cpu_ns);
+    }
+
+    /// The thread's CPU time now; `last`, the previous reading, if it cannot
+    /// be read (not started yet, or ending).
+    fn read_ns(&self, last: u64) -> u64 {
+        match self.end_ns.get() {
+            Some(&ns) => ns,
+            None => self
+                .clock
+                .get()
+                .and_then(|&c| try_clock_ns(c))
+                .unwrap_or(last),
+        }
+    }
+}
+
+/// The sampler: at every `sample_ns` from the start, each task's CPU time
+/// since the last boundary, summed over its threads (`clocks`, by task).
+/// Only whole intervals: a run stopped early ends the series.
+fn sample(run: &Run, sample_ns: u64, clocks: &[Vec<Arc<CpuClock>>]) -> Vec<Vec<u64>> {
+    let mut last_ns: Vec<Vec<u64>> = clocks.iter().map(|c| vec![0; c.len()]).collect();
+    let mut series = vec![Vec::new(); clocks.len()];
+    for k in 1.. {
+        let at = run.start_ns + k * sample_ns;
+        if at > run.end_ns {
+            break;
+        }
+        run.sleep_until(at);
+        if now_ns() < at {
+            break;
+        }
+        for ((task, last), series) in clocks.iter().zip(&mut last_ns).zip(&mut series) {
+            let before: u64 = last.iter().sum();
+            for (clock, last) in task.iter().zip(last.iter_mut()) {
+                *last = clock.read_ns(*last);
+            }
+            series.push(last.iter().sum::<u64>() - before);
+        }
+    }
+    series
 }
 
 /// Arrival timestamps (absolute ns) waiting for a service worker.
@@ -436,15 +680,15 @@ fn service_worker(
         }
         r.latencies_ns.push(now_ns() - arrived);
     }
-    r.cpu_ns = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+    r.cpu_ns = thread_cpu_ns();
     Ok(r)
 }
 
 type Handle = JoinHandle<Result<ThreadResult, String>>;
 
-fn spawn(
-    f: impl FnOnce() -> Result<ThreadResult, String> + Send + 'static,
-) -> Result<Handle, String> {
+fn spawn<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>, String> {
     thread::Builder::new()
         .stack_size(STACK_BYTES)
         .spawn(f)
@@ -469,18 +713,18 @@ fn summarise(
     deadline: bool,
 ) -> DriverReport {
     let done = !results.is_empty() && results.iter().all(|r| r.finished_ns.is_some());
+    let finished = || {
+        results
+            .iter()
+            .filter_map(|r| Some((r.started_ns, r.finished_ns?)))
+    };
     DriverReport {
         name: name.to_string(),
         threads: results.len() as u64,
         cpu_ns: results.iter().map(|r| r.cpu_ns).sum(),
         work_ns: run.work_ns(results.iter().map(|r| r.iters).sum()),
-        finished_ns: done.then(|| {
-            results
-                .iter()
-                .filter_map(|r| r.finished_ns)
-                .max()
-                .unwrap_or(0)
-        }),
+        finished_ns: done.then(|| finished().map(|(_, f)| f).max().unwrap_or(0)),
+        response_ns: done.then(|| finished().map(|(s, f)| f - s).max().unwrap_or(0)),
         latencies_ns: service.then(|| {
             results
                 .iter()
@@ -489,6 +733,7 @@ fn summarise(
         }),
         deadline_misses: deadline.then(|| results.iter().map(|r| r.misses).sum()),
         admission_refusals: deadline.then(|| results.iter().map(|r| r.refusals).sum()),
+        cpu_ns_series: None,
     }
 }
 
@@ -534,22 +779,30 @@ pub fn worker_main() -> Result<(), String> {
     }
 
     let mut tasks: Vec<Vec<Handle>> = Vec::new();
+    let mut clocks: Vec<Vec<Arc<CpuClock>>> = Vec::new();
     for task in &spec.tasks {
-        let mut handles = Vec::new();
+        let (mut handles, mut task_clocks) = (Vec::new(), Vec::new());
         for plan in &task.threads {
+            let clock = Arc::new(CpuClock::default());
+            task_clocks.push(clock.clone());
             let (run, task, plan) = (run.clone(), task.clone(), plan.clone());
-            handles.push(spawn(move || task_thread(&run, &task, &plan))?);
+            handles.push(spawn(move || task_thread(&run, &task, &plan, &clock))?);
         }
         tasks.push(handles);
+        clocks.push(task_clocks);
     }
+    let sampler = match spec.sample_ns {
+        0 => None,
+        every => {
+            let run = run.clone();
+            Some(spawn(move || sample(&run, every, &clocks))?)
+        }
+    };
     let mut services: Vec<Vec<Handle>> = Vec::new();
     for svc in &spec.services {
         let queue = Arc::new(Queue::default());
         let (r, s, q) = (run.clone(), svc.clone(), queue.clone());
-        thread::Builder::new()
-            .stack_size(STACK_BYTES)
-            .spawn(move || arrival_thread(&r, &s, &q))
-            .map_err(|e| format!("cannot create a thread: {e}"))?;
+        spawn(move || arrival_thread(&r, &s, &q))?;
         let mut handles = Vec::new();
         for plan in &svc.workers {
             let (run, svc, plan, queue) = (run.clone(), svc.clone(), plan.clone(), queue.clone());
@@ -559,7 +812,11 @@ pub fn worker_main() -> Result<(), String> {
     }
 
     // Finite tasks first: the controller may end the run when they are done.
-    let finite: Vec<bool> = spec.tasks.iter().map(|t| t.loops >= 0).collect();
+    let finite: Vec<bool> = spec
+        .tasks
+        .iter()
+        .map(|t| t.spec.effective_loops() >= 0)
+        .collect();
     let mut results: Vec<Option<Vec<ThreadResult>>> = Vec::new();
     for (handles, &f) in tasks.iter_mut().zip(&finite) {
         results.push(if f {
@@ -586,10 +843,22 @@ pub fn worker_main() -> Result<(), String> {
             Some(r) => r,
             None => join(handles)?,
         };
-        drivers.push(summarise(&task.name, &run, &res, false, task.dl.is_some()));
+        drivers.push(summarise(
+            &task.spec.name,
+            &run,
+            &res,
+            false,
+            task.dl.is_some(),
+        ));
     }
     for (svc, handles) in spec.services.iter().zip(services) {
         drivers.push(summarise(&svc.name, &run, &join(handles)?, true, false));
+    }
+    if let Some(sampler) = sampler {
+        let series = sampler.join().map_err(|_| "the sampler panicked")?;
+        for (d, s) in drivers.iter_mut().zip(series) {
+            d.cpu_ns_series = Some(s);
+        }
     }
     let report = serde_json::to_string(&WorkerReport { drivers })
         .map_err(|e| format!("cannot encode the report: {e}"))?;
@@ -611,12 +880,233 @@ mod tests {
             stop: AtomicBool::new(false),
         };
         let mut iters = 0;
-        let t0 = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+        let t0 = thread_cpu_ns();
         assert!(run.work(20_000_000, &mut iters));
-        let cpu = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) - t0;
+        let cpu = thread_cpu_ns() - t0;
         assert!((run.work_ns(iters) as i64 - 20_000_000).abs() < 100_000);
         // The fastest run sets the rate, so the work takes at least its time, give or take noise.
         assert!(cpu > 15_000_000 && cpu < 80_000_000, "{cpu}");
+    }
+
+    fn run_for(duration_ns: u64) -> Run {
+        let now = now_ns();
+        Run {
+            start_ns: now,
+            end_ns: now + duration_ns,
+            loops_per_us: calibrate(),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    fn trace_task(windows: &str, dl: Option<DlPlan>) -> TaskPlan {
+        let text = format!(r#"{{"name": "t", "windows": {windows}}}"#);
+        let spec: TaskSpec = serde_json::from_str(&text).unwrap();
+        let threads = TaskPhases::threads(&spec);
+        TaskPlan {
+            spec,
+            threads: vec![
+                ThreadPlan {
+                    start_ns: 0,
+                    cpus: None
+                };
+                threads
+            ],
+            dl,
+        }
+    }
+
+    #[test]
+    fn runtime_follows_the_rate_within_what_sched_setattr_accepts() {
+        let p = DlParams {
+            runtime_ns: 30_000_000,
+            deadline_ns: 80_000_000,
+            period_ns: 100_000_000,
+        };
+        let at = |rate| p.at_rate(rate).runtime_ns;
+        assert_eq!(at(0.25), 25_000_000);
+        assert_eq!(at(1.0 / 3.0), 33_333_334, "rounded up");
+        assert_eq!(at(0.0), DL_MIN_RUNTIME_NS);
+        assert_eq!(at(0.9), 80_000_000, "at most the deadline");
+        assert_eq!(
+            (p.at_rate(0.5).deadline_ns, p.at_rate(0.5).period_ns),
+            (80_000_000, 100_000_000)
+        );
+        assert_eq!(
+            DlParams::whole_core(200_000_000),
+            DlParams {
+                runtime_ns: 200_000_000,
+                deadline_ns: 200_000_000,
+                period_ns: 200_000_000
+            }
+        );
+    }
+
+    #[test]
+    fn a_trace_runs_once_through_its_windows() {
+        // 100 ms at 0.5, a 100 ms gap, 100 ms at 0.25: 75 ms of work in 300 ms.
+        let task = trace_task("[[5.0, 5.1, 0.5], [5.2, 5.3, 0.25]]", None);
+        let run = run_for(10_000_000_000);
+        let r = run_phases(&run, &task, true).unwrap();
+        assert!((run.work_ns(r.iters) as i64 - 75_000_000).abs() < 100_000);
+        let finished = r.finished_ns.unwrap();
+        assert!(
+            (300_000_000..2_000_000_000).contains(&finished),
+            "{finished}"
+        );
+        assert!(r.cpu_ns >= 50_000_000, "{}", r.cpu_ns);
+    }
+
+    #[test]
+    fn a_thread_not_admitted_yet_ignores_window_entries() {
+        let dl = DlPlan {
+            params: DlParams {
+                runtime_ns: 10_000_000,
+                deadline_ns: 100_000_000,
+                period_ns: 100_000_000,
+            },
+            retry_ns: 1_000_000,
+            on_refused: OnRefused::Retry,
+            profile_ns: Some(50_000_000),
+        };
+        let mut res = Reservation::new("t", &dl);
+        res.at_phase(Some(0.5)).unwrap();
+        res.at_phase(None).unwrap();
+        assert_eq!((res.stage, res.refusals), (Stage::Idle, 0));
+        assert!(!is_sched_deadline());
+    }
+
+    /// The calling thread's SCHED_DEADLINE parameters (sched_getattr).
+    fn sched_getattr_dl() -> DlParams {
+        let mut attr = SchedAttr {
+            size: 0,
+            sched_policy: 0,
+            sched_flags: 0,
+            sched_nice: 0,
+            sched_priority: 0,
+            sched_runtime: 0,
+            sched_deadline: 0,
+            sched_period: 0,
+        };
+        let size = std::mem::size_of::<SchedAttr>() as libc::c_uint;
+        // SAFETY: attr is a writable sched_attr of the size passed.
+        let r = unsafe { libc::syscall(libc::SYS_sched_getattr, 0, &mut attr, size, 0) };
+        assert_eq!((r, attr.sched_policy), (0, SCHED_DEADLINE));
+        DlParams {
+            runtime_ns: attr.sched_runtime,
+            deadline_ns: attr.sched_deadline,
+            period_ns: attr.sched_period,
+        }
+    }
+
+    #[test]
+    fn window_entries_set_the_reservation_on_the_kernel() {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: SCHED_DEADLINE needs root");
+            return;
+        }
+        let ms = 1_000_000;
+        let dl = DlPlan {
+            params: DlParams {
+                runtime_ns: 10 * ms,
+                deadline_ns: 100 * ms,
+                period_ns: 100 * ms,
+            },
+            retry_ns: ms,
+            on_refused: OnRefused::Retry,
+            profile_ns: Some(50 * ms),
+        };
+        thread::spawn(move || {
+            sched_setattr_dl(0, dl.params).unwrap();
+            let mut profiled = Reservation::new("t", &dl);
+            profiled.at_phase(Some(0.5)).unwrap();
+            assert!(matches!(profiled.stage, Stage::Profiling { .. }));
+            assert_eq!(sched_getattr_dl(), DlParams::whole_core(50 * ms));
+            profiled.at_phase(None).unwrap();
+            assert_eq!(sched_getattr_dl(), DlParams::whole_core(50 * ms), "not yet");
+            // A stage spent asleep measures next to nothing.
+            nanosleep_until(now_ns() + 60 * ms);
+            profiled.at_phase(None).unwrap();
+            assert_eq!(profiled.stage, Stage::Idle);
+            let measured = sched_getattr_dl();
+            assert!(measured.runtime_ns < ms, "{measured:?}");
+            assert_eq!(
+                (measured.deadline_ns, measured.period_ns),
+                (100 * ms, 100 * ms)
+            );
+
+            let dl = DlPlan {
+                profile_ns: None,
+                ..dl
+            };
+            let mut own_rate = Reservation::new("t", &dl);
+            own_rate.at_phase(Some(0.25)).unwrap();
+            assert_eq!(sched_getattr_dl(), dl.params.at_rate(0.25));
+            assert_eq!(own_rate.refusals + profiled.refusals, 0);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_thread_clock_reads_from_another_thread_and_outlives_it() {
+        let clock = Arc::new(CpuClock::default());
+        assert_eq!(clock.read_ns(7), 7, "not started");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go_on, wait) = std::sync::mpsc::channel::<()>();
+        let c = clock.clone();
+        let t = thread::spawn(move || {
+            c.publish();
+            let run = run_for(u64::MAX / 2);
+            run.work(20_000_000, &mut 0);
+            tx.send(()).unwrap();
+            wait.recv().unwrap();
+            let cpu = thread_cpu_ns();
+            c.end(cpu);
+            cpu
+        });
+        rx.recv().unwrap();
+        let running = clock.read_ns(0);
+        assert!(running >= 15_000_000, "{running}");
+        go_on.send(()).unwrap();
+        let cpu = t.join().unwrap();
+        assert!(cpu >= running);
+        assert_eq!(clock.read_ns(0), cpu, "its CPU time as it ended");
+    }
+
+    #[test]
+    fn the_sampler_reports_whole_intervals() {
+        let clock = Arc::new(CpuClock::default());
+        let run = Arc::new(run_for(250_000_000));
+        let (c, r) = (clock.clone(), run.clone());
+        let spinner = thread::spawn(move || {
+            c.publish();
+            r.work(1_000_000_000, &mut 0);
+            let cpu = thread_cpu_ns();
+            c.end(cpu);
+            cpu
+        });
+        let series = sample(&run, 50_000_000, &[vec![clock], vec![]]);
+        let cpu = spinner.join().unwrap();
+        // Boundaries at 50..=250 ms: the last one is the end.
+        assert_eq!(series[0].len(), 5);
+        assert_eq!(series[1], [0; 5]);
+        // The last boundary is the end, where the spinner stops.
+        let sampled: u64 = series[0].iter().sum();
+        assert!(
+            sampled <= cpu && cpu - sampled < 5_000_000,
+            "{series:?} {cpu}"
+        );
+
+        // Stopped at 150 ms: one whole interval of 100 ms.
+        let run = Arc::new(run_for(1_000_000_000));
+        let r = run.clone();
+        let stopper = thread::spawn(move || {
+            nanosleep_until(r.start_ns + 150_000_000);
+            r.stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(sample(&run, 100_000_000, &[vec![]]), [vec![0]]);
+        stopper.join().unwrap();
     }
 
     #[test]
