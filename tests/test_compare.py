@@ -9,7 +9,7 @@ import pytest
 from helpers import cli, scenario_text
 from test_errors import assert_error
 from test_real import needs_real
-from throttlelab.compare import Stats, profile_for_release, simulator_overrides
+from throttlelab.compare import Stats, mean_host, profile_for_release, simulator_overrides
 
 
 @pytest.mark.parametrize(
@@ -39,6 +39,19 @@ def test_profile_for_unreadable_release():
 def test_simulator_is_set_up_like_the_host():
     assert simulator_overrides({"release": "6.6.1", "hz": 1000, "cgroup": "v2"}) == ['kernel.profile="6.6"', "machine.hz=1000"]
     assert simulator_overrides({"release": "5.4.0", "hz": None, "cgroup": "v1"}) == ['kernel.profile="5.4"']
+    host = {"release": "6.18.4", "hz": 250, "cgroup": "v1", "background_per_s": 21.5, "background_us": 48.25}
+    assert simulator_overrides(host)[2:] == ["machine.background_per_s=21.500", "machine.background_us=48.250"]
+
+
+def test_background_averages_over_runs():
+    runs = [
+        {"release": "6.18", "background_per_s": 10.0, "background_us": 100.0},
+        {"release": "6.18", "background_per_s": 30.0, "background_us": 20.0},
+    ]
+    host = mean_host(runs)
+    # 20 preemptions/s on average; (10 x 100 + 30 x 20) / 40 us each.
+    assert (host["background_per_s"], host["background_us"]) == (20.0, 40.0)
+    assert mean_host([{"background_per_s": 0.0, "background_us": 0.0}])["background_us"] == 0.0
 
 
 def test_stats():

@@ -1,7 +1,8 @@
 """``throttlelab compare``: the same scenario on the host kernel and in the simulator.
 
 The real backend runs N times; the simulator runs N seeds set up like the host
-(CONFIG_HZ and the profile of the host's kernel release). Per cgroup metric the
+(CONFIG_HZ, the profile of the host's kernel release, and the background activity
+the real backend's probe measured before each run). Per cgroup metric the
 result holds both sides' mean, standard deviation and range, and whether the
 simulator's mean lies inside the band the kernel itself spans.
 """
@@ -57,11 +58,26 @@ class Stats:
 
 
 def simulator_overrides(host: dict[str, Any]) -> list[str]:
-    """``--set`` overrides that make the simulator look like the host."""
+    """``--set`` overrides that make the simulator look like the host: its kernel's
+    profile and CONFIG_HZ, and the background activity its probe measured."""
     overrides = [f'kernel.profile="{profile_for_release(host["release"])}"']
     if host.get("hz"):
         overrides.append(f"machine.hz={host['hz']}")
+    if "background_per_s" in host:
+        overrides.append(f"machine.background_per_s={host['background_per_s']:.3f}")
+        overrides.append(f"machine.background_us={host['background_us']:.3f}")
     return overrides
+
+
+def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The first run's host, its background activity averaged over all runs
+    (the duration per preemption weighted by the preemptions)."""
+    host = dict(hosts[0])
+    per_s = statistics.fmean(h["background_per_s"] for h in hosts)
+    lost = sum(h["background_per_s"] * h["background_us"] for h in hosts)
+    host["background_per_s"] = per_s
+    host["background_us"] = lost / (per_s * len(hosts)) if per_s > 0 else 0.0
+    return host
 
 
 def compare(
@@ -77,7 +93,7 @@ def compare(
     for i in range(runs):
         kernel.append(json.loads(_native.real(text, [*overrides, f"seed={i + 1}"], sys.executable)))
         step(f"kernel run {i + 1}")
-    host = kernel[0]["host"]
+    host = mean_host([d["host"] for d in kernel])
     sim_overrides = [*overrides, *simulator_overrides(host)]
     sim = []
     for i in range(runs):

@@ -30,6 +30,12 @@ pub struct Host {
     pub hz: Option<u32>,
     /// "v1" or "v2".
     pub cgroup: &'static str,
+    /// Other work on the host, measured before the run by a spinner on each
+    /// CPU: its involuntary context switches per second, and the mean time
+    /// each took from it (the simulator's `machine.background_per_s` and
+    /// `machine.background_us`).
+    pub background_per_s: f64,
+    pub background_us: f64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

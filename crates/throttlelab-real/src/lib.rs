@@ -11,6 +11,7 @@
 mod cgroupfs;
 mod error;
 mod host;
+mod probe;
 mod signals;
 pub mod worker;
 
@@ -36,6 +37,9 @@ use worker::{
     nanosleep_until, now_ns, DlParams, DlPlan, DriverReport, ServicePlan, TaskPlan, ThreadPlan,
     WorkerReport, WorkerSpec,
 };
+
+/// How long the background probe spins on every CPU before the run.
+const PROBE_NS: u64 = 500_000_000;
 
 /// Time between `go` and the common start: the workers create their threads.
 const START_DELAY_NS: u64 = 50_000_000;
@@ -570,10 +574,14 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
             s.machine.hz
         );
     }
+    let cpus: Vec<usize> = (0..s.machine.cpus).collect();
+    let background = probe::background(&cpus, PROBE_NS).map_err(Error::harness)?;
     let host = Host {
         release,
         hz,
         cgroup: layout.version.as_str(),
+        background_per_s: background.per_s,
+        background_us: background.us,
     };
     let plans = plan(s, worker::calibrate())?;
     let signals = signals::Guard::install()?;

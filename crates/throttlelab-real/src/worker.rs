@@ -335,7 +335,7 @@ struct ThreadResult {
     refusals: u64,
 }
 
-fn set_affinity(cpus: &Option<Vec<usize>>) -> Result<(), String> {
+pub(crate) fn set_affinity(cpus: &Option<Vec<usize>>) -> Result<(), String> {
     let Some(cpus) = cpus else { return Ok(()) };
     // SAFETY: cpu_set_t is plain data; CPU_SET stays within it for ids < CPU_SETSIZE.
     unsafe {
