@@ -66,6 +66,8 @@ def row(config: dict, result: dict) -> dict:
         "kernel_usage_s": rows["usage_usec"]["kernel"]["mean"] / 1e6,
         "sim_usage_s": rows["usage_usec"]["sim"]["mean"] / 1e6,
         "inside": ratio["inside"],
+        "background_per_s": result["host"]["background_per_s"],
+        "background_us": result["host"]["background_us"],
     }
 
 
@@ -76,6 +78,9 @@ def markdown(rows: list[dict], runs: int, duration_s: float, host: dict) -> str:
         f"{runs} simulator seeds of {duration_s:g} s per configuration "
         f"(`python scripts/fidelity_grid.py --runs {runs} --duration-s {duration_s:g}`).",
         f"The simulator's mean throttled ratio lies inside the kernel's range in {inside} of {len(rows)} configurations.",
+        "The simulator's background activity is what the probe measured before each configuration's kernel runs: "
+        f"{min(r['background_per_s'] for r in rows):.0f}-{max(r['background_per_s'] for r in rows):.0f} preemptions "
+        f"per CPU and second of {min(r['background_us'] for r in rows):.0f}-{max(r['background_us'] for r in rows):.0f} us each.",
         "",
         "| threads | period | quota | burst | kernel throttled % (runs) | sim throttled % (seeds) | verdict | kernel / sim throttled ms | kernel / sim usage s |",
         "|---|---|---|---|---|---|---|---|---|",

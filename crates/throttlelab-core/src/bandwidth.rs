@@ -55,7 +55,7 @@ pub struct CfsBandwidth {
 
 impl CfsBandwidth {
     /// `init_cfs_bandwidth`: unlimited, with the default period; the
-    /// scenario's settings come as a write (`tg_set_cfs_bandwidth`).
+    /// scenario's settings come with `configure_cfs_bandwidth`.
     pub fn new(profile: Profile, tg: usize, seed: u64) -> Self {
         // "Add a random offset so that timers interleave" (6.6+): an
         // absolute time in [0, 100 ms), long past when the timer first starts.
@@ -482,12 +482,19 @@ impl Sim<'_> {
     }
 
     /// `start_cfs_bandwidth`: arm the period timer if it is not running.
+    /// Before 5.4 the global runtime's expiry moves on by the periods the
+    /// timer missed, and a new expiry sequence begins.
     fn start_cfs_bandwidth(&mut self, tg: usize) {
         if self.tgs[tg].cfs_b.period_active {
             return;
         }
         self.tgs[tg].cfs_b.period_active = true;
-        self.hrtimer_forward_now(tg);
+        let overrun = self.hrtimer_forward_now(tg);
+        if self.profile.has_expiry() {
+            let b = &mut self.tgs[tg].cfs_b;
+            b.runtime_expires += (overrun + 1) * b.period;
+            b.expires_seq += 1;
+        }
         self.arm_period_timer(tg);
     }
 
@@ -551,6 +558,27 @@ impl Sim<'_> {
         }
         self.tgs[tg].cfs_b.idle = false;
         false
+    }
+
+    /// A limit as a run finds it: set long before its tasks start, as the
+    /// real backend's cgroups and a container's are. The idle periods since
+    /// `tg_set_cfs_bandwidth` refilled the global pool to quota + burst, and
+    /// the second of them found the group idle and stopped the period timer
+    /// (`do_sched_cfs_period_timer`); the first runtime asked for restarts it.
+    pub(crate) fn configure_cfs_bandwidth(&mut self, tg: usize, period: u64, quota: u64, burst: u64) {
+        let local = if self.profile.has_task_based_throttle() { 1 } else { 0 };
+        let b = &mut self.tgs[tg].cfs_b;
+        b.period = period;
+        b.quota = Some(quota);
+        b.burst = burst;
+        b.runtime = quota + burst;
+        b.runtime_snap = b.runtime;
+        b.idle = true;
+        for cpu in 0..self.nr_cpus() {
+            let rq = self.cfs_rq_id(tg, cpu);
+            self.cfs_rqs[rq].runtime_enabled = true;
+            self.cfs_rqs[rq].runtime_remaining = local;
+        }
     }
 
     /// `tg_set_cfs_bandwidth`: a write to cpu.max (or cfs_quota_us /

@@ -134,7 +134,7 @@ impl Sim<'_> {
         }
         for (i, c) in self.scenario.cgroups.iter().enumerate() {
             if let Some(quota) = c.quota() {
-                self.tg_set_cfs_bandwidth(i + 1, c.period_us * NSEC_PER_USEC, Some(quota * NSEC_PER_USEC), c.burst_us * NSEC_PER_USEC);
+                self.configure_cfs_bandwidth(i + 1, c.period_us * NSEC_PER_USEC, quota * NSEC_PER_USEC, c.burst_us * NSEC_PER_USEC);
             }
         }
     }
