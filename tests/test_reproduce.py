@@ -87,3 +87,28 @@ def test_unknown_experiment():
 @pytest.mark.parametrize("args", [(), ("ugedal-table2", "--all")])
 def test_one_name_or_all(args):
     assert_error(cli("reproduce", *args), "--all")
+
+
+def test_thiyyakat_hcu_deadline_isolates_the_critical_tasks(docs):
+    rows = {row["case"]: row["values"] for row in docs["thiyyakat-hcu"]["rows"]}
+    cgroup, deadline = rows["cgroup 95 % shares"], rows["deadline, trace rates"]
+    # Fig. 8's target: 3-40x smaller critical delays under SCHED_DEADLINE.
+    assert cgroup["critical_s"]["ours"] >= 3 * deadline["critical_s"]["ours"]
+    # Table 4: the critical bandwidth is far steadier under SCHED_DEADLINE.
+    for sd in ("sd1_pct", "sd2_pct"):
+        assert deadline[sd]["ours"] < cgroup[sd]["ours"] / 10
+    # Every scheme gives the critical tasks all the CPU time they need in the end.
+    for values in rows.values():
+        assert values["critical_cpu_s"]["ours"] == pytest.approx(deadline["critical_cpu_s"]["ours"], rel=0.001)
+    # Profiling under the kernel's keep-the-instance rule loses to the cgroup.
+    assert rows["deadline, profiled 1 s"]["critical_s"]["ours"] > cgroup["critical_s"]["ours"]
+
+
+def test_thiyyakat_lcu_is_calm(docs):
+    rows = {row["case"]: row["values"] for row in docs["thiyyakat-lcu"]["rows"]}
+    for values in rows.values():
+        # Fig. 9: smaller delays than HCU's; critical tasks wait longer than background ones.
+        assert values["critical_s"]["ours"] < 5
+        assert values["critical_s"]["ours"] > values["background_s"]["ours"]
+        # The generator's calibration to Table 6's median (1.66 of 4 cores).
+        assert values["median_pct"]["ours"] == pytest.approx(41.6, abs=2.5)

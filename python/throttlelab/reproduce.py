@@ -493,7 +493,10 @@ THIYYAKAT_LCU = Experiment(
         "004 gives no per-task table for LCU; the synthetic trace (throttlelab/synth.py) is built from its "
         "description, with the critical tasks' mean rates chosen to sum to Table 6's median (1.66 of 4 cores), so "
         "the quartiles check the generator, not the scheduler. Fig. 9 has no numbers in its text: its delays are "
-        "smaller than HCU's, and critical tasks wait longer than background ones."
+        "smaller than HCU's, and critical tasks wait longer than background ones. SCHED_DEADLINE's critical delay is "
+        "not the smallest here: a window's new runtime applies only from the thread's next CBS instance (the kernel "
+        "keeps the current one), the reservation is exactly the trace's rate, and the trace's fixed sleeps never let "
+        "a thread catch up."
     ),
 )
 
