@@ -4,6 +4,7 @@ validate, list and benchmark scenarios."""
 from __future__ import annotations
 
 import json
+import re
 import math
 import sys
 from typing import Any, Optional
@@ -136,7 +137,7 @@ def compare(scenario: str, overrides: tuple[str, ...], runs: int, as_json: bool)
 
 
 def _print_comparison(result: dict[str, Any]) -> None:
-    console = Console()
+    console = _console()
     host = result["host"]
     console.print(
         f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"
@@ -168,37 +169,48 @@ _METRIC_DISPLAY = {
 
 
 def _print_report(doc: dict[str, Any]) -> None:
-    console = Console()
+    console = _console()
     console.print(
         f"[bold]{doc['scenario']}[/bold]  backend {doc['backend']}  profile {doc['profile']}"
         f"  seed {doc['seed']}  duration {doc['duration_s']:g} s"
     )
-    cgroups = _table("cgroups")
-    # cpu.stat's usage_usec, nr_periods, nr_throttled, throttled ratio, throttled_usec, nr_bursts
-    for col in ("cgroup", "usage s", "periods", "throttled", "throttled %", "throttled s", "bursts"):
-        cgroups.add_column(col, justify="left" if col == "cgroup" else "right")
-    for name, cg in doc["cgroups"].items():
-        cgroups.add_row(
-            name,
-            _seconds(cg["usage_usec"]),
-            str(cg["nr_periods"]),
-            str(cg["nr_throttled"]),
-            f"{100 * cg['throttled_ratio']:.1f}",
-            _seconds(cg["throttled_usec"]),
-            str(cg["nr_bursts"]),
-        )
-    console.print(cgroups)
+    if doc["cgroups"]:
+        cgroups = _table("cgroups")
+        # cpu.stat's usage_usec, nr_periods, nr_throttled, throttled ratio, throttled_usec, nr_bursts
+        for col in ("cgroup", "usage s", "periods", "throttled", "throttled %", "throttled s", "bursts"):
+            cgroups.add_column(col, justify="left" if col == "cgroup" else "right")
+        for name, cg in doc["cgroups"].items():
+            cgroups.add_row(
+                name,
+                _seconds(cg["usage_usec"]),
+                str(cg["nr_periods"]),
+                str(cg["nr_throttled"]),
+                f"{100 * cg['throttled_ratio']:.1f}",
+                _seconds(cg["throttled_usec"]),
+                str(cg["nr_bursts"]),
+            )
+        console.print(cgroups)
 
     tasks = doc["tasks"]
+    # Columns for what some task reports: (header, key, format).
+    optional = [
+        ("class", "class", str),
+        ("delay s", "delay_s", lambda v: "-" if v is None else f"{v:.3f}"),
+        ("misses", "deadline_misses", str),
+        ("refusals", "admission_refusals", str),
+    ]
+    optional = [c for c in optional if any(c[1] in t for t in tasks.values())]
     with_latency = any("latency_us" in t for t in tasks.values())
     table = _table("tasks")
-    cols = ["task", "threads", "cpu s", "work s", "finished s"]
+    cols = ["task", "threads", "cpu s", "work s", "finished s", *(c[0] for c in optional)]
     cols += ["p50 ms", "p99 ms"] if with_latency else []
     for col in cols:
-        table.add_column(col, justify="left" if col == "task" else "right")
-    for name, t in tasks.items():
+        table.add_column(col, justify="left" if col in ("task", "class") else "right")
+    for name in sorted(tasks, key=_natural):
+        t = tasks[name]
         row = [name, str(t["threads"]), _seconds(t["cpu_usec"]), _seconds(t["work_usec"])]
         row.append("-" if t["finished_s"] is None else f"{t['finished_s']:.3f}")
+        row += [fmt(t[key]) if key in t else "" for _, key, fmt in optional]
         if with_latency:
             lat = t.get("latency_us") or {}
             row += [_millis(lat.get("p50")), _millis(lat.get("p99"))]
@@ -214,13 +226,26 @@ def _print_report(doc: dict[str, Any]) -> None:
         console.print(f"host: {host['release']}, CONFIG_HZ {hz}, cgroup {host['cgroup']}")
 
 
+def _natural(name: str) -> list[Any]:
+    """Sort key that puts task2 before task10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
 def _table(title: str) -> Table:
     """A compact table, so that a report fits in 80 columns."""
     return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
 
 
+def _console() -> Console:
+    """stdout's console; off a terminal (a pipe, a file) tables are not cut to 80
+    columns but keep their natural width, up to 120."""
+    return Console() if Console().is_terminal else Console(width=120)
+
+
 def _seconds(usec: int) -> str:
-    return f"{usec / 1e6:.3f}"
+    """Seconds to the millisecond, or to fewer places once that makes no difference."""
+    s = usec / 1e6
+    return f"{s:.3f}" if s < 100 else f"{s:.1f}" if s < 10_000 else f"{s:.0f}"
 
 
 def _millis(usec: Optional[float]) -> str:
@@ -275,7 +300,7 @@ def bench(names: tuple[str, ...], repeat: int, as_json: bool) -> None:
             r["scenario"], f"{r['sim_s']:g}", f"{r['wall_s']:.3f}", str(r["events"]),
             f"{r['events_per_s']:,.0f}", f"{r['speedup']:,.1f}x",
         )
-    Console().print(table)
+    _console().print(table)
 
 
 @main.command(epilog=f"Experiments: {', '.join(experiments.EXPERIMENTS)}.")
@@ -301,7 +326,7 @@ def reproduce(name: Optional[str], run_all: bool, as_json: bool) -> None:
         click.echo(json.dumps(docs))
         return
     # Piped (e.g. into docs/reproduce.md), rich would squeeze the widest table into 80 columns.
-    console = Console() if Console().is_terminal else Console(width=120)
+    console = _console()
     for doc in docs:
         console.print(experiments.render(doc))
 
@@ -437,7 +462,7 @@ def _print_sweep(keys: list[str], rows: list[dict[str, Any]]) -> None:
         table.add_column(header, justify="right")
     for row in rows:
         table.add_row(*(str(row[k]) for k in keys), *(fmt(row[col]) for col, _, fmt in metrics))
-    Console().print(table)
+    _console().print(table)
 
 
 @main.command()
@@ -473,7 +498,7 @@ ADVISE_SHOWN = 6
 
 
 def _print_advice(result: dict[str, Any]) -> None:
-    console = Console() if Console().is_terminal else Console(width=100)
+    console = _console()
     console.print(explain(result))
     with_p99 = "p99_ms" in result["unlimited"]
     holdout = result["holdout_seeds"]
