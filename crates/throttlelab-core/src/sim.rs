@@ -70,7 +70,7 @@ pub enum ThreadState {
 pub enum Driver {
     Task(usize),
     Worker(usize),
-    /// Background kernel activity pinned to a CPU (not reported).
+    /// Background activity on the host, from a home CPU (not reported).
     Background,
 }
 
@@ -382,8 +382,13 @@ impl<'s> Sim<'s> {
             }
         }
         if s.machine.background_per_s > 0.0 && s.machine.background_us > 0.0 {
-            for cpu in 0..self.nr_cpus() {
-                let tid = self.add_thread(Driver::Background, 0, vec![cpu]);
+            // One source per CPU, woken like any task: on an idle CPU if there
+            // is one (ftrace on the host: a spinner alone on a CPU next to an
+            // idle one was preempted 1.5 times a second, two spinners on both
+            // CPUs 20 times a second per CPU). The home CPU comes first.
+            let n = self.nr_cpus();
+            for cpu in 0..n {
+                let tid = self.add_thread(Driver::Background, 0, (0..n).map(|i| (cpu + i) % n).collect());
                 self.threads[tid].state = ThreadState::Sleeping;
                 let at = self.background_gap(tid);
                 self.events.push(at, Event::Wake(tid));
@@ -738,7 +743,7 @@ impl<'s> Sim<'s> {
         }
     }
 
-    /// When the next background preemption arrives on this thread's CPU.
+    /// When the next background activity arrives from this thread's home CPU.
     fn background_gap(&mut self, tid: ThreadId) -> Time {
         let th = &mut self.threads[tid];
         th.loops_done += 1;
