@@ -269,23 +269,24 @@ def test_a_deadline_trace_reserves_every_window_on_the_kernel(tmp_path):
     """At its own 5 ms per 100 ms the trace would take 12 s: each window's
     reservation of the trace's rate must be what lets it finish."""
     task = 'policy = "deadline"\nruntime_us = 5_000\nperiod_us = 100_000'
-    doc = real_json(trace_scenario(tmp_path, task), "duration_s=3")
-    trace = doc["tasks"]["spinner"]
-    assert trace["admission_refusals"] == 0 and trace["deadline_misses"] >= 0, trace
-    assert trace["cpu_usec"] == pytest.approx(TRACE_CPU_US, rel=0.15), trace
     # CPU time beyond the calibrated work is throttled at the trace's own rate.
-    assert trace["finished_s"] is not None and -0.05 <= trace["delay_s"] < 1.0, trace
+    assert_deadline_trace_finishes(real_json(trace_scenario(tmp_path, task), "duration_s=3"))
 
 
 @needs_real
 def test_a_profiled_deadline_trace_on_the_kernel(tmp_path):
-    """Each window begins with a whole core for 100 ms. Its own rate is the
-    first window's: the kernel keeps the instance its admission began, so a first
-    stage at 5 % would measure 5 % (the Rust tests check the stage itself)."""
+    """Each window begins with a whole core for 100 ms (the first with the
+    admission itself), then reserves what it measured (the Rust tests check the
+    parameters the kernel holds after each step)."""
     task = 'policy = "deadline"\nruntime_us = 50_000\nperiod_us = 100_000\nprofile_ms = 100'
-    doc = real_json(trace_scenario(tmp_path, task), "duration_s=3")
+    assert_deadline_trace_finishes(real_json(trace_scenario(tmp_path, task), "duration_s=3"))
+
+
+def assert_deadline_trace_finishes(doc):
+    """The deadline trace was never refused, reports its misses, used the trace's
+    CPU time and finished within a second of the trace's length."""
     trace = doc["tasks"]["spinner"]
-    assert trace["admission_refusals"] == 0 and trace["deadline_misses"] >= 0, trace
+    assert trace["admission_refusals"] == 0 and "deadline_misses" in trace, trace
     assert trace["cpu_usec"] == pytest.approx(TRACE_CPU_US, rel=0.15), trace
     assert trace["finished_s"] is not None and -0.05 <= trace["delay_s"] < 1.0, trace
 

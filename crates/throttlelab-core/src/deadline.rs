@@ -23,11 +23,9 @@
 //! (as with HRTICK) rather than at the next tick.
 
 use crate::event::{Event, Time};
-use crate::scenario::to_ratio;
+use crate::scenario::{dl_runtime_at_rate, to_ratio};
 use crate::sim::{CpuId, Sim, ThreadId, ThreadState};
 
-/// The smallest runtime `sched_setattr` accepts (`1 << DL_SCALE` ns).
-const DL_MIN_RUNTIME_NS: u64 = 1 << 10;
 
 /// A thread's SCHED_DEADLINE state: `struct sched_dl_entity`.
 #[derive(Debug, Clone)]
@@ -194,8 +192,7 @@ impl Sim<'_> {
     fn dl_reserve(&mut self, tid: ThreadId, rate: f64) {
         let dl = self.threads[tid].dl.as_ref().expect("deadline thread");
         let (deadline, period) = (dl.task_deadline, dl.task_period);
-        let runtime = ((rate * period as f64).ceil() as u64).clamp(DL_MIN_RUNTIME_NS, deadline);
-        self.dl_change_attr(tid, runtime, deadline, period);
+        self.dl_change_attr(tid, dl_runtime_at_rate(rate, deadline, period), deadline, period);
     }
 
     /// The profiling stage: runtime = deadline = period = the stage's length.

@@ -314,6 +314,15 @@ pub fn to_ratio(period_ns: u64, runtime_ns: u64) -> u64 {
     ((runtime_ns as u128) << BW_SHIFT).div_ceil(period_ns as u128) as u64
 }
 
+/// The smallest runtime `sched_setattr` accepts (`1 << DL_SCALE` ns).
+pub const DL_MIN_RUNTIME_NS: u64 = 1 << 10;
+
+/// A reservation of `rate` of a CPU: runtime = rate x period, rounded up, within
+/// what `sched_setattr` accepts (at least `DL_MIN_RUNTIME_NS`, at most the deadline).
+pub fn dl_runtime_at_rate(rate: f64, deadline_ns: u64, period_ns: u64) -> u64 {
+    ((rate * period_ns as f64).ceil() as u64).clamp(DL_MIN_RUNTIME_NS, deadline_ns)
+}
+
 /// What SCHED_DEADLINE tasks may reserve of `cpus` CPUs: `sched_rt_runtime_us`
 /// / `sched_rt_period_us` (950000 / 1000000) of each, less, from 6.12, each
 /// CPU's fair deadline server (50 ms every 1 s, `fair_server_init`), whose
@@ -682,7 +691,7 @@ impl Scenario {
         let Some((runtime, deadline, period)) = t.dl_params_ns() else {
             return Err(ScenarioError::new(key("runtime_us"), "policy = \"deadline\" needs runtime_us and period_us".to_string()));
         };
-        if runtime < 1_024 || runtime > deadline || deadline > period {
+        if runtime < DL_MIN_RUNTIME_NS || runtime > deadline || deadline > period {
             return Err(ScenarioError::new(
                 key("runtime_us"),
                 format!("need 1.024 us <= runtime_us <= deadline_us <= period_us, got {} <= {} <= {}", runtime / 1000, deadline / 1000, period / 1000),

@@ -8,7 +8,7 @@
 //! accounts a runqueue's runtime between ticks and can move the tick on which
 //! its next refill falls (docs/fidelity.md).
 
-use crate::worker::{now_ns, set_affinity, spin};
+use crate::worker::{now_ns, set_affinity, spin, thread_cpu_ns};
 use std::thread;
 
 /// What the probe measured, per CPU.
@@ -28,26 +28,25 @@ struct Sample {
     cpu_ns: u64,
 }
 
-fn thread_counters() -> (u64, u64) {
-    // SAFETY: getrusage and clock_gettime only write the structs passed in.
+/// The calling thread's involuntary context switches so far (`ru_nivcsw`).
+fn nivcsw() -> u64 {
+    // SAFETY: getrusage only writes the struct passed in.
     unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
-        let mut ts: libc::timespec = std::mem::zeroed();
-        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
-        (usage.ru_nivcsw as u64, ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+        usage.ru_nivcsw as u64
     }
 }
 
 fn spin_on(cpu: usize, duration_ns: u64) -> Result<Sample, String> {
     set_affinity(&Some(vec![cpu]))?;
-    let (nivcsw0, cpu0) = thread_counters();
+    let (nivcsw0, cpu0) = (nivcsw(), thread_cpu_ns());
     let start = now_ns();
     while now_ns() < start + duration_ns {
         spin(10_000);
     }
     let wall_ns = now_ns() - start;
-    let (nivcsw1, cpu1) = thread_counters();
+    let (nivcsw1, cpu1) = (nivcsw(), thread_cpu_ns());
     Ok(Sample { nivcsw: nivcsw1 - nivcsw0, wall_ns, cpu_ns: cpu1 - cpu0 })
 }
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
-use throttlelab_core::scenario::{Arrival, OnRefused, Phase, TaskSpec};
+use throttlelab_core::scenario::{dl_runtime_at_rate, Arrival, OnRefused, Phase, TaskSpec};
 use throttlelab_core::TaskPhases;
 
 /// A sleeping thread wakes at least this often to notice `stop`.
@@ -72,9 +72,6 @@ impl DlPlan {
     }
 }
 
-/// The smallest runtime `sched_setattr` accepts (`1 << DL_SCALE` ns).
-const DL_MIN_RUNTIME_NS: u64 = 1 << 10;
-
 /// SCHED_DEADLINE parameters of a `sched_attr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DlParams {
@@ -87,8 +84,7 @@ impl DlParams {
     /// The same deadline and period with `rate` of a CPU: runtime = rate x
     /// period, rounded up, within what `sched_setattr` accepts.
     fn at_rate(self, rate: f64) -> DlParams {
-        let runtime_ns = ((rate * self.period_ns as f64).ceil() as u64)
-            .clamp(DL_MIN_RUNTIME_NS, self.deadline_ns);
+        let runtime_ns = dl_runtime_at_rate(rate, self.deadline_ns, self.period_ns);
         DlParams { runtime_ns, ..self }
     }
 
@@ -217,7 +213,7 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 /// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
-fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
@@ -925,7 +921,7 @@ mod tests {
         let at = |rate| p.at_rate(rate).runtime_ns;
         assert_eq!(at(0.25), 25_000_000);
         assert_eq!(at(1.0 / 3.0), 33_333_334, "rounded up");
-        assert_eq!(at(0.0), DL_MIN_RUNTIME_NS);
+        assert_eq!(at(0.0), throttlelab_core::scenario::DL_MIN_RUNTIME_NS);
         assert_eq!(at(0.9), 80_000_000, "at most the deadline");
         assert_eq!(
             (p.at_rate(0.5).deadline_ns, p.at_rate(0.5).period_ns),
