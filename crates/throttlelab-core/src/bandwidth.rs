@@ -28,6 +28,9 @@ pub struct CfsBandwidth {
     pub runtime_snap: u64,
     pub idle: bool,
     pub period_active: bool,
+    /// The CPU the period timer is pinned to: where `start_cfs_bandwidth`
+    /// last armed it (`HRTIMER_MODE_ABS_PINNED`); a restart keeps it there.
+    pub timer_cpu: CpuId,
     pub slack_started: bool,
     /// `throttled_cfs_rq`, in list order.
     pub throttled_cfs_rq: Vec<CfsRqId>,
@@ -69,6 +72,7 @@ impl CfsBandwidth {
             runtime_snap: 0,
             idle: false,
             period_active: false,
+            timer_cpu: 0,
             slack_started: false,
             throttled_cfs_rq: Vec::new(),
             period_expires,
@@ -124,8 +128,9 @@ impl Sim<'_> {
         let amount = if self.tgs[tg].cfs_b.quota.is_none() {
             min_amount
         } else {
-            self.pool_access(tg, Some(self.cfs_rqs[rq].cpu));
-            self.start_cfs_bandwidth(tg);
+            let cpu = self.cfs_rqs[rq].cpu;
+            self.pool_access(tg, Some(cpu));
+            self.start_cfs_bandwidth(tg, cpu);
             let b = &mut self.tgs[tg].cfs_b;
             if b.runtime > 0 {
                 let amount = b.runtime.min(min_amount);
@@ -249,7 +254,7 @@ impl Sim<'_> {
         self.tgs[tg].cfs_b.throttled_cfs_rq.push(rq);
         if !self.profile.has_throttle_race_fixes() {
             // Before 5.7 the first throttled cfs_rq starts the timer here.
-            self.start_cfs_bandwidth(tg);
+            self.start_cfs_bandwidth(tg, self.cfs_rqs[rq].cpu);
         }
         let cpu = self.cfs_rqs[rq].cpu;
         self.walk_tg_tree_from(tg, cpu, |c| c.throttle_count += 1);
@@ -481,14 +486,15 @@ impl Sim<'_> {
         throttled
     }
 
-    /// `start_cfs_bandwidth`: arm the period timer if it is not running.
-    /// Before 5.4 the global runtime's expiry moves on by the periods the
-    /// timer missed, and a new expiry sequence begins.
-    fn start_cfs_bandwidth(&mut self, tg: usize) {
+    /// `start_cfs_bandwidth`: arm the period timer on `cpu` if it is not
+    /// running. Before 5.4 the global runtime's expiry moves on by the
+    /// periods the timer missed, and a new expiry sequence begins.
+    fn start_cfs_bandwidth(&mut self, tg: usize, cpu: CpuId) {
         if self.tgs[tg].cfs_b.period_active {
             return;
         }
         self.tgs[tg].cfs_b.period_active = true;
+        self.tgs[tg].cfs_b.timer_cpu = cpu;
         let overrun = self.hrtimer_forward_now(tg);
         if self.profile.has_expiry() {
             let b = &mut self.tgs[tg].cfs_b;
@@ -498,10 +504,27 @@ impl Sim<'_> {
         self.arm_period_timer(tg);
     }
 
+    /// Queue the period timer's callback. Against other CPUs' ticks its
+    /// interrupt latency races; against the tick of its own CPU it does not:
+    /// `hrtimer_interrupt` runs every timer that has expired, in expiry
+    /// order, before it returns to `schedule()`. So a tick that expired first
+    /// and whose interrupt found the timer expired too runs it right after
+    /// itself, before the throttle the tick may have asked for (which
+    /// `throttle_cfs_rq` then finds unnecessary); a timer that expired first
+    /// runs before the next tick. Measured on the host (6.18, 1 spinner, a
+    /// timer within 25 us of a tick): 0-1 throttled periods of 100 with the
+    /// spinner on the timer's CPU, 8-58 with it on the other one.
     fn arm_period_timer(&mut self, tg: usize) {
         let b = &self.tgs[tg].cfs_b;
-        let at = b.period_expires - self.uptime_ns + self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired);
-        self.events.push(at, Event::PeriodTimer(tg));
+        let (cpu, expires) = (b.timer_cpu, b.period_expires - self.uptime_ns);
+        let (before, after) = self.ticks_around(cpu, expires);
+        let (at, in_tick) = if expires <= before {
+            (before, Some(cpu))
+        } else {
+            let own = expires + self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired);
+            (own.min(after), None) // at `after` it runs first: ticks run last at an instant
+        };
+        self.events.push(at, Event::PeriodTimer { tg, in_tick });
     }
 
     /// `hrtimer_forward_now`: move the expiry past now by whole periods;
@@ -599,7 +622,9 @@ impl Sim<'_> {
         b.burst = burst;
         self.refill_cfs_bandwidth_runtime(tg);
         if quota.is_some() {
-            self.start_cfs_bandwidth(tg);
+            // The writer runs where the scheduler would wake it: an idle CPU first.
+            let cpu = (0..self.nr_cpus()).find(|&c| self.is_idle(c)).unwrap_or(0);
+            self.start_cfs_bandwidth(tg, cpu);
         }
         let local = if self.profile.has_task_based_throttle() { 1 } else { 0 };
         for cpu in 0..self.nr_cpus() {

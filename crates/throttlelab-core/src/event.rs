@@ -4,7 +4,8 @@
 //! Ticks are the exception: at an instant they run after everything else, in
 //! CPU order. A tick timer is re-armed every tick, so among timers of equal
 //! expiry it is the one inserted last; and the order must not depend on when
-//! the simulator chose to arm it (it skips ticks that cannot matter).
+//! the simulator chose to arm it (it skips ticks that cannot matter). A period
+//! timer that runs in a tick's interrupt comes right after that tick.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -21,8 +22,9 @@ pub enum Event {
     RunDone { cpu: usize, gen: u64 },
     /// Scheduler tick `index` on a CPU (valid for `gen`).
     Tick { cpu: usize, index: u64, gen: u64 },
-    /// `sched_cfs_period_timer` of a group.
-    PeriodTimer(usize),
+    /// `sched_cfs_period_timer` of a group; `in_tick` names the CPU whose
+    /// tick interrupt runs it (after the tick), if it shares one.
+    PeriodTimer { tg: usize, in_tick: Option<usize> },
     /// `sched_cfs_slack_timer` of a group.
     SlackTimer(usize),
     /// The i-th `[[write]]`, occurrence n.
@@ -56,7 +58,8 @@ impl EventQueue {
     pub fn push(&mut self, at: Time, ev: Event) {
         self.seq += 1;
         let (class, order) = match ev {
-            Event::Tick { cpu, .. } => (1, cpu as u64),
+            // A tick sorts before a period timer of the same CPU and instant.
+            Event::Tick { cpu, .. } | Event::PeriodTimer { in_tick: Some(cpu), .. } => (1, cpu as u64),
             _ => (0, self.seq),
         };
         self.heap.push(Reverse((at, class, order, ev)));
@@ -64,6 +67,19 @@ impl EventQueue {
 
     pub fn peek_time(&self) -> Option<Time> {
         self.heap.peek().map(|Reverse((t, _, _, _))| *t)
+    }
+
+    /// Pop the next event if it is a period timer running in the interrupt
+    /// of `cpu`'s tick at `at`.
+    pub fn pop_in_tick(&mut self, at: Time, cpu: usize) -> Option<Event> {
+        match self.heap.peek() {
+            Some(Reverse((t, _, _, ev @ Event::PeriodTimer { in_tick: Some(c), .. }))) if *t == at && *c == cpu => {
+                let ev = *ev;
+                self.pop();
+                Some(ev)
+            }
+            _ => None,
+        }
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
@@ -98,5 +114,20 @@ mod tests {
         assert_eq!(q.pop(), Some((10, Event::Wake(4))));
         assert_eq!(q.pop(), Some((10, Event::Tick { cpu: 0, index: 2, gen: 0 })));
         assert_eq!(q.pop(), Some((10, Event::Tick { cpu: 1, index: 2, gen: 0 })));
+    }
+
+    #[test]
+    fn period_timer_in_a_tick_follows_that_tick() {
+        let mut q = EventQueue::default();
+        let timer = Event::PeriodTimer { tg: 1, in_tick: Some(1) };
+        q.push(10, timer);
+        q.push(10, Event::Tick { cpu: 1, index: 2, gen: 0 });
+        q.push(10, Event::Tick { cpu: 0, index: 2, gen: 0 });
+        assert_eq!(q.pop_in_tick(10, 1), None);
+        assert_eq!(q.pop(), Some((10, Event::Tick { cpu: 0, index: 2, gen: 0 })));
+        assert_eq!(q.pop_in_tick(10, 0), None);
+        assert_eq!(q.pop(), Some((10, Event::Tick { cpu: 1, index: 2, gen: 0 })));
+        assert_eq!(q.pop_in_tick(10, 1), Some(timer));
+        assert_eq!(q.pop(), None);
     }
 }

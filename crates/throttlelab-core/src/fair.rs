@@ -512,7 +512,7 @@ impl Sim<'_> {
         self.resched_curr(cpu);
     }
 
-    fn is_idle(&self, cpu: CpuId) -> bool {
+    pub(crate) fn is_idle(&self, cpu: CpuId) -> bool {
         let rq = &self.rqs[cpu];
         rq.curr.is_none() && rq.dl.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running == 0
     }

@@ -434,12 +434,26 @@ impl<'s> Sim<'s> {
         self.now + (gap.round() as u64).max(1)
     }
 
-    /// Time of tick `index` on `cpu`: the jiffy grid (skewed per CPU with
-    /// `skew_tick`) plus a seeded interrupt latency.
-    pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
+    /// Expiry of tick 0 on `cpu`: the jiffy grid, skewed per CPU with `skew_tick`.
+    fn tick_base(&self, cpu: CpuId) -> Time {
         let tick = self.tun.tick_ns;
         let skew = if self.scenario.kernel.skew_tick { tick / 2 / self.nr_cpus() as u64 * cpu as u64 } else { 0 };
-        self.tick_phase + skew + index * tick + noise::uniform(self.seed, Stream::Tick(cpu), index, self.tick_jitter_ns)
+        self.tick_phase + skew
+    }
+
+    /// Time of tick `index` on `cpu`: its expiry plus a seeded interrupt latency.
+    pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
+        self.tick_base(cpu) + index * self.tun.tick_ns + noise::uniform(self.seed, Stream::Tick(cpu), index, self.tick_jitter_ns)
+    }
+
+    /// When the ticks on `cpu` around an hrtimer expiring at `expires` run:
+    /// the last one expiring before it and the next one (at or after it; at
+    /// equal expiry the tick, re-armed last, runs after the timer).
+    pub fn ticks_around(&self, cpu: CpuId, expires: Time) -> (Time, Time) {
+        let base = self.tick_base(cpu);
+        let next = expires.saturating_sub(base).div_ceil(self.tun.tick_ns);
+        let before = if next == 0 { 0 } else { self.tick_time(cpu, next - 1) };
+        (before, self.tick_time(cpu, next))
     }
 
     /// The first tick index on `cpu` at or after `t` (and not before `next_tick`).
@@ -527,8 +541,12 @@ impl<'s> Sim<'s> {
                     self.rqs[cpu].tick_armed = None;
                     self.scheduler_tick(cpu, index);
                 }
+                // The same interrupt runs the period timers that expired with the tick.
+                while let Some(ev) = self.events.pop_in_tick(self.now, cpu) {
+                    self.dispatch(ev);
+                }
             }
-            Event::PeriodTimer(tg) => self.sched_cfs_period_timer(tg),
+            Event::PeriodTimer { tg, .. } => self.sched_cfs_period_timer(tg),
             Event::SlackTimer(tg) => self.sched_cfs_slack_timer(tg),
             Event::Write { index, n } => self.cpu_max_write(index, n),
             Event::Arrival(si) => self.arrival(si),
