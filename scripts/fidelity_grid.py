@@ -68,6 +68,7 @@ def row(config: dict, result: dict) -> dict:
         "inside": ratio["inside"],
         "background_per_s": result["host"]["background_per_s"],
         "background_us": result["host"]["background_us"],
+        "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in result["kernel_runs"]],
     }
 
 
@@ -80,7 +81,8 @@ def markdown(rows: list[dict], runs: int, duration_s: float, host: dict) -> str:
         f"The simulator's mean throttled ratio lies inside the kernel's range in {inside} of {len(rows)} configurations.",
         "The simulator's background activity is what the probe measured before each configuration's kernel runs: "
         f"{min(r['background_per_s'] for r in rows):.0f}-{max(r['background_per_s'] for r in rows):.0f} preemptions "
-        f"per CPU and second of {min(r['background_us'] for r in rows):.0f}-{max(r['background_us'] for r in rows):.0f} us each.",
+        f"per CPU and second of {min(r['background_us'] for r in rows):.0f}-{max(r['background_us'] for r in rows):.0f} us each. "
+        "Simulator run i puts the period timer where kernel run i found it (`period_timer_offset_us`).",
         "",
         "| threads | period | quota | burst | kernel throttled % (runs) | sim throttled % (seeds) | verdict | kernel / sim throttled ms | kernel / sim usage s |",
         "|---|---|---|---|---|---|---|---|---|",

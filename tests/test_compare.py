@@ -9,7 +9,7 @@ import pytest
 from helpers import cli, scenario_text
 from test_errors import assert_error
 from test_real import needs_real
-from throttlelab.compare import Stats, mean_host, profile_for_release, simulator_overrides
+from throttlelab.compare import Stats, mean_host, profile_for_release, simulator_overrides, timer_overrides
 
 
 @pytest.mark.parametrize(
@@ -54,6 +54,14 @@ def test_background_averages_over_runs():
     assert mean_host([{"background_per_s": 0.0, "background_us": 0.0}])["background_us"] == 0.0
 
 
+def test_each_simulator_run_gets_its_kernel_runs_timer_offsets():
+    host = {"release": "6.18", "background_per_s": 1.0, "background_us": 1.0, "period_timer_offset_us": {"app": 19989.5, "web": 0.25}}
+    assert timer_overrides(host) == ["cgroup.app.period_timer_offset_us=19989.5", "cgroup.web.period_timer_offset_us=0.25"]
+    assert timer_overrides({"release": "6.18"}) == []
+    # They differ per run, so the summary of the host leaves them out.
+    assert "period_timer_offset_us" not in mean_host([host])
+
+
 def test_stats():
     s = Stats.of([1.0, 2.0, 3.0])
     assert (s.mean, s.sd, s.lo, s.hi) == (2.0, 1.0, 1.0, 3.0)
@@ -71,6 +79,9 @@ def test_compare_two_spinners(tmp_path):
     assert all(r["backend"] == "real" for r in doc["kernel_runs"])
     assert all(r["backend"] == "sim" for r in doc["sim_runs"])
     assert f"machine.hz={doc['host']['hz']}" in doc["sim_overrides"]
+    # The kernel's timer offsets, read from tracefs, are within a period.
+    for run in doc["kernel_runs"]:
+        assert 0 <= run["host"]["period_timer_offset_us"]["app"] < 10000
     row = doc["cgroups"]["app"]["usage_usec"]
     # Two spinners under one CPU of quota for 0.5 s: about 0.5 s of usage on both sides.
     for side in ("kernel", "sim"):

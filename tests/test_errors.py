@@ -57,6 +57,12 @@ def test_burst_above_quota(write_scenario):
     assert_error(run_file(write_scenario, burst_us="30000"), "burst_us")
 
 
+@pytest.mark.parametrize("offset", ["-1", "10000"])
+def test_period_timer_offset_outside_one_period(write_scenario, offset):
+    msg = assert_error(run_file(write_scenario, period_us="10000", cgroup=f"period_timer_offset_us = {offset}"), "period_timer_offset_us")
+    assert "one period" in msg
+
+
 def test_hz_not_a_kernel_value(write_scenario):
     assert_error(run_file(write_scenario, hz="200"), "hz")
 

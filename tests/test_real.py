@@ -36,9 +36,11 @@ needs_real = pytest.mark.skipif(_missing_real_backend() is not None, reason=str(
 
 
 def leftover_cgroups(pid: int) -> list[Path]:
-    """Cgroups of the run of controller `pid` still present, in any hierarchy."""
+    """Cgroups (and the tracefs instance) of the run of controller `pid` still
+    present, in any hierarchy."""
     name = f"throttlelab-{pid}"
-    return [p for p in [CGROUP_ROOT / name, *CGROUP_ROOT.glob(f"*/{name}")] if p.exists()]
+    tracefs = [Path("/sys/kernel/tracing/instances") / name, Path("/sys/kernel/debug/tracing/instances") / name]
+    return [p for p in [CGROUP_ROOT / name, *CGROUP_ROOT.glob(f"*/{name}"), *tracefs] if p.exists()]
 
 
 def live_workers() -> list[int]:

@@ -2,8 +2,10 @@
 
 The real backend runs N times; the simulator runs N seeds set up like the host
 (CONFIG_HZ, the profile of the host's kernel release, and the background activity
-the real backend's probe measured before each run). Per cgroup metric the
-result holds both sides' mean, standard deviation and range, and whether the
+the real backend's probe measured before each run). Simulator run i also puts
+each group's period timer where kernel run i found it (`period_timer_offset_us`,
+read from tracefs), so both sides draw the same timer phases. Per cgroup metric
+the result holds both sides' mean, standard deviation and range, and whether the
 simulator's mean lies inside the band the kernel itself spans.
 """
 
@@ -69,10 +71,18 @@ def simulator_overrides(host: dict[str, Any]) -> list[str]:
     return overrides
 
 
+def timer_overrides(host: dict[str, Any]) -> list[str]:
+    """``--set`` overrides that put each cgroup's period timer where one kernel
+    run found it."""
+    return [f"cgroup.{name}.period_timer_offset_us={us!r}" for name, us in host.get("period_timer_offset_us", {}).items()]
+
+
 def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The first run's host, its background activity averaged over all runs
-    (the duration per preemption weighted by the preemptions)."""
+    (the duration per preemption weighted by the preemptions); timer offsets,
+    which differ per run, are left out."""
     host = dict(hosts[0])
+    host.pop("period_timer_offset_us", None)
     per_s = statistics.fmean(h["background_per_s"] for h in hosts)
     lost = sum(h["background_per_s"] * h["background_us"] for h in hosts)
     host["background_per_s"] = per_s
@@ -96,8 +106,8 @@ def compare(
     host = mean_host([d["host"] for d in kernel])
     sim_overrides = [*overrides, *simulator_overrides(host)]
     sim = []
-    for i in range(runs):
-        sim.append(json.loads(_native.run(text, [*sim_overrides, f"seed={i + 1}"])))
+    for i, run in enumerate(kernel):
+        sim.append(json.loads(_native.run(text, [*sim_overrides, *timer_overrides(run["host"]), f"seed={i + 1}"])))
         step(f"simulator seed {i + 1}")
     cgroups = {}
     for name in kernel[0]["cgroups"]:

@@ -58,12 +58,17 @@ pub struct CfsBandwidth {
 
 impl CfsBandwidth {
     /// `init_cfs_bandwidth`: unlimited, with the default period; the
-    /// scenario's settings come with `configure_cfs_bandwidth`.
-    pub fn new(profile: Profile, tg: usize, seed: u64) -> Self {
+    /// scenario's settings come with `configure_cfs_bandwidth`. The timer's
+    /// first expiry is `offset_ns` if given (an absolute time, long past when
+    /// the timer first starts, which keeps its phase).
+    pub fn new(profile: Profile, tg: usize, seed: u64, offset_ns: Option<u64>) -> Self {
         // "Add a random offset so that timers interleave" (6.6+): an
-        // absolute time in [0, 100 ms), long past when the timer first starts.
-        let period_expires =
-            if profile.has_random_timer_offset() { noise::uniform(seed, Stream::TimerOffset(tg), 0, DEFAULT_CFS_PERIOD) } else { 0 };
+        // absolute time in [0, 100 ms).
+        let period_expires = match offset_ns {
+            Some(o) => o,
+            None if profile.has_random_timer_offset() => noise::uniform(seed, Stream::TimerOffset(tg), 0, DEFAULT_CFS_PERIOD),
+            None => 0,
+        };
         CfsBandwidth {
             quota: None,
             period: DEFAULT_CFS_PERIOD,

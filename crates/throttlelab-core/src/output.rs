@@ -36,6 +36,11 @@ pub struct Host {
     /// `machine.background_us`).
     pub background_per_s: f64,
     pub background_us: f64,
+    /// Per limited cgroup, where the kernel put its period timer: expiries
+    /// fall on this offset plus whole periods of CLOCK_MONOTONIC (the
+    /// simulator's `period_timer_offset_us`). Empty without tracefs.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub period_timer_offset_us: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

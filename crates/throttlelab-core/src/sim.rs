@@ -226,7 +226,7 @@ impl<'s> Sim<'s> {
             subtree: vec![0],
             shares: 1024,
             load_sum: 0,
-            cfs_b: CfsBandwidth::new(scenario.kernel.profile, 0, scenario.seed),
+            cfs_b: CfsBandwidth::new(scenario.kernel.profile, 0, scenario.seed, None),
         }];
         for (i, c) in scenario.cgroups.iter().enumerate() {
             let tg = i + 1;
@@ -237,7 +237,12 @@ impl<'s> Sim<'s> {
                 subtree: vec![tg],
                 shares: c.weight * 1024 / 100,
                 load_sum: 0,
-                cfs_b: CfsBandwidth::new(scenario.kernel.profile, tg, scenario.seed),
+                cfs_b: CfsBandwidth::new(
+                    scenario.kernel.profile,
+                    tg,
+                    scenario.seed,
+                    c.period_timer_offset_us.map(|o| (o * 1e3) as u64),
+                ),
             });
             let mut p = Some(parent);
             while let Some(a) = p {

@@ -3,6 +3,7 @@
 //! of exactly what was created, nothing else.
 
 use crate::error::{Error, Result};
+use crate::timer_trace::TimerTrace;
 use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
@@ -227,13 +228,24 @@ pub struct Tree {
     dirs: Vec<PathBuf>,
     /// Files a write created: none in a real cgroupfs, where they all exist.
     files: Vec<PathBuf>,
+    /// Each scenario cgroup's period timer expiry as its first bandwidth
+    /// write armed it (CLOCK_MONOTONIC, ns), where tracefs showed it.
+    pub period_timer_expiry_ns: Vec<Option<u64>>,
 }
 
 impl Tree {
     /// Create `name` (e.g. `throttlelab-<pid>`) in every hierarchy and the
     /// scenario's cgroups below it, with their settings; `worker_groups` are
-    /// the groups that will hold processes. On error, removes what it created.
-    pub fn create(layout: Layout, name: &str, scenario: &Scenario, worker_groups: &[GroupId]) -> Result<Tree> {
+    /// the groups that will hold processes. `timer_trace`, if any, watches
+    /// the bandwidth writes arm the period timers. On error, removes what it
+    /// created.
+    pub fn create(
+        layout: Layout,
+        name: &str,
+        scenario: &Scenario,
+        worker_groups: &[GroupId],
+        timer_trace: Option<&TimerTrace>,
+    ) -> Result<Tree> {
         let mut groups: Vec<PathBuf> = Vec::new();
         for c in &scenario.cgroups {
             let base = match &c.parent {
@@ -257,6 +269,7 @@ impl Tree {
             bandwidth: vec![Bandwidth::KERNEL_DEFAULT; scenario.cgroups.len()],
             dirs: Vec::new(),
             files: Vec::new(),
+            period_timer_expiry_ns: vec![None; scenario.cgroups.len()],
         };
         let machine_cpus = match scenario.machine.cpus {
             1 => "0".to_string(),
@@ -275,7 +288,9 @@ impl Tree {
                 Some(c) => {
                     let i = g.expect("a scenario cgroup");
                     let bw = Bandwidth { period_us: c.period_us, quota_us: c.quota(), burst_us: c.burst_us };
+                    timer_trace.inspect(|t| t.clear());
                     tree.set_bandwidth(i, bw)?;
+                    tree.period_timer_expiry_ns[i] = timer_trace.and_then(|t| t.last_period_timer_expiry_ns());
                     tree.set_weight(g, c.weight)?;
                 }
             }
@@ -538,7 +553,7 @@ phases = [{ run_us = 1000 }]
         let before = listing(&root);
         let layout = Layout::detect(&root).unwrap();
         assert_eq!(layout.version, Version::V2);
-        let mut tree = Tree::create(layout, "throttlelab-1", &scenario(), &[Some(0), Some(1)]).unwrap();
+        let mut tree = Tree::create(layout, "throttlelab-1", &scenario(), &[Some(0), Some(1)], None).unwrap();
         let p = root.join("throttlelab-1");
         assert_eq!(get(p.join("cpuset.cpus")), "0-1");
         assert_eq!(get(p.join("cpu.weight")), "10000");
@@ -575,7 +590,7 @@ phases = [{ run_us = 1000 }]
         let before = listing(&root);
         let layout = Layout::detect(&root).unwrap();
         assert_eq!(layout.version, Version::V1);
-        let mut tree = Tree::create(layout, "throttlelab-1", &scenario(), &[None, Some(0)]).unwrap();
+        let mut tree = Tree::create(layout, "throttlelab-1", &scenario(), &[None, Some(0)], None).unwrap();
         let cpu = root.join("cpu/throttlelab-1");
         let cpuset = root.join("cpuset/throttlelab-1");
         assert_eq!(get(cpu.join("app/cpu.cfs_period_us")), "10000");
@@ -608,7 +623,7 @@ phases = [{ run_us = 1000 }]
     fn an_existing_cgroup_is_neither_used_nor_removed() {
         let root = fake_v2("exists");
         put(root.join("throttlelab-1/cpu.max"), "theirs");
-        let err = Tree::create(Layout::detect(&root).unwrap(), "throttlelab-1", &scenario(), &[]).unwrap_err();
+        let err = Tree::create(Layout::detect(&root).unwrap(), "throttlelab-1", &scenario(), &[], None).unwrap_err();
         assert!(err.to_string().contains("throttlelab-1"), "{err}");
         assert_eq!(get(root.join("throttlelab-1/cpu.max")), "theirs");
         fs::remove_dir_all(root).unwrap();
@@ -620,7 +635,7 @@ phases = [{ run_us = 1000 }]
         // Without cpuset.mems at the root, setup fails after creating the parent.
         fs::remove_file(root.join("cpuset/cpuset.mems")).unwrap();
         let before = listing(&root);
-        let err = Tree::create(Layout::detect(&root).unwrap(), "throttlelab-1", &scenario(), &[]).unwrap_err();
+        let err = Tree::create(Layout::detect(&root).unwrap(), "throttlelab-1", &scenario(), &[], None).unwrap_err();
         assert!(err.to_string().contains("cpuset.mems"), "{err}");
         assert_eq!(listing(&root), before);
         fs::remove_dir_all(root).unwrap();

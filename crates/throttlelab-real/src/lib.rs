@@ -13,6 +13,7 @@ mod error;
 mod host;
 mod probe;
 mod signals;
+mod timer_trace;
 pub mod worker;
 
 pub use cgroupfs::{Version, ROOT_ENV};
@@ -21,6 +22,7 @@ pub use host::Host;
 pub use worker::worker_main;
 
 use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Tree};
+use timer_trace::TimerTrace;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use std::collections::BTreeMap;
@@ -576,22 +578,28 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
     }
     let cpus: Vec<usize> = (0..s.machine.cpus).collect();
     let background = probe::background(&cpus, PROBE_NS).map_err(Error::harness)?;
-    let host = Host {
+    let mut host = Host {
         release,
         hz,
         cgroup: layout.version.as_str(),
         background_per_s: background.per_s,
         background_us: background.us,
+        period_timer_offset_us: BTreeMap::new(),
     };
     let plans = plan(s, worker::calibrate())?;
     let signals = signals::Guard::install()?;
     let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
-    let mut tree = Tree::create(
-        layout,
-        &format!("throttlelab-{}", std::process::id()),
-        s,
-        &groups,
-    )?;
+    let name = format!("throttlelab-{}", std::process::id());
+    let mut tree = {
+        let timer_trace = TimerTrace::open(&name);
+        Tree::create(layout, &name, s, &groups, timer_trace.as_ref())?
+    };
+    for (c, expiry) in s.cgroups.iter().zip(&tree.period_timer_expiry_ns) {
+        if let Some(ns) = expiry {
+            let period_ns = c.period_us * 1_000;
+            host.period_timer_offset_us.insert(c.name.clone(), (ns % period_ns) as f64 / 1e3);
+        }
+    }
     signals.check()?;
     let measured = Workers::spawn(python, plans.len())
         .and_then(|mut workers| measure(s, &plans, &mut tree, &mut workers, &signals));
