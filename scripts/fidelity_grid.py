@@ -69,6 +69,7 @@ def row(config: dict, result: dict) -> dict:
         "background_per_s": result["host"]["background_per_s"],
         "background_us": result["host"]["background_us"],
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in result["kernel_runs"]],
+        "uptime_s": [r["host"]["uptime_s"] for r in result["kernel_runs"]],
     }
 
 
@@ -82,7 +83,8 @@ def markdown(rows: list[dict], runs: int, duration_s: float, host: dict) -> str:
         "The simulator's background activity is what the probe measured before each configuration's kernel runs: "
         f"{min(r['background_per_s'] for r in rows):.0f}-{max(r['background_per_s'] for r in rows):.0f} preemptions "
         f"per CPU and second of {min(r['background_us'] for r in rows):.0f}-{max(r['background_us'] for r in rows):.0f} us each. "
-        "Simulator run i puts the period timer where kernel run i found it (`period_timer_offset_us`).",
+        "Simulator run i starts where kernel run i started against the tick grid (`machine.uptime_s`) and puts the "
+        "period timer where kernel run i found it (`period_timer_offset_us`).",
         "",
         "| threads | period | quota | burst | kernel throttled % (runs) | sim throttled % (seeds) | verdict | kernel / sim throttled ms | kernel / sim usage s |",
         "|---|---|---|---|---|---|---|---|---|",

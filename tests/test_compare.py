@@ -55,11 +55,21 @@ def test_background_averages_over_runs():
 
 
 def test_each_simulator_run_gets_its_kernel_runs_timer_offsets():
-    host = {"release": "6.18", "background_per_s": 1.0, "background_us": 1.0, "period_timer_offset_us": {"app": 19989.5, "web": 0.25}}
-    assert timer_overrides(host) == ["cgroup.app.period_timer_offset_us=19989.5", "cgroup.web.period_timer_offset_us=0.25"]
+    host = {
+        "release": "6.18",
+        "background_per_s": 1.0,
+        "background_us": 1.0,
+        "period_timer_offset_us": {"app": 19989.5, "web": 0.25},
+        "uptime_s": 19317.123456789,
+    }
+    assert timer_overrides(host) == [
+        "machine.uptime_s=19317.123456789",
+        "cgroup.app.period_timer_offset_us=19989.5",
+        "cgroup.web.period_timer_offset_us=0.25",
+    ]
     assert timer_overrides({"release": "6.18"}) == []
     # They differ per run, so the summary of the host leaves them out.
-    assert "period_timer_offset_us" not in mean_host([host])
+    assert not {"period_timer_offset_us", "uptime_s"} & set(mean_host([host]))
 
 
 def test_stats():

@@ -89,6 +89,9 @@ def test_two_spinners_at_twice_the_period(write_scenario):
     assert spinner["work_usec"] == pytest.approx(spinner["cpu_usec"], rel=0.15)
     assert doc["backend"] == "real" and doc["duration_s"] == 2.0
     assert doc["host"]["cgroup"] in ("v1", "v2") and doc["host"]["release"] == os.uname().release
+    # The start in CLOCK_MONOTONIC: seconds since boot, a few seconds ago.
+    uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+    assert uptime_s - 10 < doc["host"]["uptime_s"] < uptime_s
     # The same schema as the simulator's, with host instead of engine.
     sim = run_json(path, "--set", "duration_s=2")
     assert set(doc) == set(sim) - {"engine"} | {"host"}

@@ -2,7 +2,8 @@
 
 The real backend runs N times; the simulator runs N seeds set up like the host
 (CONFIG_HZ, the profile of the host's kernel release, and the background activity
-the real backend's probe measured before each run). Simulator run i also puts
+the real backend's probe measured before each run). Simulator run i also starts
+where kernel run i started against the tick grid (`machine.uptime_s`) and puts
 each group's period timer where kernel run i found it (`period_timer_offset_us`,
 read from tracefs), so both sides draw the same timer phases. Per cgroup metric
 the result holds both sides' mean, standard deviation and range, and whether the
@@ -72,17 +73,20 @@ def simulator_overrides(host: dict[str, Any]) -> list[str]:
 
 
 def timer_overrides(host: dict[str, Any]) -> list[str]:
-    """``--set`` overrides that put each cgroup's period timer where one kernel
-    run found it."""
-    return [f"cgroup.{name}.period_timer_offset_us={us!r}" for name, us in host.get("period_timer_offset_us", {}).items()]
+    """``--set`` overrides that place the simulator's run where one kernel run
+    was: its start against the tick grid, each cgroup's period timer."""
+    overrides = [f"machine.uptime_s={host['uptime_s']!r}"] if "uptime_s" in host else []
+    offsets = host.get("period_timer_offset_us", {})
+    return overrides + [f"cgroup.{name}.period_timer_offset_us={us!r}" for name, us in offsets.items()]
 
 
 def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The first run's host, its background activity averaged over all runs
-    (the duration per preemption weighted by the preemptions); timer offsets,
-    which differ per run, are left out."""
+    (the duration per preemption weighted by the preemptions); the start and
+    the timer offsets, which differ per run, are left out."""
     host = dict(hosts[0])
     host.pop("period_timer_offset_us", None)
+    host.pop("uptime_s", None)
     per_s = statistics.fmean(h["background_per_s"] for h in hosts)
     lost = sum(h["background_per_s"] * h["background_us"] for h in hosts)
     host["background_per_s"] = per_s

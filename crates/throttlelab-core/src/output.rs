@@ -41,6 +41,10 @@ pub struct Host {
     /// simulator's `period_timer_offset_us`). Empty without tracefs.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub period_timer_offset_us: BTreeMap<String, f64>,
+    /// CLOCK_MONOTONIC when the workers started, which places the run
+    /// against the tick and period timer grids (the simulator's
+    /// `machine.uptime_s`).
+    pub uptime_s: f64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -337,6 +337,8 @@ struct Measured {
     stats: Vec<CgroupStats>,
     reports: Vec<WorkerReport>,
     duration_ns: u64,
+    /// CLOCK_MONOTONIC when the workers started.
+    start_ns: u64,
 }
 
 /// Drive the workers through the protocol of [`worker`]: spec, ready, attach,
@@ -461,6 +463,7 @@ fn measure(
         stats,
         reports: reports.into_iter().flatten().collect(),
         duration_ns,
+        start_ns: start,
     })
 }
 
@@ -512,7 +515,8 @@ fn task_stats(
     }
 }
 
-fn output(s: &Scenario, m: Measured, host: Host) -> Output {
+fn output(s: &Scenario, m: Measured, mut host: Host) -> Output {
+    host.uptime_s = m.start_ns as f64 / 1e9;
     let cgroups = s
         .cgroups
         .iter()
@@ -585,6 +589,7 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
         background_per_s: background.per_s,
         background_us: background.us,
         period_timer_offset_us: BTreeMap::new(),
+        uptime_s: 0.0,
     };
     let plans = plan(s, worker::calibrate())?;
     let signals = signals::Guard::install()?;
