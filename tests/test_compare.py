@@ -101,6 +101,7 @@ def test_compare_two_spinners(tmp_path):
     human = cli("compare", str(path), "--runs", "1")
     assert human.exit_code == 0, human.stderr
     assert "throttled %" in human.stdout and "verdict" in human.stdout
+    assert "placed as in its kernel run" in " ".join(human.stdout.split())
 
 
 def test_compare_unknown_scenario():

@@ -141,7 +141,8 @@ def _print_comparison(result: dict[str, Any]) -> None:
     host = result["host"]
     console.print(
         f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"
-        f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: {' '.join(result['sim_overrides'])}"
+        f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: {' '.join(result['sim_overrides'])};"
+        " each run started and its period timers placed as in its kernel run"
     )
     for name, rows in result["cgroups"].items():
         table = _table(escape(f"cgroup {name}: mean (sd) [range]"))

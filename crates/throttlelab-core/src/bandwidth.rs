@@ -2,7 +2,7 @@
 //! `kernel/sched/fair.c` and `tg_set_cfs_bandwidth` of `core.c`. Function
 //! names are the kernel's; each cites the behaviour it follows, per profile.
 
-use crate::event::{Event, Time};
+use crate::event::{Event, Irq, Time};
 use crate::noise::{self, Stream};
 use crate::profile::Profile;
 use crate::sim::{CfsRqId, CpuId, Sim, NSEC_PER_MSEC, NSEC_PER_USEC};
@@ -523,13 +523,13 @@ impl Sim<'_> {
         let b = &self.tgs[tg].cfs_b;
         let (cpu, expires) = (b.timer_cpu, b.period_expires - self.uptime_ns);
         let (before, after) = self.ticks_around(cpu, expires);
-        let (at, in_tick) = if expires <= before {
-            (before, Some(cpu))
+        let (at, irq) = if expires <= before {
+            (before, Irq::Tick(cpu))
         } else {
             let own = expires + self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired);
-            (own.min(after), None) // at `after` it runs first: ticks run last at an instant
+            (own.min(after), Irq::Own) // at `after` it runs first: ticks run last at an instant
         };
-        self.events.push(at, Event::PeriodTimer { tg, in_tick });
+        self.events.push(at, Event::PeriodTimer { tg, irq });
     }
 
     /// `hrtimer_forward_now`: move the expiry past now by whole periods;

@@ -22,9 +22,8 @@ pub enum Event {
     RunDone { cpu: usize, gen: u64 },
     /// Scheduler tick `index` on a CPU (valid for `gen`).
     Tick { cpu: usize, index: u64, gen: u64 },
-    /// `sched_cfs_period_timer` of a group; `in_tick` names the CPU whose
-    /// tick interrupt runs it (after the tick), if it shares one.
-    PeriodTimer { tg: usize, in_tick: Option<usize> },
+    /// `sched_cfs_period_timer` of a group, run by `irq`.
+    PeriodTimer { tg: usize, irq: Irq },
     /// `sched_cfs_slack_timer` of a group.
     SlackTimer(usize),
     /// The i-th `[[write]]`, occurrence n.
@@ -45,6 +44,17 @@ pub enum Event {
     Sample(u64),
 }
 
+/// The interrupt that runs an hrtimer's callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Irq {
+    /// Its own, with its latency.
+    Own,
+    /// The tick interrupt of this CPU, right after the tick.
+    Tick(usize),
+    /// Its own, once its CPU has left the idle state.
+    AfterIdle,
+}
+
 #[derive(Default)]
 pub struct EventQueue {
     /// (time, 0 or 1 for ticks, seq or CPU for ticks, event).
@@ -59,7 +69,7 @@ impl EventQueue {
         self.seq += 1;
         let (class, order) = match ev {
             // A tick sorts before a period timer of the same CPU and instant.
-            Event::Tick { cpu, .. } | Event::PeriodTimer { in_tick: Some(cpu), .. } => (1, cpu as u64),
+            Event::Tick { cpu, .. } | Event::PeriodTimer { irq: Irq::Tick(cpu), .. } => (1, cpu as u64),
             _ => (0, self.seq),
         };
         self.heap.push(Reverse((at, class, order, ev)));
@@ -73,7 +83,7 @@ impl EventQueue {
     /// of `cpu`'s tick at `at`.
     pub fn pop_in_tick(&mut self, at: Time, cpu: usize) -> Option<Event> {
         match self.heap.peek() {
-            Some(Reverse((t, _, _, ev @ Event::PeriodTimer { in_tick: Some(c), .. }))) if *t == at && *c == cpu => {
+            Some(Reverse((t, _, _, ev @ Event::PeriodTimer { irq: Irq::Tick(c), .. }))) if *t == at && *c == cpu => {
                 let ev = *ev;
                 self.pop();
                 Some(ev)
@@ -119,7 +129,7 @@ mod tests {
     #[test]
     fn period_timer_in_a_tick_follows_that_tick() {
         let mut q = EventQueue::default();
-        let timer = Event::PeriodTimer { tg: 1, in_tick: Some(1) };
+        let timer = Event::PeriodTimer { tg: 1, irq: Irq::Tick(1) };
         q.push(10, timer);
         q.push(10, Event::Tick { cpu: 1, index: 2, gen: 0 });
         q.push(10, Event::Tick { cpu: 0, index: 2, gen: 0 });

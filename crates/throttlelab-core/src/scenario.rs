@@ -74,6 +74,10 @@ pub struct Machine {
     /// Each period/slack timer fires up to this late (uniform, seeded).
     #[serde(default = "default_timer_jitter_us")]
     pub timer_jitter_us: f64,
+    /// A period timer on an idle CPU fires this much later still: the CPU
+    /// leaves its idle state first.
+    #[serde(default = "default_idle_exit_us")]
+    pub idle_exit_us: f64,
     /// Background kernel activity (kworkers, softirq threads): short
     /// preemptions of whatever runs, arriving per CPU as a Poisson process.
     #[serde(default = "default_background_per_s")]
@@ -106,6 +110,9 @@ fn default_tick_jitter_us() -> f64 {
 fn default_timer_jitter_us() -> f64 {
     20.0
 }
+fn default_idle_exit_us() -> f64 {
+    25.0
+}
 fn default_background_per_s() -> f64 {
     2.0
 }
@@ -122,6 +129,7 @@ impl Default for Machine {
             smt_speed: Vec::new(),
             tick_jitter_us: default_tick_jitter_us(),
             timer_jitter_us: default_timer_jitter_us(),
+            idle_exit_us: default_idle_exit_us(),
             background_per_s: default_background_per_s(),
             background_us: default_background_us(),
             uptime_s: None,
@@ -518,7 +526,12 @@ impl Scenario {
             return err("machine.smt_speed".into(), format!("speeds must be in (0, 1], got {bad}"));
         }
         let tick_us = 1e6 / m.hz as f64;
-        for (key, v) in [("machine.tick_jitter_us", m.tick_jitter_us), ("machine.timer_jitter_us", m.timer_jitter_us)] {
+        let latencies = [
+            ("machine.tick_jitter_us", m.tick_jitter_us),
+            ("machine.timer_jitter_us", m.timer_jitter_us),
+            ("machine.idle_exit_us", m.idle_exit_us),
+        ];
+        for (key, v) in latencies {
             if !(0.0..tick_us).contains(&v) {
                 return err(key.into(), format!("must be in [0, {tick_us:.0}) (one tick), got {v}"));
             }

@@ -5,7 +5,7 @@
 
 use crate::bandwidth::CfsBandwidth;
 use crate::deadline::DlEntity;
-use crate::event::{Event, EventQueue, Time};
+use crate::event::{Event, EventQueue, Irq, Time};
 use crate::noise::{self, Stream};
 use crate::output::{self, Output};
 use crate::profile::{Feature, Profile};
@@ -210,6 +210,7 @@ pub struct Sim<'s> {
     pub skip_ticks: bool,
     tick_jitter_ns: u64,
     timer_jitter_ns: u64,
+    idle_exit_ns: u64,
     /// CLOCK_MONOTONIC at simulated time 0: how long the machine has been up.
     pub uptime_ns: u64,
     /// Offset of the first tick after time 0.
@@ -280,6 +281,7 @@ impl<'s> Sim<'s> {
             skip_ticks: true,
             tick_jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
+            idle_exit_ns: (scenario.machine.idle_exit_us * 1e3) as u64,
             uptime_ns: 0,
             tick_phase: 0,
         };
@@ -551,7 +553,14 @@ impl<'s> Sim<'s> {
                     self.dispatch(ev);
                 }
             }
-            Event::PeriodTimer { tg, .. } => self.sched_cfs_period_timer(tg),
+            Event::PeriodTimer { tg, irq } => {
+                let cpu = self.tgs[tg].cfs_b.timer_cpu;
+                if irq != Irq::AfterIdle && self.idle_exit_ns > 0 && self.is_idle(cpu) {
+                    self.events.push(self.now + self.idle_exit_ns, Event::PeriodTimer { tg, irq: Irq::AfterIdle });
+                } else {
+                    self.sched_cfs_period_timer(tg);
+                }
+            }
             Event::SlackTimer(tg) => self.sched_cfs_slack_timer(tg),
             Event::Write { index, n } => self.cpu_max_write(index, n),
             Event::Arrival(si) => self.arrival(si),

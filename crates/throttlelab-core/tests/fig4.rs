@@ -12,6 +12,7 @@ cpus = 1
 hz = 250
 tick_jitter_us = 0
 timer_jitter_us = 0
+idle_exit_us = 0
 background_per_s = 0
 uptime_s = 600
 tick_phase_us = 0
