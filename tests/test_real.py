@@ -149,6 +149,7 @@ def test_human_report(write_scenario):
     result = cli("real", write_scenario(), "--set", "duration_s=0.3")
     assert result.exit_code == 0, result.stderr
     assert "backend real" in result.stdout and "host:" in result.stdout
+    assert "times a second" in result.stdout and "period timers" in result.stdout and "app " in result.stdout
 
 
 @needs_real

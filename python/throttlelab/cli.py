@@ -224,7 +224,14 @@ def _print_report(doc: dict[str, Any]) -> None:
     host = doc.get("host")
     if host:
         hz = "unknown" if host["hz"] is None else host["hz"]
-        console.print(f"host: {host['release']}, CONFIG_HZ {hz}, cgroup {host['cgroup']}")
+        console.print(
+            f"host: {host['release']}, CONFIG_HZ {hz}, cgroup {host['cgroup']}; other work preempted each CPU "
+            f"{host['background_per_s']:.0f} times a second for {host['background_us']:.0f} us"
+        )
+        offsets = host.get("period_timer_offset_us", {})
+        if offsets:
+            listed = ", ".join(f"{name} {us:,.1f} us" for name, us in sorted(offsets.items(), key=lambda kv: _natural(kv[0])))
+            console.print(f"period timers (expiries at this offset plus whole periods of CLOCK_MONOTONIC): {listed}")
 
 
 def _natural(name: str) -> list[Any]:
