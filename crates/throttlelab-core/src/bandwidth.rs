@@ -512,8 +512,9 @@ impl Sim<'_> {
     /// Queue the period timer's callback. Against other CPUs' ticks its
     /// interrupt latency races; against the tick of its own CPU it does not:
     /// `hrtimer_interrupt` runs every timer that has expired, in expiry
-    /// order, before it returns to `schedule()`. So a tick that expired first
-    /// and whose interrupt found the timer expired too runs it right after
+    /// order, and retries while the next one expired meanwhile, before it
+    /// returns to `schedule()`. So a tick that expired first runs a timer
+    /// expiring before its interrupt ends (`tick_irq_ns`) right after
     /// itself, before the throttle the tick may have asked for (which
     /// `throttle_cfs_rq` then finds unnecessary); a timer that expired first
     /// runs before the next tick. Measured on the host (6.18, 1 spinner, a
@@ -523,8 +524,8 @@ impl Sim<'_> {
         let b = &self.tgs[tg].cfs_b;
         let (cpu, expires) = (b.timer_cpu, b.period_expires - self.uptime_ns);
         let (before, after) = self.ticks_around(cpu, expires);
-        let (at, irq) = if expires <= before {
-            (before, Irq::Tick(cpu))
+        let (at, irq) = if expires <= before + self.tick_irq_ns {
+            (expires.max(before), Irq::Tick(cpu))
         } else {
             let own = expires + self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired);
             (own.min(after), Irq::Own) // at `after` it runs first: ticks run last at an instant

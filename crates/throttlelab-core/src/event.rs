@@ -79,15 +79,11 @@ impl EventQueue {
         self.heap.peek().map(|Reverse((t, _, _, _))| *t)
     }
 
-    /// Pop the next event if it is a period timer running in the interrupt
-    /// of `cpu`'s tick at `at`.
-    pub fn pop_in_tick(&mut self, at: Time, cpu: usize) -> Option<Event> {
+    /// Pop the next event if it is a period timer that runs in the interrupt
+    /// of `cpu`'s tick, due by `until`.
+    pub fn pop_in_tick(&mut self, until: Time, cpu: usize) -> Option<(Time, Event)> {
         match self.heap.peek() {
-            Some(Reverse((t, _, _, ev @ Event::PeriodTimer { irq: Irq::Tick(c), .. }))) if *t == at && *c == cpu => {
-                let ev = *ev;
-                self.pop();
-                Some(ev)
-            }
+            Some(Reverse((t, _, _, Event::PeriodTimer { irq: Irq::Tick(c), .. }))) if *t <= until && *c == cpu => self.pop(),
             _ => None,
         }
     }
@@ -137,7 +133,11 @@ mod tests {
         assert_eq!(q.pop(), Some((10, Event::Tick { cpu: 0, index: 2, gen: 0 })));
         assert_eq!(q.pop_in_tick(10, 0), None);
         assert_eq!(q.pop(), Some((10, Event::Tick { cpu: 1, index: 2, gen: 0 })));
-        assert_eq!(q.pop_in_tick(10, 1), Some(timer));
+        assert_eq!(q.pop_in_tick(10, 1), Some((10, timer)));
         assert_eq!(q.pop(), None);
+        // One expiring a little after the tick, while its interrupt lasts.
+        q.push(15, timer);
+        assert_eq!(q.pop_in_tick(14, 1), None);
+        assert_eq!(q.pop_in_tick(22, 1), Some((15, timer)));
     }
 }

@@ -78,6 +78,11 @@ pub struct Machine {
     /// leaves its idle state first.
     #[serde(default = "default_idle_exit_us")]
     pub idle_exit_us: f64,
+    /// How long a tick's interrupt lasts: a period timer of the same CPU that
+    /// expires before it ends runs inside it, before the reschedule the tick
+    /// asked for.
+    #[serde(default = "default_tick_irq_us")]
+    pub tick_irq_us: f64,
     /// Background kernel activity (kworkers, softirq threads): short
     /// preemptions of whatever runs, arriving per CPU as a Poisson process.
     #[serde(default = "default_background_per_s")]
@@ -113,6 +118,9 @@ fn default_timer_jitter_us() -> f64 {
 fn default_idle_exit_us() -> f64 {
     25.0
 }
+fn default_tick_irq_us() -> f64 {
+    12.0
+}
 fn default_background_per_s() -> f64 {
     2.0
 }
@@ -130,6 +138,7 @@ impl Default for Machine {
             tick_jitter_us: default_tick_jitter_us(),
             timer_jitter_us: default_timer_jitter_us(),
             idle_exit_us: default_idle_exit_us(),
+            tick_irq_us: default_tick_irq_us(),
             background_per_s: default_background_per_s(),
             background_us: default_background_us(),
             uptime_s: None,
@@ -530,6 +539,7 @@ impl Scenario {
             ("machine.tick_jitter_us", m.tick_jitter_us),
             ("machine.timer_jitter_us", m.timer_jitter_us),
             ("machine.idle_exit_us", m.idle_exit_us),
+            ("machine.tick_irq_us", m.tick_irq_us),
         ];
         for (key, v) in latencies {
             if !(0.0..tick_us).contains(&v) {

@@ -211,6 +211,7 @@ pub struct Sim<'s> {
     tick_jitter_ns: u64,
     timer_jitter_ns: u64,
     idle_exit_ns: u64,
+    pub(crate) tick_irq_ns: u64,
     /// CLOCK_MONOTONIC at simulated time 0: how long the machine has been up.
     pub uptime_ns: u64,
     /// Offset of the first tick after time 0.
@@ -282,6 +283,7 @@ impl<'s> Sim<'s> {
             tick_jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
             idle_exit_ns: (scenario.machine.idle_exit_us * 1e3) as u64,
+            tick_irq_ns: (scenario.machine.tick_irq_us * 1e3) as u64,
             uptime_ns: 0,
             tick_phase: 0,
         };
@@ -548,15 +550,24 @@ impl<'s> Sim<'s> {
                     self.rqs[cpu].tick_armed = None;
                     self.scheduler_tick(cpu, index);
                 }
-                // The same interrupt runs the period timers that expired with the tick.
-                while let Some(ev) = self.events.pop_in_tick(self.now, cpu) {
+                // The same interrupt runs the period timers that expire before it ends.
+                while let Some((at, ev)) = self.events.pop_in_tick(self.now + self.tick_irq_ns, cpu) {
+                    self.now = at;
                     self.dispatch(ev);
                 }
             }
             Event::PeriodTimer { tg, irq } => {
-                let cpu = self.tgs[tg].cfs_b.timer_cpu;
-                if irq != Irq::AfterIdle && self.idle_exit_ns > 0 && self.is_idle(cpu) {
-                    self.events.push(self.now + self.idle_exit_ns, Event::PeriodTimer { tg, irq: Irq::AfterIdle });
+                let b = &self.tgs[tg].cfs_b;
+                // An idle CPU has no tick to share: the timer takes its own
+                // interrupt, once the CPU has left its idle state.
+                let delay = match irq {
+                    _ if !self.is_idle(b.timer_cpu) => 0,
+                    Irq::Own => self.idle_exit_ns,
+                    Irq::Tick(_) => self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired) + self.idle_exit_ns,
+                    Irq::AfterIdle => 0,
+                };
+                if delay > 0 {
+                    self.events.push(self.now + delay, Event::PeriodTimer { tg, irq: Irq::AfterIdle });
                 } else {
                     self.sched_cfs_period_timer(tg);
                 }
