@@ -63,6 +63,13 @@ def test_period_timer_offset_outside_one_period(write_scenario, offset):
     assert "one period" in msg
 
 
+@pytest.mark.parametrize("key", ["tick_irq_us", "idle_exit_us"])
+@pytest.mark.parametrize("value", ["-1", "4000"])
+def test_machine_latency_outside_one_tick(write_scenario, key, value):
+    msg = assert_error(run_file(write_scenario, machine=f"{key} = {value}"), f"machine.{key}")
+    assert "one tick" in msg
+
+
 def test_hz_not_a_kernel_value(write_scenario):
     assert_error(run_file(write_scenario, hz="200"), "hz")
 

@@ -26,7 +26,6 @@ use crate::event::{Event, Time};
 use crate::scenario::{dl_runtime_at_rate, to_ratio};
 use crate::sim::{CpuId, Sim, ThreadId, ThreadState};
 
-
 /// A thread's SCHED_DEADLINE state: `struct sched_dl_entity`.
 #[derive(Debug, Clone)]
 pub struct DlEntity {

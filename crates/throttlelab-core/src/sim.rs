@@ -458,7 +458,7 @@ impl<'s> Sim<'s> {
     /// When the ticks on `cpu` around an hrtimer expiring at `expires` run:
     /// the last one expiring before it and the next one (at or after it; at
     /// equal expiry the tick, re-armed last, runs after the timer).
-    pub fn ticks_around(&self, cpu: CpuId, expires: Time) -> (Time, Time) {
+    pub(crate) fn ticks_around(&self, cpu: CpuId, expires: Time) -> (Time, Time) {
         let base = self.tick_base(cpu);
         let next = expires.saturating_sub(base).div_ceil(self.tun.tick_ns);
         let before = if next == 0 { 0 } else { self.tick_time(cpu, next - 1) };

@@ -288,7 +288,9 @@ impl Tree {
                 Some(c) => {
                     let i = g.expect("a scenario cgroup");
                     let bw = Bandwidth { period_us: c.period_us, quota_us: c.quota(), burst_us: c.burst_us };
-                    timer_trace.inspect(|t| t.clear());
+                    if let Some(t) = timer_trace {
+                        t.clear();
+                    }
                     tree.set_bandwidth(i, bw)?;
                     tree.period_timer_expiry_ns[i] = timer_trace.and_then(|t| t.last_period_timer_expiry_ns());
                     tree.set_weight(g, c.weight)?;

@@ -515,8 +515,7 @@ fn task_stats(
     }
 }
 
-fn output(s: &Scenario, m: Measured, mut host: Host) -> Output {
-    host.uptime_s = m.start_ns as f64 / 1e9;
+fn output(s: &Scenario, m: Measured, host: Host) -> Output {
     let cgroups = s
         .cgroups
         .iter()
@@ -582,15 +581,7 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
     }
     let cpus: Vec<usize> = (0..s.machine.cpus).collect();
     let background = probe::background(&cpus, PROBE_NS).map_err(Error::harness)?;
-    let mut host = Host {
-        release,
-        hz,
-        cgroup: layout.version.as_str(),
-        background_per_s: background.per_s,
-        background_us: background.us,
-        period_timer_offset_us: BTreeMap::new(),
-        uptime_s: 0.0,
-    };
+    let cgroup = layout.version.as_str();
     let plans = plan(s, worker::calibrate())?;
     let signals = signals::Guard::install()?;
     let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
@@ -599,18 +590,31 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
         let timer_trace = TimerTrace::open(&name);
         Tree::create(layout, &name, s, &groups, timer_trace.as_ref())?
     };
-    for (c, expiry) in s.cgroups.iter().zip(&tree.period_timer_expiry_ns) {
-        if let Some(ns) = expiry {
-            let period_ns = c.period_us * 1_000;
-            host.period_timer_offset_us.insert(c.name.clone(), (ns % period_ns) as f64 / 1e3);
-        }
-    }
+    let period_timer_offset_us = s
+        .cgroups
+        .iter()
+        .zip(&tree.period_timer_expiry_ns)
+        .filter_map(|(c, expiry)| {
+            expiry.map(|ns| (c.name.clone(), (ns % (c.period_us * 1_000)) as f64 / 1e3))
+        })
+        .collect();
     signals.check()?;
     let measured = Workers::spawn(python, plans.len())
         .and_then(|mut workers| measure(s, &plans, &mut tree, &mut workers, &signals));
     // The workers are dead (dropped) before their cgroups go.
     match (measured, tree.remove()) {
-        (Ok(m), Ok(())) => Ok(output(s, m, host)),
+        (Ok(m), Ok(())) => {
+            let host = Host {
+                release,
+                hz,
+                cgroup,
+                background_per_s: background.per_s,
+                background_us: background.us,
+                period_timer_offset_us,
+                uptime_s: m.start_ns as f64 / 1e9,
+            };
+            Ok(output(s, m, host))
+        }
         (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
         // Cgroups left behind matter most; say why the run stopped too.
         (Err(Error::Interrupted(sig)), Err(r)) => {

@@ -69,9 +69,9 @@ impl Drop for TimerTrace {
 fn last_period_timer_expiry_ns(trace: &str) -> Option<u64> {
     trace
         .lines()
+        .rev()
         .filter(|l| l.contains("function=sched_cfs_period_timer "))
-        .filter_map(|l| l.split_once(" expires=")?.1.split(' ').next()?.parse().ok())
-        .last()
+        .find_map(|l| l.split_once(" expires=")?.1.split(' ').next()?.parse().ok())
 }
 
 #[cfg(test)]
