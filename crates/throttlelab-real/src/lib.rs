@@ -45,8 +45,6 @@ const PROBE_NS: u64 = 500_000_000;
 
 /// Time between `go` and the common start: the workers create their threads.
 const START_DELAY_NS: u64 = 50_000_000;
-/// The longest the controller sleeps between checks for signals.
-const POLL_NS: u64 = 10_000_000;
 /// How long a worker may take to start Python and read its spec.
 const READY_TIMEOUT_NS: u64 = 30_000_000_000;
 /// How long workers may take to report after the end.
@@ -189,22 +187,34 @@ struct Worker {
     stdin: ChildStdin,
 }
 
+/// What wakes the controller.
+enum Wake {
+    /// A line from worker i's stdout, None at EOF.
+    Line(usize, Option<String>),
+    /// SIGINT or SIGTERM (the guard says which).
+    Signal,
+}
+
 /// The worker processes; dropping them kills them (SIGKILL, then wait).
 struct Workers {
     list: Vec<Worker>,
-    /// Lines from every worker's stdout: (worker, line), None at EOF.
-    lines: Receiver<(usize, Option<String>)>,
+    /// Every worker's lines, and the signals.
+    wakes: Receiver<Wake>,
 }
 
 impl Workers {
     /// Start `python -m throttlelab._worker` once per plan, each in its own
     /// process group (a terminal's Ctrl-C reaches the controller only) and
     /// killed by the kernel if the controller dies.
-    fn spawn(python: &Path, n: usize) -> Result<Workers> {
+    fn spawn(python: &Path, n: usize, signals: &mut signals::Guard) -> Result<Workers> {
         let (tx, rx) = mpsc::channel();
+        let signal = tx.clone();
+        signals.wake_with(move || {
+            let _ = signal.send(Wake::Signal);
+        });
         let mut workers = Workers {
             list: Vec::new(),
-            lines: rx,
+            wakes: rx,
         };
         for i in 0..n {
             let mut cmd = Command::new(python);
@@ -237,12 +247,12 @@ impl Workers {
                 for line in BufReader::new(stdout).lines() {
                     match line {
                         Ok(l) => {
-                            let _ = tx.send((i, Some(l)));
+                            let _ = tx.send(Wake::Line(i, Some(l)));
                         }
                         Err(_) => break,
                     }
                 }
-                let _ = tx.send((i, None));
+                let _ = tx.send(Wake::Line(i, None));
             });
         }
         Ok(workers)
@@ -260,7 +270,8 @@ impl Workers {
         self.list[i].child.id()
     }
 
-    /// The next line from any worker within `timeout_ns`, polling for signals.
+    /// The next line from any worker within `timeout_ns`; blocks without
+    /// polling, and returns early with `Err(Interrupted)` on a signal.
     fn next(
         &mut self,
         signals: &signals::Guard,
@@ -269,17 +280,16 @@ impl Workers {
         let deadline = now_ns() + timeout_ns;
         loop {
             signals.check()?;
-            let wait = deadline.saturating_sub(now_ns()).min(POLL_NS);
-            match self.lines.recv_timeout(Duration::from_nanos(wait)) {
-                Ok(msg) => return Ok(Some(msg)),
-                // Every worker has exited: nothing more to read, only time to pass.
+            let wait = Duration::from_nanos(deadline.saturating_sub(now_ns()));
+            match self.wakes.recv_timeout(wait) {
+                Ok(Wake::Line(i, line)) => return Ok(Some((i, line))),
+                // The check above returns the interruption.
+                Ok(Wake::Signal) => {}
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
+                // The guard's waker holds a sender for as long as the guard lives.
                 Err(RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(Duration::from_nanos(wait))
+                    unreachable!("the signal waker outlives the workers")
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-            if now_ns() >= deadline {
-                return Ok(None);
             }
         }
     }
@@ -583,7 +593,7 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
     let background = probe::background(&cpus, PROBE_NS).map_err(Error::harness)?;
     let cgroup = layout.version.as_str();
     let plans = plan(s, worker::calibrate())?;
-    let signals = signals::Guard::install()?;
+    let mut signals = signals::Guard::install()?;
     let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
     let name = format!("throttlelab-{}", std::process::id());
     let mut tree = {
@@ -599,7 +609,7 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
         })
         .collect();
     signals.check()?;
-    let measured = Workers::spawn(python, plans.len())
+    let measured = Workers::spawn(python, plans.len(), &mut signals)
         .and_then(|mut workers| measure(s, &plans, &mut tree, &mut workers, &signals));
     // The workers are dead (dropped) before their cgroups go.
     match (measured, tree.remove()) {

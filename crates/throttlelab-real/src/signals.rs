@@ -1,15 +1,31 @@
-//! SIGINT and SIGTERM during a run set a flag that the controller polls, so
+//! SIGINT and SIGTERM during a run set a flag and wake the controller, so
 //! that it removes its cgroups and kills its workers before it returns,
-//! instead of dying with them in place.
+//! instead of dying with them in place. The wake-up goes through a pipe that
+//! the handler writes to, so the controller can block until a worker speaks,
+//! a deadline passes or a signal arrives, and never polls: a poll every 10 ms
+//! preempted the workers on the measured CPUs and tripled the throttling of
+//! a marginal group (docs/fidelity.md, "The harness's own wake-ups").
 
 use crate::error::{Error, Result};
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The last signal caught, 0 if none.
 static CAUGHT: AtomicI32 = AtomicI32::new(0);
+/// The write end of the live guard's pipe, -1 if none.
+static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn on_signal(sig: libc::c_int) {
     CAUGHT.store(sig, Ordering::SeqCst);
+    let fd = WAKE_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let byte = sig as u8;
+        // SAFETY: write is async-signal-safe; the fd is non-blocking, so a
+        // full pipe (wake-ups already pending) drops the byte.
+        unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) };
+    }
 }
 
 const SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
@@ -17,12 +33,32 @@ const SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
 /// Our handlers while it lives; the previous ones (Python's) come back on drop.
 pub struct Guard {
     previous: Vec<(libc::c_int, libc::sigaction)>,
+    /// The pipe's write end (the handler's); closing it ends the waker thread.
+    write_end: OwnedFd,
+    /// The read end, until [`Guard::wake_with`] hands it to its thread.
+    read_end: Option<OwnedFd>,
+}
+
+/// A pipe whose write end does not block: (read, write).
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds: [RawFd; 2] = [-1; 2];
+    // SAFETY: pipe2 writes two fds into the array on success; we own them.
+    unsafe {
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0
+            || libc::fcntl(fds[1], libc::F_SETFL, libc::O_NONBLOCK) != 0
+        {
+            return Err(Error::harness(format!("cannot create the signal pipe: {}", std::io::Error::last_os_error())));
+        }
+        Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
+    }
 }
 
 impl Guard {
     pub fn install() -> Result<Guard> {
         CAUGHT.store(0, Ordering::SeqCst);
-        let mut guard = Guard { previous: Vec::new() };
+        let (read_end, write_end) = pipe()?;
+        let mut guard = Guard { previous: Vec::new(), write_end, read_end: Some(read_end) };
+        WAKE_FD.store(guard.write_end.as_raw_fd(), Ordering::SeqCst);
         for sig in SIGNALS {
             // SAFETY: both structs are valid; the handler only stores to an atomic.
             unsafe {
@@ -37,6 +73,21 @@ impl Guard {
             }
         }
         Ok(guard)
+    }
+
+    /// Call `wake` from a thread of its own each time SIGINT or SIGTERM
+    /// arrives (once at most per guard; later calls do nothing). The thread
+    /// ends when the guard is dropped.
+    pub fn wake_with(&mut self, wake: impl Fn() + Send + 'static) {
+        let Some(read_end) = self.read_end.take() else { return };
+        std::thread::spawn(move || {
+            let mut pipe = File::from(read_end);
+            let mut byte = [0u8];
+            // EOF (the guard's write end closed) or an error ends the thread.
+            while let Ok(1) = pipe.read(&mut byte) {
+                wake();
+            }
+        });
     }
 
     /// `Err(Interrupted)` once SIGINT or SIGTERM has arrived.
@@ -55,15 +106,22 @@ impl Drop for Guard {
             // SAFETY: `old` is what sigaction returned for this signal.
             unsafe { libc::sigaction(*sig, old, std::ptr::null_mut()) };
         }
+        // The write end closes when the fields drop, after this.
+        WAKE_FD.store(-1, Ordering::SeqCst);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    /// The handlers and the flag are the process's: one guard at a time.
+    static ONE_GUARD: Mutex<()> = Mutex::new(());
 
     #[test]
     fn a_signal_becomes_interrupted_and_the_old_handler_returns() {
+        let _one = ONE_GUARD.lock().unwrap();
         let guard = Guard::install().unwrap();
         assert!(guard.check().is_ok());
         // SAFETY: raising a signal that the guard handles.
@@ -74,5 +132,20 @@ mod tests {
         // SAFETY: querying only.
         unsafe { libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut now) };
         assert_eq!(now.sa_sigaction, libc::SIG_DFL);
+    }
+
+    #[test]
+    fn a_signal_wakes_the_waker_and_dropping_the_guard_ends_its_thread() {
+        let _one = ONE_GUARD.lock().unwrap();
+        let mut guard = Guard::install().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        guard.wake_with(move || tx.send(()).unwrap());
+        // SAFETY: raising a signal that the guard handles.
+        unsafe { libc::raise(libc::SIGINT) };
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(5)), Ok(()));
+        assert_eq!(guard.check(), Err(Error::Interrupted("SIGINT")));
+        drop(guard);
+        // The thread, and the sender it holds, are gone.
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(5)), Err(std::sync::mpsc::RecvTimeoutError::Disconnected));
     }
 }

@@ -24,8 +24,6 @@ use std::time::Duration;
 use throttlelab_core::scenario::{dl_runtime_at_rate, Arrival, OnRefused, Phase, TaskSpec};
 use throttlelab_core::TaskPhases;
 
-/// A sleeping thread wakes at least this often to notice `stop`.
-const SLEEP_SLICE_NS: u64 = 20_000_000;
 /// Calibrated work runs in chunks of this many us between checks for the end.
 const CHUNK_US: f64 = 50.0;
 const STACK_BYTES: usize = 256 * 1024;
@@ -269,30 +267,57 @@ pub fn calibrate() -> f64 {
     ITERS as f64 * 1_000.0 / fastest_ns as f64
 }
 
-/// The common clock of one worker's threads.
+/// The common clock of one worker's threads. A sleeping thread wakes only
+/// when its time comes, the run ends or `stop` arrives: a thread that woke to
+/// poll would run in the measured cgroup, account runtime between ticks and
+/// return slack on every sleep.
 struct Run {
     start_ns: u64,
     end_ns: u64,
     loops_per_us: f64,
+    /// Set once by [`Run::stop`]; busy threads read it without the lock.
     stop: AtomicBool,
+    /// Sleepers wait on `woken` under this lock; `stop` wakes them all.
+    sleepers: Mutex<()>,
+    woken: Condvar,
 }
 
 impl Run {
+    fn new(start_ns: u64, end_ns: u64, loops_per_us: f64) -> Run {
+        Run {
+            start_ns,
+            end_ns,
+            loops_per_us,
+            stop: AtomicBool::new(false),
+            sleepers: Mutex::new(()),
+            woken: Condvar::new(),
+        }
+    }
+
+    /// End the run early: work stops at its next chunk, sleepers wake now.
+    fn stop(&self) {
+        let _sleepers = self.sleepers.lock().expect("sleepers lock");
+        self.stop.store(true, Ordering::Relaxed);
+        self.woken.notify_all();
+    }
+
     fn over(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || now_ns() >= self.end_ns
     }
 
     /// Sleep until `at_ns` (absolute); false if the run ended first.
     fn sleep_until(&self, at_ns: u64) -> bool {
+        let mut sleepers = self.sleepers.lock().expect("sleepers lock");
         loop {
-            let now = now_ns();
-            if self.stop.load(Ordering::Relaxed) || now >= self.end_ns {
+            if self.over() {
                 return false;
             }
+            let now = now_ns();
             if now >= at_ns {
                 return true;
             }
-            nanosleep_until(at_ns.min(now + SLEEP_SLICE_NS).min(self.end_ns));
+            let wait = Duration::from_nanos(at_ns.min(self.end_ns) - now);
+            sleepers = self.woken.wait_timeout(sleepers, wait).expect("sleepers lock").0;
         }
     }
 
@@ -617,11 +642,19 @@ fn sample(run: &Run, sample_ns: u64, clocks: &[Vec<Arc<CpuClock>>]) -> Vec<Vec<u
     series
 }
 
-/// Arrival timestamps (absolute ns) waiting for a service worker.
+/// Requests waiting for a service worker.
 #[derive(Default)]
 struct Queue {
-    arrivals: Mutex<VecDeque<u64>>,
+    backlog: Mutex<Backlog>,
     ready: Condvar,
+}
+
+#[derive(Default)]
+struct Backlog {
+    /// Arrival timestamps (absolute ns).
+    arrivals: VecDeque<u64>,
+    /// No more arrivals: the run is over.
+    closed: bool,
 }
 
 /// The open-loop arrival process of a service: requests arrive on schedule
@@ -638,11 +671,13 @@ fn arrival_thread(run: &Run, svc: &ServicePlan, queue: &Queue) {
         };
         at += (gap.round() as u64).max(1);
         if !run.sleep_until(at) {
-            return;
+            break;
         }
-        queue.arrivals.lock().expect("queue lock").push_back(at);
+        queue.backlog.lock().expect("queue lock").arrivals.push_back(at);
         queue.ready.notify_one();
     }
+    queue.backlog.lock().expect("queue lock").closed = true;
+    queue.ready.notify_all();
 }
 
 /// A service worker: takes requests in arrival order and does `cost_ns` of work for each.
@@ -656,19 +691,15 @@ fn service_worker(
     let mut r = ThreadResult::default();
     'serve: loop {
         let arrived = {
-            let mut q = queue.arrivals.lock().expect("queue lock");
+            let mut backlog = queue.backlog.lock().expect("queue lock");
             loop {
-                if let Some(a) = q.pop_front() {
+                if let Some(a) = backlog.arrivals.pop_front() {
                     break a;
                 }
-                if run.over() {
+                if backlog.closed {
                     break 'serve;
                 }
-                q = queue
-                    .ready
-                    .wait_timeout(q, Duration::from_nanos(SLEEP_SLICE_NS))
-                    .expect("queue lock")
-                    .0;
+                backlog = queue.ready.wait(backlog).expect("queue lock");
             }
         };
         if !run.work(svc.cost_ns, &mut r.iters) {
@@ -760,17 +791,12 @@ pub fn worker_main() -> Result<(), String> {
         .strip_prefix("go ")
         .and_then(|t| t.parse().ok())
         .ok_or_else(|| format!("expected `go <start_ns>`, got {go:?}"))?;
-    let run = Arc::new(Run {
-        start_ns,
-        end_ns: start_ns + spec.duration_ns,
-        loops_per_us: spec.loops_per_us,
-        stop: AtomicBool::new(false),
-    });
+    let run = Arc::new(Run::new(start_ns, start_ns + spec.duration_ns, spec.loops_per_us));
     {
         let run = run.clone();
         thread::spawn(move || {
             let _ = read_line(); // `stop`, or EOF: either ends the run
-            run.stop.store(true, Ordering::Relaxed);
+            run.stop();
         });
     }
 
@@ -869,12 +895,7 @@ mod tests {
     fn calibrated_work_takes_about_its_time() {
         let loops_per_us = calibrate();
         assert!(loops_per_us > 1.0, "{loops_per_us}");
-        let run = Run {
-            start_ns: now_ns(),
-            end_ns: u64::MAX,
-            loops_per_us,
-            stop: AtomicBool::new(false),
-        };
+        let run = Run::new(now_ns(), u64::MAX, loops_per_us);
         let mut iters = 0;
         let t0 = thread_cpu_ns();
         assert!(run.work(20_000_000, &mut iters));
@@ -886,12 +907,7 @@ mod tests {
 
     fn run_for(duration_ns: u64) -> Run {
         let now = now_ns();
-        Run {
-            start_ns: now,
-            end_ns: now + duration_ns,
-            loops_per_us: calibrate(),
-            stop: AtomicBool::new(false),
-        }
+        Run::new(now, now + duration_ns, calibrate())
     }
 
     fn trace_task(windows: &str, dl: Option<DlPlan>) -> TaskPlan {
@@ -1099,21 +1115,43 @@ mod tests {
         let r = run.clone();
         let stopper = thread::spawn(move || {
             nanosleep_until(r.start_ns + 150_000_000);
-            r.stop.store(true, Ordering::Relaxed);
+            r.stop();
         });
         assert_eq!(sample(&run, 100_000_000, &[vec![]]), [vec![0]]);
+        stopper.join().unwrap();
+    }
+
+    /// The calling thread's voluntary context switches so far.
+    fn nvcsw() -> i64 {
+        // SAFETY: getrusage only writes the struct passed in.
+        unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
+            usage.ru_nvcsw
+        }
+    }
+
+    #[test]
+    fn a_sleeper_sleeps_through_until_stop_wakes_it() {
+        let run = Arc::new(run_for(10_000_000_000));
+        let r = run.clone();
+        let stopper = thread::spawn(move || {
+            nanosleep_until(r.start_ns + 500_000_000);
+            r.stop();
+        });
+        let before = nvcsw();
+        assert!(!run.sleep_until(run.start_ns + 5_000_000_000));
+        // One sleep, not one per slice (25 of 20 ms before): nothing in the
+        // measured cgroup wakes but for a reason.
+        assert!(nvcsw() - before <= 3, "{}", nvcsw() - before);
+        assert!(now_ns() - run.start_ns < 2_000_000_000);
         stopper.join().unwrap();
     }
 
     #[test]
     fn the_end_stops_work_and_sleep() {
         let now = now_ns();
-        let run = Run {
-            start_ns: now,
-            end_ns: now + 5_000_000,
-            loops_per_us: calibrate(),
-            stop: AtomicBool::new(false),
-        };
+        let run = Run::new(now, now + 5_000_000, calibrate());
         let mut iters = 0;
         assert!(!run.work(1_000_000_000, &mut iters));
         assert!(!run.sleep_until(now + 1_000_000_000));
