@@ -9,7 +9,9 @@ import pytest
 from helpers import cli, scenario_text
 from test_errors import assert_error
 from test_real import needs_real
-from throttlelab.compare import Stats, mean_host, profile_for_release, simulator_overrides, timer_overrides
+import throttlelab.compare
+from throttlelab import _native
+from throttlelab.compare import SETTLE_S, Stats, compare, mean_host, profile_for_release, simulator_overrides, timer_overrides
 
 
 @pytest.mark.parametrize(
@@ -70,6 +72,20 @@ def test_each_simulator_run_gets_its_kernel_runs_timer_offsets():
     assert timer_overrides({"release": "6.18"}) == []
     # They differ per run, so the summary of the host leaves them out.
     assert not {"period_timer_offset_us", "uptime_s"} & set(mean_host([host]))
+
+
+def test_each_kernel_run_waits_for_the_host_to_settle(monkeypatch):
+    """The teardown of one kernel run must not count as the next one's background."""
+    text = scenario_text(top="", period_us="10000", quota_us="10000")
+    doc = json.loads(_native.run(text, []))
+    host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0}
+    kernel_doc = json.dumps({**doc, "backend": "real", "host": host})
+    calls = []
+    monkeypatch.setattr(throttlelab.compare.time, "sleep", calls.append)
+    monkeypatch.setattr(throttlelab.compare._native, "real", lambda *args: calls.append("real") or kernel_doc)
+    result = compare(text, runs=2)
+    assert calls == [SETTLE_S, "real", SETTLE_S, "real"]
+    assert len(result["sim_runs"]) == 2
 
 
 def test_stats():

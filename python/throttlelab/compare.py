@@ -8,6 +8,10 @@ each group's period timer where kernel run i found it (`period_timer_offset_us`,
 read from tracefs), so both sides draw the same timer phases. Per cgroup metric
 the result holds both sides' mean, standard deviation and range, and whether the
 simulator's mean lies inside the band the kernel itself spans.
+
+Each kernel run waits ``settle_s`` first: the teardown of the run before (its
+worker's memory freed, its cgroups removed) keeps the host busy for a while,
+and the probe and the next run would count that as background.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import re
 import statistics
 import sys
+import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional, Sequence
 
@@ -23,6 +28,14 @@ from throttlelab import _native
 
 #: cpu.stat metrics compared, in table order.
 METRICS = ("usage_usec", "nr_periods", "nr_throttled", "throttled_ratio", "throttled_usec", "nr_bursts", "burst_usec")
+
+#: Seconds each kernel run waits for the host to settle. Traced on the
+#: fidelity host: after a run, DAMON took about 50 ms of CPU in the next
+#: 250 ms; the probe right after counted 31-34 preemptions per CPU
+#: and second, 15-20 after a 1.5 s pause, and the group that throttles most
+#: with background (2 spinners, 10 ms quota per 5 ms + 5 ms burst) throttled
+#: 10-16 times in 400 periods back to back against 4-12 after a pause.
+SETTLE_S = 1.0
 
 #: First release of each profile's semantics, oldest first.
 _PROFILE_SINCE = (("5.4", (5, 4)), ("5.14", (5, 14)), ("6.6", (6, 6)), ("6.18", (6, 18)))
@@ -99,12 +112,15 @@ def compare(
     overrides: Sequence[str] = (),
     runs: int = 3,
     step: Optional[Callable[[str], None]] = None,
+    settle_s: float = SETTLE_S,
 ) -> dict[str, Any]:
-    """Run scenario ``text`` ``runs`` times on the host and over ``runs`` seeds in
-    the simulator; ``step(label)`` is called after each run (progress)."""
+    """Run scenario ``text`` ``runs`` times on the host, each after ``settle_s``
+    of quiet, and over ``runs`` seeds in the simulator; ``step(label)`` is called
+    after each run (progress)."""
     step = step or (lambda _label: None)
     kernel = []
     for i in range(runs):
+        time.sleep(settle_s)
         kernel.append(json.loads(_native.real(text, [*overrides, f"seed={i + 1}"], sys.executable)))
         step(f"kernel run {i + 1}")
     host = mean_host([d["host"] for d in kernel])
