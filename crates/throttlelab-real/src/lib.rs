@@ -286,9 +286,10 @@ impl Workers {
                 // The check above returns the interruption.
                 Ok(Wake::Signal) => {}
                 Err(RecvTimeoutError::Timeout) => return Ok(None),
-                // The guard's waker holds a sender for as long as the guard lives.
+                // The guard's waker holds a sender for as long as the guard
+                // lives; without it a signal could no longer end the wait.
                 Err(RecvTimeoutError::Disconnected) => {
-                    unreachable!("the signal waker outlives the workers")
+                    return Err(Error::harness("the signal waker ended before the run"))
                 }
             }
         }

@@ -8,9 +8,10 @@
 
 use crate::error::{Error, Result};
 use std::fs::File;
-use std::io::Read;
+use std::io::{ErrorKind, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::thread::JoinHandle;
 
 /// The last signal caught, 0 if none.
 static CAUGHT: AtomicI32 = AtomicI32::new(0);
@@ -76,18 +77,24 @@ impl Guard {
     }
 
     /// Call `wake` from a thread of its own each time SIGINT or SIGTERM
-    /// arrives (once at most per guard; later calls do nothing). The thread
-    /// ends when the guard is dropped.
-    pub fn wake_with(&mut self, wake: impl Fn() + Send + 'static) {
-        let Some(read_end) = self.read_end.take() else { return };
-        std::thread::spawn(move || {
+    /// arrives; that thread, which ends when the guard is dropped. Once per
+    /// guard: later calls do nothing and return None.
+    pub fn wake_with(&mut self, wake: impl Fn() + Send + 'static) -> Option<JoinHandle<()>> {
+        let read_end = self.read_end.take()?;
+        Some(std::thread::spawn(move || {
             let mut pipe = File::from(read_end);
             let mut byte = [0u8];
-            // EOF (the guard's write end closed) or an error ends the thread.
-            while let Ok(1) = pipe.read(&mut byte) {
-                wake();
+            loop {
+                match pipe.read(&mut byte) {
+                    Ok(1) => wake(),
+                    // The signal may be delivered to this thread, mid-read
+                    // (the handler has no SA_RESTART); its byte is still there.
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    // EOF: the guard's write end closed.
+                    _ => break,
+                }
             }
-        });
+        }))
     }
 
     /// `Err(Interrupted)` once SIGINT or SIGTERM has arrived.
@@ -132,6 +139,25 @@ mod tests {
         // SAFETY: querying only.
         unsafe { libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut now) };
         assert_eq!(now.sa_sigaction, libc::SIG_DFL);
+    }
+
+    #[test]
+    fn a_signal_that_interrupts_the_wakers_read_still_wakes() {
+        use std::os::unix::thread::JoinHandleExt;
+        let _one = ONE_GUARD.lock().unwrap();
+        let mut guard = Guard::install().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waker = guard.wake_with(move || tx.send(()).unwrap()).unwrap();
+        assert!(guard.wake_with(|| ()).is_none());
+        // Let it block in read(), then deliver the signal to it: read fails
+        // with EINTR, the handler's byte waits in the pipe.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // SAFETY: the waker thread is alive (it holds the sender rx waits on).
+        assert_eq!(unsafe { libc::pthread_kill(waker.as_pthread_t(), libc::SIGTERM) }, 0);
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(5)), Ok(()));
+        assert_eq!(guard.check(), Err(Error::Interrupted("SIGTERM")));
+        drop(guard);
+        waker.join().unwrap();
     }
 
     #[test]
