@@ -405,6 +405,20 @@ impl Tree {
         self.bandwidth[i]
     }
 
+    /// Write every limited cgroup's bandwidth again, unchanged: the kernel
+    /// (`tg_set_cfs_bandwidth`) refills the pool and sets each runqueue's
+    /// local runtime to 1 ns, the idle-configured state the simulator starts
+    /// from. Called once the workers sleep until the start: their own start-up
+    /// ran in the cgroups and left runtime on the runqueues of the CPUs it ran on.
+    pub fn reset_bandwidth(&mut self) -> Result<()> {
+        for i in 0..self.bandwidth.len() {
+            if self.bandwidth[i].quota_us.is_some() {
+                self.set_bandwidth(i, self.bandwidth[i])?;
+            }
+        }
+        Ok(())
+    }
+
     /// Move process `pid` (all its threads) into group `g` in every hierarchy.
     pub fn attach(&mut self, pid: u32, g: GroupId) -> Result<()> {
         for h in self.layout.hierarchies.clone() {

@@ -45,6 +45,11 @@ const PROBE_NS: u64 = 500_000_000;
 
 /// Time between `go` and the common start: the workers create their threads.
 const START_DELAY_NS: u64 = 50_000_000;
+/// The workers' threads must sleep this long before the start, when the
+/// cgroups' bandwidth is reset.
+const START_MARGIN_NS: u64 = 5_000_000;
+/// How often the controller looks whether they do.
+const ASLEEP_POLL_NS: u64 = 1_000_000;
 /// How long a worker may take to start Python and read its spec.
 const READY_TIMEOUT_NS: u64 = 30_000_000_000;
 /// How long workers may take to report after the end.
@@ -114,11 +119,19 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
             },
         })
         .collect();
+    // Threads start round-robin over the CPUs each may use, across tasks and
+    // services, as the simulator's wake-up placement spreads them on an idle machine.
+    let mut next_start = 0;
+    let mut start_cpu = |allowed: &[usize]| {
+        next_start += 1;
+        allowed[(next_start - 1) % allowed.len()]
+    };
     for t in s.tasks.iter().filter(|t| TaskPhases::threads(t) > 0) {
         let g = group_of(s, &t.cgroup);
         let allowed = allowed_cpus(s, g, &t.cpus, &format!("task.{}", t.name))?;
         let threads = (0..TaskPhases::threads(t))
             .map(|i| ThreadPlan {
+                start_cpu: if t.pin { allowed[i % allowed.len()] } else { start_cpu(&allowed) },
                 start_ns: t.start_us * 1_000
                     + if t.start_spread_us > 0 {
                         rng.random_range(0..t.start_spread_us * 1_000)
@@ -155,7 +168,7 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
     for svc in &s.services {
         let g = group_of(s, &svc.cgroup);
         let allowed = allowed_cpus(s, g, &svc.cpus, &format!("service.{}", svc.name))?;
-        let cpus = svc.cpus.as_ref().map(|_| allowed);
+        let cpus = svc.cpus.as_ref().map(|_| allowed.clone());
         plans[g.map_or(0, |i| i + 1)]
             .spec
             .services
@@ -168,6 +181,7 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
                 workers: (0..svc.workers)
                     .map(|_| ThreadPlan {
                         start_ns: 0,
+                        start_cpu: start_cpu(&allowed),
                         cpus: cpus.clone(),
                     })
                     .collect(),
@@ -270,6 +284,28 @@ impl Workers {
         self.list[i].child.id()
     }
 
+    /// Wait until every thread of every worker sleeps (state S in
+    /// /proc/PID/task/TID/stat), by `deadline_ns`. Polls: it runs before the
+    /// start, outside what is measured.
+    fn wait_asleep(&self, deadline_ns: u64) -> Result<()> {
+        loop {
+            let mut awake = Vec::new();
+            for w in &self.list {
+                awake.extend(awake_threads(w.child.id())?);
+            }
+            if awake.is_empty() {
+                return Ok(());
+            }
+            if now_ns() >= deadline_ns {
+                return Err(Error::harness(format!(
+                    "worker threads {awake:?} were still running {} ms before the start",
+                    START_MARGIN_NS / 1_000_000
+                )));
+            }
+            nanosleep_until(now_ns() + ASLEEP_POLL_NS);
+        }
+    }
+
     /// The next line from any worker within `timeout_ns`; blocks without
     /// polling, and returns early with `Err(Interrupted)` on a signal.
     fn next(
@@ -294,6 +330,27 @@ impl Workers {
             }
         }
     }
+}
+
+/// Threads of process `pid` not in interruptible sleep.
+fn awake_threads(pid: u32) -> Result<Vec<u32>> {
+    let dir = PathBuf::from(format!("/proc/{pid}/task"));
+    let tasks = std::fs::read_dir(&dir).map_err(|e| Error::harness(format!("{}: {e}", dir.display())))?;
+    let mut awake = Vec::new();
+    for task in tasks.flatten() {
+        // A thread that exits meanwhile is not awake.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        if thread_state(&stat) != Some('S') {
+            awake.extend(task.file_name().to_str().and_then(|t| t.parse::<u32>().ok()));
+        }
+    }
+    Ok(awake)
+}
+
+/// The state letter of a /proc/.../stat line: the field after the command,
+/// which is in parentheses and may itself hold spaces and parentheses.
+fn thread_state(stat: &str) -> Option<char> {
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 impl Drop for Workers {
@@ -396,6 +453,12 @@ fn measure(
     for i in 0..plans.len() {
         send(workers, i, &format!("go {start}"))?;
     }
+    // Traced: two spinners at 20 ms / 20 ms ran 23.1 ms before the first
+    // refill after the start; the workers' start-up had left the runqueues
+    // 3 ms or more (a thread's first run takes a slice; `return_cfs_rq_runtime`
+    // keeps 1 ms of it, all of it when EEVDF delays the dequeue).
+    workers.wait_asleep(start.saturating_sub(START_MARGIN_NS))?;
+    tree.reset_bandwidth()?;
     // The counters start when the workers do: periods that pass while they
     // wait for `start` would count as unthrottled ones.
     nanosleep_until(start);
@@ -639,6 +702,35 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_state_follows_a_command_with_spaces_and_parentheses() {
+        assert_eq!(thread_state("4242 (python3) S 1 4242 0"), Some('S'));
+        assert_eq!(thread_state("17 (a) b) R 1 17 0"), Some('R'));
+        assert_eq!(thread_state("no state"), None);
+    }
+
+    #[test]
+    fn a_running_thread_is_awake_and_a_blocked_one_is_not() {
+        let (tx, rx) = mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let sleeper = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tid_tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            rx.recv().ok();
+        });
+        let sleeper_tid = tid_rx.recv().unwrap();
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() } as u32;
+        let deadline = now_ns() + 5_000_000_000;
+        // Wait until the sleeper has blocked in recv.
+        while awake_threads(std::process::id()).unwrap().contains(&sleeper_tid) {
+            assert!(now_ns() < deadline, "the sleeper never slept");
+        }
+        assert!(awake_threads(std::process::id()).unwrap().contains(&me));
+        tx.send(()).unwrap();
+        sleeper.join().unwrap();
+    }
+
     fn load(text: &str) -> Scenario {
         throttlelab_core::load(text, &[]).unwrap()
     }
@@ -667,6 +759,7 @@ start_spread_us = 1000
 phases = [{ run_us = 10 }]
 [[task]]
 name = "free"
+threads = 3
 phases = [{ run_us = 10 }]
 [[service]]
 name = "svc"
@@ -685,6 +778,12 @@ cost_us = 10
         assert!(pinned.iter().all(|t| t.start_ns < 1_000_000));
         assert_eq!(plans[0].spec.tasks[0].threads[0].cpus, None);
         assert_eq!(plans[1].spec.services[0].workers[0].cpus, Some(vec![2]));
+        // Threads start where they are pinned, the others round-robin over
+        // what they may use, across tasks and services.
+        let start_cpus = |threads: &[ThreadPlan]| threads.iter().map(|t| t.start_cpu).collect::<Vec<_>>();
+        assert_eq!(start_cpus(pinned), [2, 3, 2]);
+        assert_eq!(start_cpus(&plans[0].spec.tasks[0].threads), [0, 1, 2]);
+        assert_eq!(start_cpus(&plans[1].spec.services[0].workers), [2]);
         // Deterministic from the seed.
         let again = plan(&s, 100.0).unwrap();
         assert_eq!(

@@ -136,6 +136,10 @@ fn sched_setattr_dl(tid: libc::pid_t, dl: DlParams) -> Result<(), i32> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ThreadPlan {
     pub start_ns: u64,
+    /// The CPU the thread moves to before it sleeps until its start, so that
+    /// the scenario's threads wake spread over their CPUs, as the simulator
+    /// starts them (see [`start_on`]).
+    pub start_cpu: usize,
     /// CPU affinity (sched_setaffinity); None: whatever the cpuset allows.
     pub cpus: Option<Vec<usize>>,
 }
@@ -387,6 +391,29 @@ pub(crate) fn set_affinity(cpus: &Option<Vec<usize>>) -> Result<(), String> {
     Ok(())
 }
 
+/// The calling thread's CPU affinity.
+fn affinity() -> Result<Vec<usize>, String> {
+    // SAFETY: cpu_set_t is plain data that sched_getaffinity fills in.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(format!("sched_getaffinity: {}", std::io::Error::last_os_error()));
+        }
+        Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect())
+    }
+}
+
+/// Move to `plan.start_cpu`, then take the plan's affinity (or the one the
+/// cpuset gave): the thread stays on that CPU, sleeps there and wakes there at
+/// its start. Traced: two threads spawned on one CPU both woke there at the
+/// start, in one timer interrupt, and one waited 3 ms for the load balancer,
+/// which left its group unthrottled in a first period the simulator throttled.
+fn start_on(plan: &ThreadPlan) -> Result<(), String> {
+    let inherited = affinity()?;
+    set_affinity(&Some(vec![plan.start_cpu]))?;
+    set_affinity(&Some(plan.cpus.clone().unwrap_or(inherited)))
+}
+
 /// One thread of a task: its phases, `loops` times or until the end, with its
 /// CPU time readable by the sampler through `clock`.
 fn task_thread(
@@ -396,7 +423,7 @@ fn task_thread(
     clock: &CpuClock,
 ) -> Result<ThreadResult, String> {
     clock.publish();
-    set_affinity(&plan.cpus)?;
+    start_on(plan)?;
     let going = run.sleep_until(run.start_ns + plan.start_ns);
     let started_ns = now_ns().saturating_sub(run.start_ns);
     let mut r = match task.dl.as_ref().filter(|_| going) {
@@ -700,7 +727,7 @@ fn service_worker(
     plan: &ThreadPlan,
     queue: &Queue,
 ) -> Result<ThreadResult, String> {
-    set_affinity(&plan.cpus)?;
+    start_on(plan)?;
     let mut r = ThreadResult::default();
     'serve: loop {
         let arrived = {
@@ -933,6 +960,7 @@ mod tests {
             threads: vec![
                 ThreadPlan {
                     start_ns: 0,
+                    start_cpu: 0,
                     cpus: None
                 };
                 threads
@@ -1160,6 +1188,20 @@ mod tests {
         assert!(nvcsw() - before <= 3, "{}", nvcsw() - before);
         assert!(now_ns() - run.start_ns < 2_000_000_000);
         stopper.join().unwrap();
+    }
+
+    #[test]
+    fn a_thread_leaves_its_start_cpu_with_the_affinity_it_should_have() {
+        thread::spawn(|| {
+            let inherited = affinity().unwrap();
+            let last = *inherited.last().unwrap();
+            start_on(&ThreadPlan { start_ns: 0, start_cpu: last, cpus: None }).unwrap();
+            assert_eq!(affinity().unwrap(), inherited);
+            start_on(&ThreadPlan { start_ns: 0, start_cpu: last, cpus: Some(vec![inherited[0]]) }).unwrap();
+            assert_eq!(affinity().unwrap(), [inherited[0]]);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
