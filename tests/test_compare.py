@@ -88,6 +88,13 @@ def test_each_kernel_run_waits_for_the_host_to_settle(monkeypatch):
     assert len(result["sim_runs"]) == 2
 
 
+def test_the_mean_of_equal_runs_is_their_value():
+    """Five simulator runs equal to the kernel's highest run are inside its range."""
+    runs = Stats.of([399 / 400] * 5)
+    assert runs.mean == 399 / 400
+    assert Stats.of([398 / 399, *[399 / 400] * 4]).hi >= runs.mean
+
+
 def test_stats():
     s = Stats.of([1.0, 2.0, 3.0])
     assert (s.mean, s.sd, s.lo, s.hi) == (2.0, 1.0, 1.0, 3.0)
