@@ -77,8 +77,8 @@ impl Guard {
     }
 
     /// Call `wake` from a thread of its own each time SIGINT or SIGTERM
-    /// arrives; that thread, which ends when the guard is dropped. Once per
-    /// guard: later calls do nothing and return None.
+    /// arrives, and return that thread; it ends when the guard is dropped.
+    /// Once per guard: later calls do nothing and return None.
     pub fn wake_with(&mut self, wake: impl Fn() + Send + 'static) -> Option<JoinHandle<()>> {
         let read_end = self.read_end.take()?;
         Some(std::thread::spawn(move || {
