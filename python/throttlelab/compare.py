@@ -9,9 +9,9 @@ read from tracefs), so both sides draw the same timer phases. Per cgroup metric
 the result holds both sides' mean, standard deviation and range, and whether the
 simulator's mean lies inside the band the kernel itself spans.
 
-Each kernel run waits ``settle_s`` first: the teardown of the run before (its
-worker's memory freed, its cgroups removed) keeps the host busy for a while,
-and the probe and the next run would count that as background.
+Each kernel run waits ``settle_s`` first: the host is busy for a while after
+the run before ends (traced: DAMON), and the probe and the next run would count
+that as background.
 """
 
 from __future__ import annotations
