@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from helpers import scenario_text
+
+# Property tests draw the same cases on every run unless HYPOTHESIS_PROFILE=explore
+# (scripts/explore.sh), which draws many more, from a random seed.
+settings.register_profile("ci", max_examples=50, derandomize=True, database=None)
+settings.register_profile("explore", max_examples=2000, derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ def bandwidth(draw):
     )
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bandwidth())
 def test_cpu_stat_invariants(params):
     doc = throttlelab.run(scenario_text(**params))

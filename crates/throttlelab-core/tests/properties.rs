@@ -2,6 +2,8 @@
 //! nothing, a throttled cfs_rq never runs, and usage per period stays within
 //! quota + burst + the per-CPU overrun bound.
 
+mod common;
+
 use proptest::prelude::*;
 use throttlelab_core::trace::{Record, TraceKind};
 use throttlelab_core::{load, Output, Scenario, Sim};
@@ -154,7 +156,7 @@ fn ancestors(s: &Scenario, tg: usize) -> Vec<usize> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(common::proptest_config(64))]
 
     #[test]
     fn same_seed_same_output(p in params()) {
