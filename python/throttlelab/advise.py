@@ -22,11 +22,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Generator, Iterable, Optional, Sequence
+
+from rich.console import RenderableType
 
 from throttlelab import _native
+from throttlelab.runner import Run, Runner
 from throttlelab.scenarios import PathArg
-from throttlelab.sweep import local_map
+from throttlelab.terminal import table
 
 CANDIDATE_PERIODS_US = (10_000, 20_000, 50_000, 100_000, 200_000)
 #: Bursts tried, as fractions of the quota (cpu.max.burst <= quota).
@@ -76,14 +79,23 @@ class Outcome:
         return row
 
 
-def evaluate(search: Search, quota_us: Optional[int], period_us: int, burst_us: int) -> Outcome:
-    """Simulate every seed with this cpu.max; the worst throttled ratio and p99."""
+#: One cpu.max setting: quota (None: unlimited), period and burst, in us.
+Setting = tuple[Optional[int], int, int]
+
+
+def _runs(search: Search, setting: Setting) -> list[Run]:
+    """One run per seed of ``search`` with ``setting`` as the cgroup's cpu.max."""
+    quota_us, period_us, burst_us = setting
     limit = [f"cgroup.{search.cgroup}.quota_us={quota_us if quota_us else -1}", f"cgroup.{search.cgroup}.period_us={period_us}"]
     if burst_us:
         limit.append(f"cgroup.{search.cgroup}.burst_us={burst_us}")
+    return [(search.text, [*search.overrides, *limit, f"seed={seed}"]) for seed in search.seeds]
+
+
+def _outcome(search: Search, docs: Sequence[dict[str, Any]]) -> Outcome:
+    """The worst throttled ratio and p99 of one setting's runs (one per seed)."""
     throttled, usage, p99s = 0.0, 0.0, []
-    for seed in search.seeds:
-        doc = json.loads(_native.run(search.text, [*search.overrides, *limit, f"seed={seed}"]))
+    for doc in docs:
         cg = doc["cgroups"][search.cgroup]
         throttled = max(throttled, cg["throttled_ratio"])
         usage = max(usage, cg["usage_usec"] / (doc["duration_s"] * 1e6))
@@ -93,6 +105,11 @@ def evaluate(search: Search, quota_us: Optional[int], period_us: int, burst_us: 
         search.max_p99_ms is None or p99_ms is None or p99_ms <= search.max_p99_ms
     )
     return Outcome(throttled, p99_ms, usage, meets)
+
+
+def evaluate(runner: Runner, search: Search, quota_us: Optional[int], period_us: int, burst_us: int) -> Outcome:
+    """Simulate every seed with this cpu.max; the worst throttled ratio and p99."""
+    return _outcome(search, runner.run_many(_runs(search, (quota_us, period_us, burst_us))))
 
 
 def _quota(us: float) -> int:
@@ -105,33 +122,35 @@ def _burst(fraction: float, quota_us: int) -> int:
     return int(fraction * quota_us) // QUOTA_STEP_US * QUOTA_STEP_US
 
 
-def bisect(search: Search, period_us: int, burst_fraction: float, demand_cpus: float) -> tuple[dict[str, Any], int]:
+#: A search that yields the settings it wants evaluated, is sent each one's
+#: outcome, and returns its candidate row.
+Bisection = Generator[Setting, Outcome, dict[str, Any]]
+
+
+def bisect(machine_cpus: int, period_us: int, burst_fraction: float, demand_cpus: float) -> Bisection:
     """The smallest quota that meets the target at this period and burst fraction
-    (within RESOLUTION), as a candidate row, and the number of runs it took.
+    (within RESOLUTION), as a candidate row.
 
     Invariant: ``hi`` meets the target, ``lo`` does not (``MIN_QUOTA_US - 1`` stands
     for "below the kernel's minimum"). Without any ``hi`` the candidate is the whole
     machine, failing."""
-    runs = 0
 
-    def at(quota_us: int) -> Outcome:
-        nonlocal runs
-        runs += len(search.seeds)
-        return evaluate(search, quota_us, period_us, _burst(burst_fraction, quota_us))
+    def at(quota_us: int) -> Setting:
+        return (quota_us, period_us, _burst(burst_fraction, quota_us))
 
-    full_us = search.machine_cpus * period_us
+    full_us = machine_cpus * period_us
     hi = min(full_us, _quota(demand_cpus * DEMAND_HEADROOM * period_us))
-    best = at(hi)
+    best = yield at(hi)
     if not best.meets and hi < full_us:
         hi = full_us
-        best = at(hi)
+        best = yield at(hi)
     if best.meets:
         lo = MIN_QUOTA_US - 1
         while hi - lo > max(MIN_QUOTA_US, RESOLUTION * hi):
             mid = _quota((lo + hi) / 2)
             if mid >= hi:
                 break
-            outcome = at(mid)
+            outcome = yield at(mid)
             if outcome.meets:
                 hi, best = mid, outcome
             else:
@@ -147,7 +166,30 @@ def bisect(search: Search, period_us: int, burst_fraction: float, demand_cpus: f
     }
     if best.p99_ms is not None:
         row["p99_ms"] = best.p99_ms
-    return row, runs
+    return row
+
+
+def bisect_all(runner: Runner, search: Search, bisections: Sequence[Bisection], step: Callable[[], None]) -> tuple[list[dict[str, Any]], int]:
+    """Every bisection's candidate row, and the number of runs they took. The
+    bisections advance in lockstep: each round, the next setting of every one
+    still searching, all their seeds in one batch for the runner; ``step()``
+    as each one finishes."""
+    rows: list[Any] = [None] * len(bisections)
+    wanted = {i: next(b) for i, b in enumerate(bisections)}
+    runs = 0
+    while wanted:
+        order = list(wanted)
+        docs = runner.run_many([run for i in order for run in _runs(search, wanted[i])])
+        runs += len(docs)
+        n = len(search.seeds)
+        for k, i in enumerate(order):
+            try:
+                wanted[i] = bisections[i].send(_outcome(search, docs[k * n : (k + 1) * n]))
+            except StopIteration as done:
+                rows[i] = done.value
+                del wanted[i]
+                step()
+    return rows, runs
 
 
 def _preference(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -188,24 +230,25 @@ def advise_text(
 
     periods = sorted({*CANDIDATE_PERIODS_US, groups[cgroup]["period_us"]})
     bursts = BURST_FRACTIONS if _has_burst(resolved["kernel"]["profile"]) else (0.0,)
-    calls = [(search, p, b) for p in periods for b in bursts]
     if on_total:
-        on_total(len(calls) + 1)
+        on_total(len(periods) * len(bursts) + 1)
     step = step or (lambda: None)
-    unlimited = evaluate(search, None, groups[cgroup]["period_us"], 0)
-    step()
-    results = local_map(bisect, [(*c, unlimited.usage_cpus) for c in calls], workers, step)
-    runs = seeds + sum(n for _, n in results)
-    candidates = sorted((row for row, _ in results), key=_preference)
-    recommendation = None
-    for candidate in (c for c in candidates if c["meets"]):
-        setting = _with_headroom(candidate, search.machine_cpus)
-        checked = evaluate(holdout, **setting)
+    with Runner(workers=workers) as runner:
+        unlimited = evaluate(runner, search, None, groups[cgroup]["period_us"], 0)
+        step()
+        bisections = [bisect(search.machine_cpus, p, b, unlimited.usage_cpus) for p in periods for b in bursts]
+        rows, runs = bisect_all(runner, search, bisections, step)
         runs += seeds
-        candidate["holdout_meets"] = checked.meets
-        if checked.meets:
-            recommendation = {**setting, "from_quota_us": candidate["quota_us"], "holdout": checked.as_row()}
-            break
+        candidates = sorted(rows, key=_preference)
+        recommendation = None
+        for candidate in (c for c in candidates if c["meets"]):
+            setting = _with_headroom(candidate, search.machine_cpus)
+            checked = evaluate(runner, holdout, **setting)
+            runs += seeds
+            candidate["holdout_meets"] = checked.meets
+            if checked.meets:
+                recommendation = {**setting, "from_quota_us": candidate["quota_us"], "holdout": checked.as_row()}
+                break
     return {
         "scenario": resolved["name"],
         "recommendation": recommendation,
@@ -279,3 +322,31 @@ def explain(result: dict[str, Any]) -> str:
         f"Remove the limit (cpu.max max): every quota that kept {goal} in seeds 1-{seeds} missed it in"
         f" {holdout_text}, even with {_percent(result['headroom'])} more quota."
     )
+
+
+#: Candidates shown beside the recommendation.
+SHOWN = 6
+
+
+def render(result: dict[str, Any]) -> list[RenderableType]:
+    """The recommendation in a sentence, then the best candidates and the unlimited cgroup."""
+    with_p99 = "p99_ms" in result["unlimited"]
+    holdout = result["holdout_seeds"]
+    cols = ["cpu.max", "burst", "CPUs", "throttled %"] + (["p99 ms"] if with_p99 else []) + ["meets", "holdout"]
+    t = table(
+        f"options for {result['target']['cgroup']}: worst of seeds 1-{result['target']['seeds']};"
+        f" holdout: +{100 * result['headroom']:g} % quota in seeds {holdout[0]}-{holdout[-1]} ({result['runs']} runs)",
+        cols, left=("cpu.max", "meets", "holdout"),
+    )
+
+    def add(limit: str, burst: str, cpus: str, outcome: dict[str, Any], checked: str) -> None:
+        p99 = [f"{outcome['p99_ms']:.1f}"] if with_p99 else []
+        meets = "yes" if outcome["meets"] else "no"
+        t.add_row(limit, burst, cpus, f"{100 * outcome['throttled_ratio']:.1f}", *p99, meets, checked)
+
+    for c in result["candidates"][:SHOWN]:
+        checked = {True: "yes: recommended", False: "no"}.get(c.get("holdout_meets"), "")
+        add(f"{c['quota_us']} {c['period_us']}", str(c["burst_us"] or "-"), f"{c['cpus']:.2f}", c, checked)
+    unlimited = result["unlimited"]
+    add("max (remove the limit)", "-", f"{unlimited['usage_cpus']:.2f} used", unlimited, "")
+    return [explain(result), t]

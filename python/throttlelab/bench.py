@@ -6,8 +6,11 @@ import json
 import time
 from typing import Any
 
+from rich.table import Table
+
 from throttlelab._native import run as _native_run
 from throttlelab.scenarios import load_scenario_text
+from throttlelab.terminal import table
 
 
 def measure(name: str, repeat: int = 1) -> dict[str, Any]:
@@ -34,3 +37,13 @@ def measure(name: str, repeat: int = 1) -> dict[str, Any]:
         "events_per_s": events / best,
         "speedup": doc["duration_s"] / best,
     }
+
+
+def render(records: list[dict[str, Any]], repeat: int) -> Table:
+    t = table(f"bench (best of {repeat})", ("scenario", "sim s", "wall s", "events", "events/s", "speedup"), left=("scenario",))
+    for r in records:
+        t.add_row(
+            r["scenario"], f"{r['sim_s']:g}", f"{r['wall_s']:.3f}", str(r["events"]),
+            f"{r['events_per_s']:,.0f}", f"{r['speedup']:,.1f}x",
+        )
+    return t

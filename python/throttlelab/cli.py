@@ -4,33 +4,29 @@ validate, list and benchmark scenarios."""
 from __future__ import annotations
 
 import json
-import re
 import math
 import sys
 from typing import Any, Optional
 
 import click
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from throttlelab import _native
+from throttlelab import _native, bench as benches, compare as comparison, output
 from throttlelab import reproduce as experiments
-from throttlelab.bench import measure
-from throttlelab.compare import compare as compare_runs
+from throttlelab.runner import EXECUTORS, Runner, RunnerError
 from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
+from throttlelab.terminal import Terminal
 # Modules named like the package's functions throttlelab.sweep and throttlelab.advise: import from them.
-from throttlelab.advise import AdviseError, advise_text, explain
-from throttlelab.sweep import EXECUTORS, SweepError, parse_grid, sweep_rows
+from throttlelab.advise import AdviseError, advise_text
+from throttlelab.advise import render as render_advice
+from throttlelab.sweep import SweepError, parse_grid, sweep_rows
+from throttlelab.sweep import render as render_sweep
 
 DEFAULT_SCENARIO = "ugedal-table2"
 
 #: Errors that are the user's input, not a bug: reported in one line, exit code 2.
 USER_ERRORS = (
     _native.ScenarioError, _native.HarnessError, ScenarioNotFound, experiments.UnknownExperiment,
-    SweepError, AdviseError,
+    SweepError, AdviseError, RunnerError,
 )
 
 
@@ -109,7 +105,7 @@ def _emit(out: str, as_json: bool) -> None:
     if as_json:
         click.echo(out)
     else:
-        _print_report(json.loads(out))
+        Terminal().print(*output.render(json.loads(out)))
 
 
 @main.command()
@@ -123,141 +119,14 @@ def compare(scenario: str, overrides: tuple[str, ...], runs: int, as_json: bool)
     The simulator gets the host's CONFIG_HZ and the profile of its kernel release;
     the verdict says whether its mean lies inside the kernel's own run-to-run range."""
     text, _ = load_scenario_text(scenario)
-    progress = Progress(
-        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
-    )
-    with progress:
+    terminal = Terminal()
+    with terminal.progress() as progress:
         bar = progress.add_task("compare", total=2 * runs)
-        result = compare_runs(text, overrides, runs, lambda label: progress.update(bar, advance=1, description=label))
+        result = comparison.compare(text, overrides, runs, lambda label: progress.update(bar, advance=1, description=label))
     if as_json:
         click.echo(json.dumps(result))
         return
-    _print_comparison(result)
-
-
-def _print_comparison(result: dict[str, Any]) -> None:
-    console = _console()
-    host = result["host"]
-    console.print(
-        f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"
-        f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: {' '.join(result['sim_overrides'])};"
-        " each run started and its period timers placed as in its kernel run"
-    )
-    for name, rows in result["cgroups"].items():
-        table = _table(escape(f"cgroup {name}: mean (sd) [range]"))
-        for col in ("metric", "kernel", "simulator", "verdict"):
-            table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-        for metric, row in rows.items():
-            label, scale = _METRIC_DISPLAY.get(metric, (metric, 1.0))
-            cells = [_stats_cell(row[side], scale) for side in ("kernel", "sim")]
-            table.add_row(label, *cells, "inside" if row["inside"] else "[red]outside[/red]")
-        console.print(table)
-
-
-def _stats_cell(stats: dict[str, float], scale: float) -> str:
-    m, sd, lo, hi = (stats[k] * scale for k in ("mean", "sd", "lo", "hi"))
-    return f"{m:,.4g} ({sd:,.2g}) [{lo:,.4g}..{hi:,.4g}]"
-
-
-#: How compare shows each metric: a label with its unit, and the factor to get there.
-_METRIC_DISPLAY = {
-    "usage_usec": ("usage s", 1e-6),
-    "throttled_usec": ("throttled ms", 1e-3),
-    "burst_usec": ("burst ms", 1e-3),
-    "throttled_ratio": ("throttled %", 100.0),
-}
-
-
-def _print_report(doc: dict[str, Any]) -> None:
-    console = _console()
-    console.print(
-        f"[bold]{doc['scenario']}[/bold]  backend {doc['backend']}  profile {doc['profile']}"
-        f"  seed {doc['seed']}  duration {doc['duration_s']:g} s"
-    )
-    if doc["cgroups"]:
-        cgroups = _table("cgroups")
-        # cpu.stat's usage_usec, nr_periods, nr_throttled, throttled ratio, throttled_usec, nr_bursts
-        for col in ("cgroup", "usage s", "periods", "throttled", "throttled %", "throttled s", "bursts"):
-            cgroups.add_column(col, justify="left" if col == "cgroup" else "right")
-        for name, cg in doc["cgroups"].items():
-            cgroups.add_row(
-                name,
-                _seconds(cg["usage_usec"]),
-                str(cg["nr_periods"]),
-                str(cg["nr_throttled"]),
-                f"{100 * cg['throttled_ratio']:.1f}",
-                _seconds(cg["throttled_usec"]),
-                str(cg["nr_bursts"]),
-            )
-        console.print(cgroups)
-
-    tasks = doc["tasks"]
-    # Columns for what some task reports: (header, key, format).
-    optional = [
-        ("class", "class", str),
-        ("delay s", "delay_s", lambda v: "-" if v is None else f"{v:.3f}"),
-        ("misses", "deadline_misses", str),
-        ("refusals", "admission_refusals", str),
-    ]
-    optional = [c for c in optional if any(c[1] in t for t in tasks.values())]
-    with_latency = any("latency_us" in t for t in tasks.values())
-    table = _table("tasks")
-    cols = ["task", "threads", "cpu s", "work s", "finished s", *(c[0] for c in optional)]
-    cols += ["p50 ms", "p99 ms"] if with_latency else []
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("task", "class") else "right")
-    for name in sorted(tasks, key=_natural):
-        t = tasks[name]
-        row = [name, str(t["threads"]), _seconds(t["cpu_usec"]), _seconds(t["work_usec"])]
-        row.append("-" if t["finished_s"] is None else f"{t['finished_s']:.3f}")
-        row += [fmt(t[key]) if key in t else "" for _, key, fmt in optional]
-        if with_latency:
-            lat = t.get("latency_us") or {}
-            row += [_millis(lat.get("p50")), _millis(lat.get("p99"))]
-        table.add_row(*row)
-    console.print(table)
-
-    engine = doc.get("engine")
-    if engine:
-        console.print(f"engine: {engine['events']} events in {engine['wall_s']:.3f} s wall")
-    host = doc.get("host")
-    if host:
-        hz = "unknown" if host["hz"] is None else host["hz"]
-        console.print(
-            f"host: {host['release']}, CONFIG_HZ {hz}, cgroup {host['cgroup']}; other work preempted each CPU "
-            f"{host['background_per_s']:.0f} times a second for {host['background_us']:.0f} us"
-        )
-        offsets = host.get("period_timer_offset_us", {})
-        if offsets:
-            listed = ", ".join(f"{name} {us:,.1f} us" for name, us in sorted(offsets.items(), key=lambda kv: _natural(kv[0])))
-            console.print(f"period timers (expiries at this offset plus whole periods of CLOCK_MONOTONIC): {listed}")
-
-
-def _natural(name: str) -> list[Any]:
-    """Sort key that puts task2 before task10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
-def _table(title: str) -> Table:
-    """A compact table, so that a report fits in 80 columns."""
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-
-
-def _console() -> Console:
-    """stdout's console; off a terminal (a pipe, a file) tables are not cut to 80
-    columns but keep their natural width, up to 120."""
-    return Console() if Console().is_terminal else Console(width=120)
-
-
-def _seconds(usec: int) -> str:
-    """Seconds to the millisecond, or to fewer places once that makes no difference."""
-    s = usec / 1e6
-    return f"{s:.3f}" if s < 100 else f"{s:.1f}" if s < 10_000 else f"{s:.0f}"
-
-
-def _millis(usec: Optional[float]) -> str:
-    return "-" if usec is None else f"{usec / 1e3:.2f}"
+    terminal.print(*comparison.render(result))
 
 
 @main.command()
@@ -287,28 +156,17 @@ def bench(names: tuple[str, ...], repeat: int, as_json: bool) -> None:
     for name in names:  # fail on a bad name before spending time on the others
         load_scenario_text(name)
     records = []
-    progress = Progress(
-        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
-    )
-    with progress:
+    terminal = Terminal()
+    with terminal.progress() as progress:
         task = progress.add_task("bench", total=len(names))
         for name in names:
             progress.update(task, description=name)
-            records.append(measure(name, repeat))
+            records.append(benches.measure(name, repeat))
             progress.advance(task)
     if as_json:
         click.echo(json.dumps(records))
         return
-    table = _table(f"bench (best of {repeat})")
-    for col in ("scenario", "sim s", "wall s", "events", "events/s", "speedup"):
-        table.add_column(col, justify="left" if col == "scenario" else "right")
-    for r in records:
-        table.add_row(
-            r["scenario"], f"{r['sim_s']:g}", f"{r['wall_s']:.3f}", str(r["events"]),
-            f"{r['events_per_s']:,.0f}", f"{r['speedup']:,.1f}x",
-        )
-    _console().print(table)
+    terminal.print(benches.render(records, repeat))
 
 
 @main.command(epilog=f"Experiments: {', '.join(experiments.EXPERIMENTS)}.")
@@ -320,23 +178,18 @@ def reproduce(name: Optional[str], run_all: bool, as_json: bool) -> None:
     if (name is not None) == run_all:
         raise click.UsageError(f"give one experiment or --all ({', '.join(experiments.EXPERIMENTS)})")
     chosen = list(experiments.EXPERIMENTS.values()) if run_all else [experiments.get(name)]
-    progress = Progress(
-        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
-    )
+    terminal = Terminal()
     docs = []
-    with progress:
+    with terminal.progress() as progress, Runner() as runner:
         task = progress.add_task("reproduce", total=sum(experiments.run_count(e) for e in chosen))
         for experiment in chosen:
             progress.update(task, description=experiment.name)
-            docs.append(experiments.reproduce(experiment, lambda: progress.advance(task)))
+            docs.append(experiments.reproduce(experiment, lambda: progress.advance(task), runner))
     if as_json:
         click.echo(json.dumps(docs))
         return
-    # Piped (e.g. into docs/reproduce.md), rich would squeeze the widest table into 80 columns.
-    console = _console()
     for doc in docs:
-        console.print(experiments.render(doc))
+        terminal.print(experiments.render(doc))
 
 
 @main.command("trace")
@@ -350,14 +203,14 @@ def trace_cmd(scenario: str, overrides: tuple[str, ...], out_path: str) -> None:
     from throttlelab.timeline import end_ns, simulate
 
     text, _ = load_scenario_text(scenario)
-    output, trace = simulate(text, overrides)
-    doc = chrome_trace(trace, end_ns(output))
+    output_doc, trace = simulate(text, overrides)
+    doc = chrome_trace(trace, end_ns(output_doc))
     try:
         with open(out_path, "w", encoding="utf-8") as f:
             json.dump(doc, f)
     except OSError as e:
         raise click.BadParameter(f"cannot write {out_path}: {e.strerror}", param_hint="'-o'") from None
-    click.echo(f"wrote {out_path}: {len(doc['traceEvents'])} events, {output['duration_s']:g} s simulated")
+    click.echo(f"wrote {out_path}: {len(doc['traceEvents'])} events, {output_doc['duration_s']:g} s simulated")
 
 
 @main.command()
@@ -376,11 +229,7 @@ def report(target: str, overrides: tuple[str, ...], out_dir: str, window_ms: Opt
         if overrides or window_ms is not None:
             raise click.UsageError(f"--set and --window-ms apply to scenarios, not to the experiment {target}")
         experiment = experiments.get(target)
-        progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=True,
-        )
-        with progress:
+        with Terminal().progress() as progress:
             task = progress.add_task(target, total=experiments.run_count(experiment))
             page = reports.experiment_page(experiment, lambda: progress.advance(task))
     else:
@@ -391,16 +240,6 @@ def report(target: str, overrides: tuple[str, ...], out_dir: str, window_ms: Opt
     except OSError as e:
         raise click.BadParameter(f"cannot write {out_dir}: {e.strerror}", param_hint="'--out'") from None
     click.echo(f"wrote {path}")
-
-
-def _progress() -> Progress:
-    """A transient progress bar on stderr, so that stdout stays the result; none when
-    stderr is not a terminal (where the bar would leave an empty line before an error)."""
-    console = Console(stderr=True)
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal,
-    )
 
 
 @main.command()
@@ -427,7 +266,8 @@ def sweep(
             raise SweepError(f"--grid {key} given twice")
         grid[key] = values
     text, _ = load_scenario_text(scenario)
-    with _progress() as progress:
+    terminal = Terminal()
+    with terminal.progress() as progress:
         bar = progress.add_task("sweep", total=math.prod(len(values) for values in grid.values()))
         rows = sweep_rows(text, grid, overrides, executor, address, workers, lambda: progress.advance(bar))
     if as_json:
@@ -435,7 +275,7 @@ def sweep(
     elif csv_path:
         _write_csv(csv_path, rows)
     else:
-        _print_sweep(list(grid), rows)
+        terminal.print(render_sweep(list(grid), rows))
 
 
 def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:
@@ -450,27 +290,6 @@ def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:
         raise click.BadParameter(f"cannot write {path}: {e.strerror}", param_hint="'--csv'") from None
     if path != "-":
         click.echo(f"wrote {path}: {len(rows)} rows")
-
-
-def _print_sweep(keys: list[str], rows: list[dict[str, Any]]) -> None:
-    """The grid columns and, per cgroup, throttled % and throttled s; per service, p99."""
-    metrics = []  # (column key, header, format)
-    for col in rows[0]:
-        name = col.split(".")[1] if "." in col else col
-        if col.startswith("cgroup.") and col.endswith(".throttled_ratio"):
-            metrics.append((col, f"{name} throttled %", lambda v: f"{100 * v:.1f}"))
-        elif col.startswith("cgroup.") and col.endswith(".throttled_usec"):
-            metrics.append((col, f"{name} throttled s", _seconds))
-        elif col.startswith("task.") and col.endswith(".latency_p99_us"):
-            metrics.append((col, f"{name} p99 ms", _millis))
-    table = _table(f"sweep: {len(rows)} runs")
-    for key in keys:  # cgroup.app.quota_us -> app.quota_us
-        table.add_column(key.split(".", 1)[1] if key.count(".") > 1 else key, justify="right")
-    for _, header, _ in metrics:
-        table.add_column(header, justify="right")
-    for row in rows:
-        table.add_row(*(str(row[k]) for k in keys), *(fmt(row[col]) for col, _, fmt in metrics))
-    _console().print(table)
 
 
 @main.command()
@@ -489,7 +308,8 @@ def advise(
     keeps it throttled at most --max-throttled (and services' p99 within
     --max-p99-ms) in every seed, or say that the limit should go."""
     text, _ = load_scenario_text(scenario)
-    with _progress() as progress:
+    terminal = Terminal()
+    with terminal.progress() as progress:
         bar = progress.add_task("advise", total=None)
         result = advise_text(
             text, cgroup, max_throttled, max_p99_ms, seeds, overrides,
@@ -498,35 +318,4 @@ def advise(
     if as_json:
         click.echo(json.dumps(result))
         return
-    _print_advice(result)
-
-
-#: Candidates shown beside the recommendation.
-ADVISE_SHOWN = 6
-
-
-def _print_advice(result: dict[str, Any]) -> None:
-    console = _console()
-    console.print(explain(result))
-    with_p99 = "p99_ms" in result["unlimited"]
-    holdout = result["holdout_seeds"]
-    table = _table(
-        f"options for {result['target']['cgroup']}: worst of seeds 1-{result['target']['seeds']};"
-        f" holdout: +{100 * result['headroom']:g} % quota in seeds {holdout[0]}-{holdout[-1]} ({result['runs']} runs)"
-    )
-    cols = ["cpu.max", "burst", "CPUs", "throttled %"] + (["p99 ms"] if with_p99 else [])
-    cols += ["meets", "holdout"]
-    for col in cols:
-        table.add_column(col, justify="right" if col in ("burst", "CPUs", "throttled %", "p99 ms") else "left")
-
-    def add(limit: str, burst: str, cpus: str, outcome: dict[str, Any], checked: str) -> None:
-        p99 = [f"{outcome['p99_ms']:.1f}"] if with_p99 else []
-        meets = "yes" if outcome["meets"] else "no"
-        table.add_row(limit, burst, cpus, f"{100 * outcome['throttled_ratio']:.1f}", *p99, meets, checked)
-
-    for c in result["candidates"][:ADVISE_SHOWN]:
-        checked = {True: "yes: recommended", False: "no"}.get(c.get("holdout_meets"), "")
-        add(f"{c['quota_us']} {c['period_us']}", str(c["burst_us"] or "-"), f"{c['cpus']:.2f}", c, checked)
-    unlimited = result["unlimited"]
-    add("max (remove the limit)", "-", f"{unlimited['usage_cpus']:.2f} used", unlimited, "")
-    console.print(table)
+    terminal.print(*render_advice(result))

@@ -24,7 +24,12 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional, Sequence
 
+from rich.console import RenderableType
+from rich.markup import escape
+
 from throttlelab import _native
+from throttlelab.runner import Runner
+from throttlelab.terminal import table
 
 #: cpu.stat metrics compared, in table order.
 METRICS = ("usage_usec", "nr_periods", "nr_throttled", "throttled_ratio", "throttled_usec", "nr_bursts", "burst_usec")
@@ -127,10 +132,9 @@ def compare(
         step(f"kernel run {i + 1}")
     host = mean_host([d["host"] for d in kernel])
     sim_overrides = [*overrides, *simulator_overrides(host)]
-    sim = []
-    for i, run in enumerate(kernel):
-        sim.append(json.loads(_native.run(text, [*sim_overrides, *timer_overrides(run["host"]), f"seed={i + 1}"])))
-        step(f"simulator seed {i + 1}")
+    seeds = [(text, [*sim_overrides, *timer_overrides(run["host"]), f"seed={i + 1}"]) for i, run in enumerate(kernel)]
+    with Runner() as runner:
+        sim = runner.run_many(seeds, lambda: step("simulator"))
     cgroups = {}
     for name in kernel[0]["cgroups"]:
         rows = {}
@@ -148,3 +152,35 @@ def compare(
         "kernel_runs": kernel,
         "sim_runs": sim,
     }
+
+
+#: How compare shows each metric: a label with its unit, and the factor to get there.
+_METRIC_DISPLAY = {
+    "usage_usec": ("usage s", 1e-6),
+    "throttled_usec": ("throttled ms", 1e-3),
+    "burst_usec": ("burst ms", 1e-3),
+    "throttled_ratio": ("throttled %", 100.0),
+}
+
+
+def render(result: dict[str, Any]) -> list[RenderableType]:
+    """The comparison as one table per cgroup: mean (sd) [range] on each side, and the verdict."""
+    host = result["host"]
+    parts: list[RenderableType] = [
+        f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"
+        f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: {' '.join(result['sim_overrides'])};"
+        " each run started and its period timers placed as in its kernel run"
+    ]
+    for name, rows in result["cgroups"].items():
+        t = table(escape(f"cgroup {name}: mean (sd) [range]"), ("metric", "kernel", "simulator", "verdict"), left=("metric", "verdict"))
+        for metric, row in rows.items():
+            label, scale = _METRIC_DISPLAY.get(metric, (metric, 1.0))
+            cells = [_stats_cell(row[side], scale) for side in ("kernel", "sim")]
+            t.add_row(label, *cells, "inside" if row["inside"] else "[red]outside[/red]")
+        parts.append(t)
+    return parts
+
+
+def _stats_cell(stats: dict[str, float], scale: float) -> str:
+    m, sd, lo, hi = (stats[k] * scale for k in ("mean", "sd", "lo", "hi"))
+    return f"{m:,.4g} ({sd:,.2g}) [{lo:,.4g}..{hi:,.4g}]"

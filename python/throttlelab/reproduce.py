@@ -8,8 +8,7 @@ their source. Every row is the mean over the seeds.
 
 from __future__ import annotations
 
-import difflib
-import json
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from statistics import mean, quantiles, stdev
 from typing import Any, Callable, Optional, Sequence
@@ -19,9 +18,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from throttlelab._native import run as _native_run
+from throttlelab.runner import Runner
 from throttlelab.scenarios import load_scenario_text
 from throttlelab.synth import HCU_TASKS
+from throttlelab.terminal import did_you_mean
 
 Output = dict[str, Any]
 #: Column key -> value, computed from the outputs of one case: ``outputs[seed][variant]``.
@@ -513,30 +513,30 @@ def get(name: str) -> Experiment:
     try:
         return EXPERIMENTS[name]
     except KeyError:
-        close = difflib.get_close_matches(name, EXPERIMENTS, n=3)
-        hint = f"did you mean {', '.join(close)}?" if close else f"experiments: {', '.join(EXPERIMENTS)}"
-        raise UnknownExperiment(f"unknown experiment '{name}'; {hint}") from None
+        raise UnknownExperiment(f"unknown experiment '{name}'; {did_you_mean(name, EXPERIMENTS, 'experiments')}") from None
 
 
 def run_count(experiment: Experiment) -> int:
     return len(experiment.cases) * len(experiment.seeds) * len(experiment.variants)
 
 
-def reproduce(experiment: Experiment, on_run: Callable[[], None] = lambda: None) -> dict[str, Any]:
-    """Run every case of ``experiment``; calls ``on_run`` after each simulation.
+def reproduce(experiment: Experiment, on_run: Callable[[], None] = lambda: None, runner: Optional[Runner] = None) -> dict[str, Any]:
+    """Run every case of ``experiment`` (on ``runner``, default a local pool);
+    calls ``on_run`` after each simulation.
 
     Returns ``{name, title, source, note, scenario, seeds, columns, rows}``; a row is
     ``{case, panel, overrides, values: {key: {ours, paper, ratio}}}`` with ``paper`` and
     ``ratio`` null where the paper gives no figure (``ratio`` also when it is 0).
     """
-    rows = []
+    runs = []
     for case in experiment.cases:
         text, _ = load_scenario_text(case.scenario or experiment.scenario)
-        outputs = []
-        for per_seed in experiment.runs(case):
-            outputs.append([json.loads(_native_run(text, sets)) for sets in per_seed])
-            for _ in per_seed:
-                on_run()
+        runs += [(text, sets) for per_seed in experiment.runs(case) for sets in per_seed]
+    with nullcontext(runner) if runner else Runner() as pool:
+        docs = iter(pool.run_many(runs, on_run))
+    rows = []
+    for case in experiment.cases:
+        outputs = [[next(docs) for _ in per_seed] for per_seed in experiment.runs(case)]
         ours = experiment.measure(case, outputs)
         values = {}
         for col in experiment.columns:

@@ -3,12 +3,12 @@ shipped in the package) or a path to a TOML file."""
 
 from __future__ import annotations
 
-import difflib
 import os
 from importlib.resources import files
 from typing import Union
 
 from throttlelab._native import rebase_paths
+from throttlelab.terminal import did_you_mean
 
 PathArg = Union[str, os.PathLike]
 
@@ -66,7 +66,4 @@ def load_scenario_text(name_or_path: PathArg) -> tuple[str, str]:
 
 
 def _unknown_builtin_message(name: str) -> str:
-    names = builtin_names()
-    close = difflib.get_close_matches(name, names, n=3)
-    hint = f"did you mean {', '.join(close)}?" if close else f"built-ins: {', '.join(names)}"
-    return f"unknown scenario '{name}' (neither a built-in nor a file); {hint}"
+    return f"unknown scenario '{name}' (neither a built-in nor a file); {did_you_mean(name, builtin_names(), 'built-ins')}"

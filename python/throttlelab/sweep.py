@@ -6,34 +6,31 @@ under their keys, then the run's metrics flattened to ``cgroup.<name>.<metric>``
 ``task.<name>.<metric>``. The simulator is deterministic and rows hold no wall
 time, so the same grid gives the same rows under every executor.
 
-Executors: ``local`` (a process pool over the machine's cores) and ``ray`` (a local
-Ray instance, or a cluster at ``address``; needs ``pip install '.[ray]'``).
+The runs go through :class:`throttlelab.runner.Runner` (``local``: a process pool
+over the machine's cores; ``ray``: a local Ray instance or a cluster at ``address``).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
+
+from rich.table import Table
 
 from throttlelab import _native
+from throttlelab.runner import Runner, Step
 from throttlelab.scenarios import PathArg
+from throttlelab.terminal import millis, seconds, table
 
 if TYPE_CHECKING:
     import pandas
 
-EXECUTORS = ("local", "ray")
-
-T = TypeVar("T")
-R = TypeVar("R")
 Row = dict[str, Any]
-Step = Callable[[], None]
 
 
 class SweepError(ValueError):
-    """A malformed grid, or an executor that cannot run here (a user error: exit code 2)."""
+    """A malformed grid (a user error: exit code 2)."""
 
 
 def parse_grid(spec: str) -> tuple[str, list[Any]]:
@@ -114,45 +111,6 @@ def flatten(doc: dict[str, Any]) -> Row:
     return row
 
 
-def run_row(text: str, overrides: list[str]) -> Row:
-    """Simulate one combination and flatten it (runs inside a pool worker)."""
-    return flatten(json.loads(_native.run(text, overrides)))
-
-
-def local_map(fn: Callable[..., R], calls: Sequence[tuple[Any, ...]], workers: Optional[int], step: Step) -> list[R]:
-    """``[fn(*args) for args in calls]`` on a process pool of ``workers`` (default: every
-    core); results in the order of ``calls``, ``step()`` after each one completes."""
-    results: list[Any] = [None] * len(calls)
-    with ProcessPoolExecutor(max_workers=min(workers or os.cpu_count() or 1, len(calls))) as pool:
-        futures = {pool.submit(fn, *args): i for i, args in enumerate(calls)}
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            step()
-    return results
-
-
-def _ray_map(calls: Sequence[tuple[Any, ...]], address: Optional[str], workers: Optional[int], step: Step) -> list[Row]:
-    """``run_row`` over Ray: an existing cluster at ``address``, or a local instance
-    with ``workers`` CPUs (default: every core). An instance this process already
-    started is reused, and stays up for later calls (``ray.shutdown()`` ends it)."""
-    try:
-        import ray
-    except ImportError:
-        raise SweepError("the ray executor needs Ray: pip install '.[ray]'") from None
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, log_to_driver=False, logging_level="ERROR")
-        else:
-            ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    remote = ray.remote(run_row)
-    refs = [remote.remote(*args) for args in calls]
-    pending = list(refs)
-    while pending:
-        _, pending = ray.wait(pending, num_returns=1)
-        step()
-    return ray.get(refs)
-
-
 def sweep_rows(
     text: str,
     grid: Mapping[str, Sequence[Any]],
@@ -166,22 +124,13 @@ def sweep_rows(
 
     Every combination is validated before any runs, so that a bad key or value fails
     at once, in this process, with the core's one-line message."""
-    if executor not in EXECUTORS:
-        raise SweepError(f"unknown executor {executor!r} (choose {' or '.join(EXECUTORS)})")
-    if address and executor != "ray":
-        raise SweepError("--address needs --executor ray")
-    if address and workers:
-        raise SweepError("--workers sizes a local pool or Ray instance, not the cluster at --address")
-    combos = combinations(grid)
-    calls = [(text, [*overrides, *(f"{k}={_toml(v)}" for k, v in combo.items())]) for combo in combos]
-    for _, run_overrides in calls:
-        _native.validate(text, run_overrides)
-    step = step or (lambda: None)
-    if executor == "ray":
-        metrics = _ray_map(calls, address, workers, step)
-    else:
-        metrics = local_map(run_row, calls, workers, step)
-    return [{**combo, **m} for combo, m in zip(combos, metrics)]
+    with Runner(executor, address, workers) as runner:
+        combos = combinations(grid)
+        runs = [(text, [*overrides, *(f"{k}={_toml(v)}" for k, v in combo.items())]) for combo in combos]
+        for _, run_overrides in runs:
+            _native.validate(text, run_overrides)
+        docs = runner.run_many(runs, step)
+    return [{**combo, **flatten(doc)} for combo, doc in zip(combos, docs)]
 
 
 def sweep(
@@ -201,3 +150,22 @@ def sweep(
 
     rows = sweep_rows(scenario_text(scenario), grid, set or (), executor, address, workers)
     return pandas.DataFrame(rows)
+
+
+def render(keys: list[str], rows: list[Row]) -> Table:
+    """The grid columns and, per cgroup, throttled % and throttled s; per service, p99."""
+    metrics = []  # (column key, header, format)
+    for col in rows[0]:
+        name = col.split(".")[1] if "." in col else col
+        if col.startswith("cgroup.") and col.endswith(".throttled_ratio"):
+            metrics.append((col, f"{name} throttled %", lambda v: f"{100 * v:.1f}"))
+        elif col.startswith("cgroup.") and col.endswith(".throttled_usec"):
+            metrics.append((col, f"{name} throttled s", seconds))
+        elif col.startswith("task.") and col.endswith(".latency_p99_us"):
+            metrics.append((col, f"{name} p99 ms", millis))
+    # cgroup.app.quota_us -> app.quota_us
+    headers = [key.split(".", 1)[1] if key.count(".") > 1 else key for key in keys]
+    t = table(f"sweep: {len(rows)} runs", [*headers, *(header for _, header, _ in metrics)])
+    for row in rows:
+        t.add_row(*(str(row[k]) for k in keys), *(fmt(row[col]) for col, _, fmt in metrics))
+    return t

@@ -1,0 +1,78 @@
+"""The output document of ``run`` and ``real`` (schema in DESIGN.md) as the
+tables a person reads: cpu.stat per cgroup, then the tasks, then the engine
+or the host."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import RenderableType
+
+from throttlelab.terminal import millis, natural, seconds, table
+
+
+def render(doc: dict[str, Any]) -> list[RenderableType]:
+    parts: list[RenderableType] = [
+        f"[bold]{doc['scenario']}[/bold]  backend {doc['backend']}  profile {doc['profile']}"
+        f"  seed {doc['seed']}  duration {doc['duration_s']:g} s"
+    ]
+    if doc["cgroups"]:
+        # cpu.stat's usage_usec, nr_periods, nr_throttled, throttled ratio, throttled_usec, nr_bursts
+        cgroups = table("cgroups", ("cgroup", "usage s", "periods", "throttled", "throttled %", "throttled s", "bursts"), left=("cgroup",))
+        for name, cg in doc["cgroups"].items():
+            cgroups.add_row(
+                name,
+                seconds(cg["usage_usec"]),
+                str(cg["nr_periods"]),
+                str(cg["nr_throttled"]),
+                f"{100 * cg['throttled_ratio']:.1f}",
+                seconds(cg["throttled_usec"]),
+                str(cg["nr_bursts"]),
+            )
+        parts.append(cgroups)
+    parts.append(_tasks(doc["tasks"]))
+    engine = doc.get("engine")
+    if engine:
+        parts.append(f"engine: {engine['events']} events in {engine['wall_s']:.3f} s wall")
+    host = doc.get("host")
+    if host:
+        parts += _host(host)
+    return parts
+
+
+def _tasks(tasks: dict[str, Any]) -> RenderableType:
+    # Columns for what some task reports: (header, key, format).
+    optional = [
+        ("class", "class", str),
+        ("delay s", "delay_s", lambda v: "-" if v is None else f"{v:.3f}"),
+        ("misses", "deadline_misses", str),
+        ("refusals", "admission_refusals", str),
+    ]
+    optional = [c for c in optional if any(c[1] in t for t in tasks.values())]
+    with_latency = any("latency_us" in t for t in tasks.values())
+    cols = ["task", "threads", "cpu s", "work s", "finished s", *(c[0] for c in optional)]
+    cols += ["p50 ms", "p99 ms"] if with_latency else []
+    t_table = table("tasks", cols, left=("task", "class"))
+    for name in sorted(tasks, key=natural):
+        t = tasks[name]
+        row = [name, str(t["threads"]), seconds(t["cpu_usec"]), seconds(t["work_usec"])]
+        row.append("-" if t["finished_s"] is None else f"{t['finished_s']:.3f}")
+        row += [fmt(t[key]) if key in t else "" for _, key, fmt in optional]
+        if with_latency:
+            lat = t.get("latency_us") or {}
+            row += [millis(lat.get("p50")), millis(lat.get("p99"))]
+        t_table.add_row(*row)
+    return t_table
+
+
+def _host(host: dict[str, Any]) -> list[RenderableType]:
+    hz = "unknown" if host["hz"] is None else host["hz"]
+    lines: list[RenderableType] = [
+        f"host: {host['release']}, CONFIG_HZ {hz}, cgroup {host['cgroup']}; other work preempted each CPU "
+        f"{host['background_per_s']:.0f} times a second for {host['background_us']:.0f} us"
+    ]
+    offsets = host.get("period_timer_offset_us", {})
+    if offsets:
+        listed = ", ".join(f"{name} {us:,.1f} us" for name, us in sorted(offsets.items(), key=lambda kv: natural(kv[0])))
+        lines.append(f"period timers (expiries at this offset plus whole periods of CLOCK_MONOTONIC): {listed}")
+    return lines

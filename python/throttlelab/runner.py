@@ -1,0 +1,110 @@
+"""Many simulations at once: the one runner behind ``sweep``, ``advise``,
+``reproduce`` and ``compare``.
+
+A run is a scenario's TOML text and its ``--set`` overrides; its result is the
+output document. The simulator is deterministic, so the results are the same,
+in the order of the runs, whichever executor ran them:
+
+- ``local``: a process pool over this machine's cores (``workers`` processes),
+  kept for the runner's life, so that a search that asks for runs round after
+  round does not start a pool per round;
+- ``ray``: a local Ray instance (``workers`` CPUs), or a cluster at ``address``
+  (needs ``pip install '.[ray]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from typing import Any, Callable, Optional, Sequence
+
+from throttlelab import _native
+
+EXECUTORS = ("local", "ray")
+
+#: One simulation: scenario text and ``--set`` overrides.
+Run = tuple[str, Sequence[str]]
+Output = dict[str, Any]
+Step = Callable[[], None]
+
+
+class RunnerError(ValueError):
+    """An executor that cannot run here, or options that do not fit it (a user error: exit code 2)."""
+
+
+def simulate(text: str, overrides: Sequence[str]) -> Output:
+    """One simulation's output document (runs inside a pool or Ray worker)."""
+    return json.loads(_native.run(text, list(overrides)))
+
+
+class Runner:
+    """Runs simulations on ``executor``; use it as a context manager, which
+    shuts the local pool down (a Ray instance this process started stays up
+    for later runners: ``ray.shutdown()`` ends it)."""
+
+    def __init__(self, executor: str = "local", address: Optional[str] = None, workers: Optional[int] = None):
+        if executor not in EXECUTORS:
+            raise RunnerError(f"unknown executor {executor!r} (choose {' or '.join(EXECUTORS)})")
+        if address and executor != "ray":
+            raise RunnerError("--address needs --executor ray")
+        if address and workers:
+            raise RunnerError("--workers sizes a local pool or Ray instance, not the cluster at --address")
+        self.executor = executor
+        self.address = address
+        self.workers = workers or os.cpu_count() or 1
+        self._pool: Optional[Executor] = None
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    def run_many(self, runs: Sequence[Run], step: Optional[Step] = None) -> list[Output]:
+        """The output document of every run, in the order of ``runs``; ``step()``
+        after each one completes (in any order)."""
+        return self.map(simulate, runs, step)
+
+    def map(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], step: Optional[Step] = None) -> list[Any]:
+        """``[fn(*args) for args in calls]`` on the executor; ``fn`` must be a
+        module-level function (pickled by name)."""
+        step = step or (lambda: None)
+        if not calls:
+            return []
+        if self.executor == "ray":
+            return self._ray_map(fn, calls, step)
+        if len(calls) == 1 or self.workers == 1:  # a pool would only add its start-up
+            results = []
+            for args in calls:
+                results.append(fn(*args))
+                step()
+            return results
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+        results: list[Any] = [None] * len(calls)
+        futures = {self._pool.submit(fn, *args): i for i, args in enumerate(calls)}
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+            step()
+        return results
+
+    def _ray_map(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], step: Step) -> list[Any]:
+        try:
+            import ray
+        except ImportError:
+            raise RunnerError("the ray executor needs Ray: pip install '.[ray]'") from None
+        if not ray.is_initialized():
+            if self.address:
+                ray.init(address=self.address, log_to_driver=False, logging_level="ERROR")
+            else:
+                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        remote = ray.remote(fn)
+        refs = [remote.remote(*args) for args in calls]
+        pending = list(refs)
+        while pending:
+            _, pending = ray.wait(pending, num_returns=1)
+            step()
+        return ray.get(refs)
