@@ -11,7 +11,8 @@ from test_errors import assert_error
 from test_real import needs_real
 import throttlelab.compare
 from throttlelab import _native
-from throttlelab.compare import SETTLE_S, Stats, compare, mean_host, profile_for_release, simulator_overrides, timer_overrides
+from throttlelab.compare import SETTLE_S, Stats, compare, mean_host, simulator_overrides, timer_overrides
+from throttlelab._native import profile_for_release
 
 
 @pytest.mark.parametrize(

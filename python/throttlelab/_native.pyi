@@ -42,3 +42,9 @@ def profiles() -> list[str]:
 
 def features() -> list[str]:
     """Names accepted in ``kernel.features``."""
+
+def profile_for_release(release: str) -> str:
+    """The profile whose semantics kernel ``release`` has (``6.18.44-fc`` → ``6.18``); ValueError without a version."""
+
+def profile_has_burst(profile: str) -> bool:
+    """Whether ``profile`` has ``cpu.max.burst``; ValueError for an unknown profile."""

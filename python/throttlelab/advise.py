@@ -34,8 +34,6 @@ from throttlelab.terminal import table
 CANDIDATE_PERIODS_US = (10_000, 20_000, 50_000, 100_000, 200_000)
 #: Bursts tried, as fractions of the quota (cpu.max.burst <= quota).
 BURST_FRACTIONS = (0.0, 0.25, 0.5, 1.0)
-#: cpu.max.burst exists from this kernel release on (DESIGN.md, profile table).
-BURST_SINCE = (5, 14)
 MIN_QUOTA_US = 1000  # the kernel's minimum quota
 QUOTA_STEP_US = 100  # quotas are tried in whole multiples of this
 RESOLUTION = 0.02  # bisection stops at this fraction of the quota (or at MIN_QUOTA_US)
@@ -197,10 +195,6 @@ def _preference(row: dict[str, Any]) -> tuple[Any, ...]:
     return (not row["meets"], Fraction(row["quota_us"], row["period_us"]), -row["period_us"], row["burst_us"])
 
 
-def _has_burst(profile: str) -> bool:
-    return tuple(int(p) for p in profile.split(".")) >= BURST_SINCE
-
-
 def advise_text(
     text: str,
     cgroup: str,
@@ -229,7 +223,7 @@ def advise_text(
     holdout = replace(search, seeds=tuple(range(seeds + 1, 2 * seeds + 1)))
 
     periods = sorted({*CANDIDATE_PERIODS_US, groups[cgroup]["period_us"]})
-    bursts = BURST_FRACTIONS if _has_burst(resolved["kernel"]["profile"]) else (0.0,)
+    bursts = BURST_FRACTIONS if _native.profile_has_burst(resolved["kernel"]["profile"]) else (0.0,)
     if on_total:
         on_total(len(periods) * len(bursts) + 1)
     step = step or (lambda: None)

@@ -17,7 +17,6 @@ that as background.
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import sys
 import time
@@ -42,27 +41,6 @@ METRICS = ("usage_usec", "nr_periods", "nr_throttled", "throttled_ratio", "throt
 #: 10-16 times in 400 periods back to back against 4-12 after a pause.
 SETTLE_S = 1.0
 
-#: First release of each profile's semantics, oldest first.
-_PROFILE_SINCE = (("5.4", (5, 4)), ("5.14", (5, 14)), ("6.6", (6, 6)), ("6.18", (6, 18)))
-
-
-def profile_for_release(release: str) -> str:
-    """The simulator profile whose semantics a kernel release has (``6.18.44-fc`` → ``6.18``).
-
-    Releases before 5.4 get ``4.18`` (slice expiry); stable kernels that took the
-    expiry removal (4.14.154+, 4.19.84+, 5.3.9+) are not told apart.
-    """
-    m = re.match(r"(\d+)\.(\d+)", release)
-    if not m:
-        raise ValueError(f"cannot read a kernel version from {release!r}")
-    version = (int(m.group(1)), int(m.group(2)))
-    profile = "4.18"
-    for name, since in _PROFILE_SINCE:
-        if version >= since:
-            profile = name
-    return profile
-
-
 @dataclass
 class Stats:
     """Mean, sample standard deviation and range of one metric over runs."""
@@ -83,7 +61,7 @@ class Stats:
 def simulator_overrides(host: dict[str, Any]) -> list[str]:
     """``--set`` overrides that make the simulator look like the host: its kernel's
     profile and CONFIG_HZ, and the background activity its probe measured."""
-    overrides = [f'kernel.profile="{profile_for_release(host["release"])}"']
+    overrides = [f'kernel.profile="{_native.profile_for_release(host["release"])}"']
     if host.get("hz"):
         overrides.append(f"machine.hz={host['hz']}")
     if "background_per_s" in host:

@@ -36,6 +36,17 @@ impl Profile {
         Profile::ALL.into_iter().find(|p| p.as_str() == s)
     }
 
+    /// The profile whose semantics kernel `release` has (`6.18.44-fc` → 6.18):
+    /// the newest profile not after it; releases before 5.4 get 4.18 (slice
+    /// expiry). Stable kernels that took the expiry removal (4.14.154+,
+    /// 4.19.84+, 5.3.9+) are not told apart. None when `release` does not
+    /// start with a version.
+    pub fn for_release(release: &str) -> Option<Profile> {
+        let version = major_minor(release)?;
+        let newest = Profile::ALL.into_iter().rev().find(|p| major_minor(p.as_str()).is_some_and(|since| since <= version));
+        Some(newest.unwrap_or(Profile::V4_18))
+    }
+
     /// Local runtime carries an expiry stamp (`runtime_expires`, `expires_seq`).
     pub fn has_expiry(self) -> bool {
         self < Profile::V5_4
@@ -147,6 +158,42 @@ impl<'de> Deserialize<'de> for Feature {
     }
 }
 
+/// `(major, minor)` of a version that starts `MAJOR.MINOR`.
+fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.splitn(3, '.');
+    let major = parts.next()?.parse().ok()?;
+    let minor: String = parts.next()?.chars().take_while(char::is_ascii_digit).collect();
+    Some((major, minor.parse().ok()?))
+}
+
 fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
     it.collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_to_profile() {
+        for (release, profile) in [
+            ("4.18.0-553.el8.x86_64", "4.18"),
+            ("3.10.0", "4.18"),
+            ("5.3.7", "4.18"),
+            ("5.4.0-150-generic", "5.4"),
+            ("5.13.19", "5.4"),
+            ("5.15.0-91-generic", "5.14"),
+            ("6.5.0", "5.14"),
+            ("6.6.32", "6.6"),
+            ("6.12.48+deb13-amd64", "6.6"),
+            ("6.17.1", "6.6"),
+            ("6.18.44-fc-v769", "6.18"),
+            ("7.1.0", "6.18"),
+        ] {
+            assert_eq!(Profile::for_release(release).map(Profile::as_str), Some(profile), "{release}");
+        }
+        for release in ["linux", "6", "6.x", ""] {
+            assert_eq!(Profile::for_release(release), None, "{release}");
+        }
+    }
 }

@@ -75,6 +75,22 @@ fn profiles() -> Vec<&'static str> {
     throttlelab_core::Profile::ALL.iter().map(|p| p.as_str()).collect()
 }
 
+/// The profile whose semantics kernel `release` has (`6.18.44-fc` → `6.18`).
+#[pyfunction]
+fn profile_for_release(release: &str) -> PyResult<&'static str> {
+    throttlelab_core::Profile::for_release(release)
+        .map(|p| p.as_str())
+        .ok_or_else(|| PyValueError::new_err(format!("cannot read a kernel version from {release:?}")))
+}
+
+/// Whether `profile` has `cpu.max.burst`.
+#[pyfunction]
+fn profile_has_burst(profile: &str) -> PyResult<bool> {
+    throttlelab_core::Profile::parse(profile)
+        .map(|p| p.has_burst())
+        .ok_or_else(|| PyValueError::new_err(format!("unknown profile {profile:?}")))
+}
+
 /// Names accepted in `kernel.features`.
 #[pyfunction]
 fn features() -> Vec<&'static str> {
@@ -95,5 +111,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(features, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_for_release, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_has_burst, m)?)?;
     Ok(())
 }
