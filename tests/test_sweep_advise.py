@@ -12,6 +12,7 @@ import pytest
 import throttlelab
 from helpers import cli
 from throttlelab import _native
+from throttlelab.platforms import PLATFORMS
 
 #: request-service over 6 variants.
 GRID = {"cgroup.app.quota_us": [60000, 100000, 140000], "cgroup.app.period_us": [50000, 100000]}
@@ -122,14 +123,65 @@ def test_advise_holds_on_fresh_seeds_and_is_near_the_brute_force_optimum():
     assert abs(rec["quota_us"] - smallest) <= 0.25 * smallest
 
 
-def test_advise_says_remove_the_limit_when_the_target_is_impossible():
-    result = cli("advise", "request-service", "--cgroup", "app", "--max-throttled", "0.05", "--max-p99-ms", "10", "--seeds", "1")
-    assert result.exit_code == 0, result.stderr
-    assert result.stdout.startswith("Remove the limit (cpu.max max) and relax the target")
-    assert "max (remove the limit)" in result.stdout
-    doc = json.loads(cli("advise", "request-service", "--cgroup", "app", "--max-throttled", "0.05", "--max-p99-ms", "10", "--seeds", "1", "--json").stdout)
-    assert doc["remove_limit"] and doc["recommendation"] is None
+def test_advise_says_remove_the_limit_and_exits_1_when_the_target_is_impossible():
+    args = ("advise", "request-service", "--cgroup", "app", "--max-throttled", "0.05", "--max-p99-ms", "10", "--seeds", "1")
+    result = cli(*args)
+    assert result.exit_code == 1, result.stderr
+    assert result.stdout.startswith("Remove the limit and relax the target")
+    assert "echo max > cpu.max" in result.stdout and "no limit" in result.stdout
+    doc = json.loads(cli(*args, "--json").stdout)
+    assert doc["remove_limit"] and doc["recommendation"] is None and not doc["met"]
     assert not any(c["meets"] for c in doc["candidates"])
+
+
+def test_advise_for_kubernetes_searches_millicores_at_the_kubelet_period():
+    args = ("advise", "request-service", "--cgroup", "app", "--max-throttled", "5%", "--platform", "kubernetes", "--seeds", "2")
+    doc = json.loads(cli(*args, "--json").stdout)
+    assert doc["platform"] == "kubernetes" and doc["target"]["max_throttled"] == 0.05
+    assert {c["period_us"] for c in doc["candidates"]} == {100_000}
+    assert all(c["burst_us"] == 0 for c in doc["candidates"])
+    rec = doc["recommendation"]
+    millicores = rec["quota_us"] // 100
+    result = cli(*args)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith(f"Set limits.cpu {millicores}m")
+    assert f"resources:\n    limits:\n      cpu: {millicores}m" in result.stdout
+    # The scenario's own limit comes first, as the kernel would run it: 500m, throttled.
+    current = doc["current"]
+    assert (current["quota_us"], current["period_us"]) == (50_000, 100_000) and not current["meets"]
+    assert "current: limits.cpu 500m" in result.stdout
+
+
+def test_advise_says_remove_the_limit_when_only_the_whole_machine_meets_it():
+    # Two spinners on 2 CPUs: nothing short of both CPUs per period keeps them unthrottled.
+    doc = json.loads(cli("advise", "two-spinners", "--cgroup", "app", "--max-throttled", "0", "--seeds", "1", "--json").stdout)
+    rec = doc["recommendation"]
+    assert rec is not None and rec["quota_us"] == 2 * rec["period_us"]
+    assert doc["remove_limit"] and doc["met"]
+    text = cli("advise", "two-spinners", "--cgroup", "app", "--max-throttled", "0", "--seeds", "1").stdout
+    assert text.startswith("Remove the limit: only every CPU of the machine")
+
+
+@pytest.mark.parametrize(
+    "platform, setting, snippet",
+    [
+        ("cgroup", "cpu.max 210700 200000, cpu.max.burst 52600", "echo '210700 200000' > cpu.max\necho 52600 > cpu.max.burst"),
+        ("kubernetes", "limits.cpu 1054m", "resources:\n  limits:\n    cpu: 1054m"),
+        ("docker", "--cpu-period 200000 --cpu-quota 210700", "docker update --cpu-period 200000 --cpu-quota 210700 CONTAINER"),
+        ("systemd", "CPUQuota=105.35% CPUQuotaPeriodSec=200ms", "# systemctl edit UNIT\n[Service]\nCPUQuota=105.35%\nCPUQuotaPeriodSec=200ms"),
+    ],
+)
+def test_a_limit_in_each_platforms_units(platform, setting, snippet):
+    where = PLATFORMS[platform]
+    assert where.setting(210_700, 200_000, 52_600) == setting
+    assert where.snippet(210_700, 200_000, 52_600 if where.burst else 0) == snippet
+
+
+def test_platform_units_round_up():
+    assert PLATFORMS["docker"].setting(105_400, 100_000, 0) == "--cpus 1.054"
+    # 10000 us per 30 ms is 33.33...%: systemd must not get less than the quota.
+    assert PLATFORMS["systemd"].setting(10_000, 30_000, 0).startswith("CPUQuota=33.34%")
+    assert PLATFORMS["kubernetes"].setting(10_050, 100_000, 0) == "limits.cpu 101m"
 
 
 @pytest.mark.parametrize(
@@ -138,6 +190,8 @@ def test_advise_says_remove_the_limit_when_the_target_is_impossible():
         (("--cgroup", "nope", "--max-throttled", "0.05"), "no cgroup 'nope' in two-spinners"),
         (("--cgroup", "app", "--max-throttled", "0.05", "--max-p99-ms", "50"), "--max-p99-ms needs a [[service]]"),
         (("--cgroup", "app", "--max-throttled", "2"), "'--max-throttled'"),
+        (("--cgroup", "app", "--max-throttled", "120%"), "not in 0..1"),
+        (("--cgroup", "app", "--max-throttled", "five"), "is not a ratio"),
     ],
 )
 def test_advise_bad_input_is_one_line_exit_2(args, message):

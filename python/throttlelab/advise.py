@@ -2,8 +2,9 @@
 
 The target: the cgroup's throttled_ratio at most ``max_throttled`` and, when given,
 every service's p99 latency at most ``max_p99_ms``, in every one of ``seeds`` seeds.
-For each candidate period (10, 20, 50, 100, 200 ms and the scenario's own) and burst
-(none, and fractions of the quota where the profile has cpu.max.burst), the quota is
+For each candidate period (10, 20, 50, 100, 200 ms and the scenario's own, or the one
+period the platform allows) and burst (none, and fractions of the quota where the
+profile and the platform have cpu.max.burst), the quota is
 bisected between 1 ms and an upper bound that meets the target: the unlimited
 demand with headroom, else every CPU of the machine. Throttling falls as quota
 grows, so bisection holds; it stops at 2 % of the quota or 1 ms. Candidates are
@@ -14,19 +15,24 @@ A boundary found on N seeds is the luckiest of many noisy measurements: on other
 seeds it misses the target about half the time. So the recommendation is the best
 candidate's quota plus HEADROOM, checked on N further seeds (the holdout); the
 first candidate that passes there wins. When none does, or not even every CPU of the
-machine meets the target at any period, the honest answer is to remove the limit.
+machine meets the target at any period, the honest answer is to remove the limit; and
+when only every CPU of the machine meets it, that is what it is. The scenario's
+current limit is evaluated too, to be shown first.
 """
 
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 from typing import Any, Callable, Generator, Iterable, Optional, Sequence
 
 from rich.console import RenderableType
+from rich.text import Text
 
 from throttlelab import _native
+from throttlelab.platforms import PLATFORMS, Platform
 from throttlelab.runner import Run, Runner
 from throttlelab.scenarios import PathArg
 from throttlelab.terminal import table
@@ -46,6 +52,10 @@ HEADROOM = 0.10
 
 class AdviseError(ValueError):
     """The target cannot be asked of this scenario (a user error: exit code 2)."""
+
+
+#: Exit code of ``advise`` when not even removing the limit meets the target.
+EXIT_UNMET = 1
 
 
 @dataclass(frozen=True)
@@ -205,9 +215,13 @@ def advise_text(
     workers: Optional[int] = None,
     step: Optional[Callable[[], None]] = None,
     on_total: Optional[Callable[[int], None]] = None,
+    platform: str = "cgroup",
 ) -> dict[str, Any]:
     """:func:`advise` on scenario ``text``; ``on_total(n)`` learns the number of
     candidates, ``step()`` follows each one, for a progress bar."""
+    if platform not in PLATFORMS:
+        raise AdviseError(f"unknown platform {platform!r} (choose {', '.join(PLATFORMS)})")
+    where = PLATFORMS[platform]
     if not 0 <= max_throttled <= 1:
         raise AdviseError(f"--max-throttled must be a ratio in 0..1, got {max_throttled}")
     if seeds < 1:
@@ -222,17 +236,22 @@ def advise_text(
     search = Search(text, overrides, cgroup, max_throttled, max_p99_ms, tuple(range(1, seeds + 1)), resolved["machine"]["cpus"])
     holdout = replace(search, seeds=tuple(range(seeds + 1, 2 * seeds + 1)))
 
-    periods = sorted({*CANDIDATE_PERIODS_US, groups[cgroup]["period_us"]})
-    bursts = BURST_FRACTIONS if _native.profile_has_burst(resolved["kernel"]["profile"]) else (0.0,)
+    own = groups[cgroup]
+    periods = list(where.periods_us or sorted({*CANDIDATE_PERIODS_US, own["period_us"]}))
+    burst = where.burst and _native.profile_has_burst(resolved["kernel"]["profile"])
+    bursts = BURST_FRACTIONS if burst else (0.0,)
     if on_total:
-        on_total(len(periods) * len(bursts) + 1)
+        on_total(len(periods) * len(bursts) + 2)
     step = step or (lambda: None)
+    current = (own["quota_us"] if (own["quota_us"] or 0) > 0 else None, own["period_us"], own["burst_us"])
     with Runner(workers=workers) as runner:
-        unlimited = evaluate(runner, search, None, groups[cgroup]["period_us"], 0)
+        now = evaluate(runner, search, *current)
+        step()
+        unlimited = evaluate(runner, search, None, own["period_us"], 0)
         step()
         bisections = [bisect(search.machine_cpus, p, b, unlimited.usage_cpus) for p in periods for b in bursts]
         rows, runs = bisect_all(runner, search, bisections, step)
-        runs += seeds
+        runs += 2 * seeds
         candidates = sorted(rows, key=_preference)
         recommendation = None
         for candidate in (c for c in candidates if c["meets"]):
@@ -243,10 +262,14 @@ def advise_text(
             if checked.meets:
                 recommendation = {**setting, "from_quota_us": candidate["quota_us"], "holdout": checked.as_row()}
                 break
+    whole_machine = recommendation is not None and recommendation["quota_us"] >= search.machine_cpus * recommendation["period_us"]
     return {
         "scenario": resolved["name"],
+        "platform": where.name,
         "recommendation": recommendation,
-        "remove_limit": recommendation is None,
+        "remove_limit": recommendation is None or whole_machine,
+        "met": recommendation is not None or unlimited.meets,
+        "current": {"quota_us": current[0], "period_us": current[1], "burst_us": current[2], **now.as_row()},
         "candidates": candidates,
         "unlimited": unlimited.as_row(),
         "target": {"cgroup": cgroup, "max_throttled": max_throttled, "max_p99_ms": max_p99_ms, "seeds": seeds},
@@ -272,15 +295,17 @@ def advise(
     seeds: int = 3,
     *,
     set: Optional[Sequence[str]] = None,
+    platform: str = "cgroup",
 ) -> dict[str, Any]:
     """The smallest cpu.max (quota, period, burst) for ``cgroup`` of ``scenario`` (a
     built-in name, a path or TOML text) that keeps its throttled_ratio at most
     ``max_throttled`` and every service's p99 at most ``max_p99_ms`` in all ``seeds``
-    seeds. Returns ``{"recommendation": {quota_us, period_us, burst_us} or None,
-    "remove_limit", "candidates", "unlimited", "target", "runs"}``."""
+    seeds, among what ``platform`` (cgroup, kubernetes, docker, systemd) can set.
+    Returns ``{"recommendation": {quota_us, period_us, burst_us} or None,
+    "remove_limit", "met", "current", "candidates", "unlimited", "target", "runs"}``."""
     from throttlelab import scenario_text
 
-    return advise_text(scenario_text(scenario), cgroup, max_throttled, max_p99_ms, seeds, set or ())
+    return advise_text(scenario_text(scenario), cgroup, max_throttled, max_p99_ms, seeds, set or (), platform=platform)
 
 
 def _percent(ratio: float) -> str:
@@ -288,34 +313,44 @@ def _percent(ratio: float) -> str:
 
 
 def explain(result: dict[str, Any]) -> str:
-    """The recommendation, or why there is none, in one sentence."""
+    """The recommendation, or why there is none, in one sentence, in the platform's units."""
     target, rec = result["target"], result["recommendation"]
+    where = PLATFORMS[result["platform"]]
     seeds = target["seeds"]
     goal = f"throttling at or below {_percent(target['max_throttled'])}"
     if target["max_p99_ms"] is not None:
         goal += f" and p99 latency at or below {target['max_p99_ms']:g} ms"
     holdout = result["holdout_seeds"]
     holdout_text = f"seeds {holdout[0]}-{holdout[-1]}" if len(holdout) > 1 else f"seed {holdout[0]}"
-    if rec:
-        burst = f"cpu.max.burst {rec['burst_us']}" if rec["burst_us"] else "no burst"
+    if rec and not result["remove_limit"]:
         return (
-            f"Set cpu.max to {rec['quota_us']} {rec['period_us']} ({rec['quota_us'] / rec['period_us']:.2f} CPUs)"
-            f" with {burst}: {_percent(result['headroom'])} above {rec['from_quota_us']}, the smallest quota that"
-            f" kept {goal} in all {seeds} seeds; it also met the target in {holdout_text}."
+            f"Set {where.setting(rec['quota_us'], rec['period_us'], rec['burst_us'])}"
+            f" ({rec['quota_us'] / rec['period_us']:.2f} CPUs): {_percent(result['headroom'])} more quota than the"
+            f" smallest limit that kept {goal} in all {seeds} seeds; it also met the target in {holdout_text}."
         )
+    if rec:
+        return f"Remove the limit: only every CPU of the machine kept {goal} in all {seeds} seeds and in {holdout_text}."
     unlimited = result["unlimited"]
     if not unlimited["meets"]:
         p99 = f"worst p99 {unlimited['p99_ms']:g} ms, " if "p99_ms" in unlimited else ""
         return (
-            f"Remove the limit (cpu.max max) and relax the target: not even an unlimited cgroup kept {goal}"
+            f"Remove the limit and relax the target: not even an unlimited cgroup kept {goal}"
             f" ({p99}throttled {_percent(unlimited['throttled_ratio'])})."
         )
     if not any(c["meets"] for c in result["candidates"]):
-        return f"Remove the limit (cpu.max max): not even every CPU of the machine per period kept {goal} in all {seeds} seeds."
+        return f"Remove the limit: not even every CPU of the machine per period kept {goal} in all {seeds} seeds."
     return (
-        f"Remove the limit (cpu.max max): every quota that kept {goal} in seeds 1-{seeds} missed it in"
+        f"Remove the limit: every quota that kept {goal} in seeds 1-{seeds} missed it in"
         f" {holdout_text}, even with {_percent(result['headroom'])} more quota."
     )
+
+
+def apply(result: dict[str, Any]) -> str:
+    """What to apply on the platform: its snippet for the recommendation, or for no limit."""
+    where, rec = PLATFORMS[result["platform"]], result["recommendation"]
+    if result["remove_limit"]:
+        return where.snippet(None, result["current"]["period_us"], 0)
+    return where.snippet(rec["quota_us"], rec["period_us"], rec["burst_us"])
 
 
 #: Candidates shown beside the recommendation.
@@ -323,24 +358,33 @@ SHOWN = 6
 
 
 def render(result: dict[str, Any]) -> list[RenderableType]:
-    """The recommendation in a sentence, then the best candidates and the unlimited cgroup."""
+    """The recommendation in a sentence and what to apply, then the current limit,
+    the best candidates and the unlimited cgroup."""
+    where = PLATFORMS[result["platform"]]
     with_p99 = "p99_ms" in result["unlimited"]
     holdout = result["holdout_seeds"]
-    cols = ["cpu.max", "burst", "CPUs", "throttled %"] + (["p99 ms"] if with_p99 else []) + ["meets", "holdout"]
+    cols = [where.name if where.name != "cgroup" else "cpu.max", "CPUs", "throttled %"] + (["p99 ms"] if with_p99 else [])
+    cols += ["meets", "holdout"]
     t = table(
         f"options for {result['target']['cgroup']}: worst of seeds 1-{result['target']['seeds']};"
         f" holdout: +{100 * result['headroom']:g} % quota in seeds {holdout[0]}-{holdout[-1]} ({result['runs']} runs)",
-        cols, left=("cpu.max", "meets", "holdout"),
+        cols, left=(cols[0], "meets", "holdout"),
     )
 
-    def add(limit: str, burst: str, cpus: str, outcome: dict[str, Any], checked: str) -> None:
+    def add(limit: str, cpus: str, outcome: dict[str, Any], checked: str) -> None:
         p99 = [f"{outcome['p99_ms']:.1f}"] if with_p99 else []
         meets = "yes" if outcome["meets"] else "no"
-        t.add_row(limit, burst, cpus, f"{100 * outcome['throttled_ratio']:.1f}", *p99, meets, checked)
+        t.add_row(limit, cpus, f"{100 * outcome['throttled_ratio']:.1f}", *p99, meets, checked)
 
+    current = result["current"]
+    if current["quota_us"] is None:
+        add("current: no limit", f"{current['usage_cpus']:.2f} used", current, "")
+    else:
+        limit = where.setting(current["quota_us"], current["period_us"], current["burst_us"] if where.burst else 0)
+        add(f"current: {limit}", f"{current['quota_us'] / current['period_us']:.2f}", current, "")
     for c in result["candidates"][:SHOWN]:
         checked = {True: "yes: recommended", False: "no"}.get(c.get("holdout_meets"), "")
-        add(f"{c['quota_us']} {c['period_us']}", str(c["burst_us"] or "-"), f"{c['cpus']:.2f}", c, checked)
+        add(where.setting(c["quota_us"], c["period_us"], c["burst_us"]), f"{c['cpus']:.2f}", c, checked)
     unlimited = result["unlimited"]
-    add("max (remove the limit)", "-", f"{unlimited['usage_cpus']:.2f} used", unlimited, "")
-    return [explain(result), t]
+    add("no limit", f"{unlimited['usage_cpus']:.2f} used", unlimited, "")
+    return [explain(result), Text("\n" + textwrap.indent(apply(result), "  ") + "\n"), t]

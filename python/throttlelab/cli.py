@@ -12,11 +12,12 @@ import click
 
 from throttlelab import _native, bench as benches, compare as comparison, output
 from throttlelab import reproduce as experiments
+from throttlelab.platforms import PLATFORMS
 from throttlelab.runner import EXECUTORS, Runner, RunnerError
 from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
 from throttlelab.terminal import Terminal
 # Modules named like the package's functions throttlelab.sweep and throttlelab.advise: import from them.
-from throttlelab.advise import AdviseError, advise_text
+from throttlelab.advise import EXIT_UNMET, AdviseError, advise_text
 from throttlelab.advise import render as render_advice
 from throttlelab.sweep import SweepError, parse_grid, sweep_rows
 from throttlelab.sweep import render as render_sweep
@@ -292,30 +293,50 @@ def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:
         click.echo(f"wrote {path}: {len(rows)} rows")
 
 
-@main.command()
+class Ratio(click.ParamType):
+    """A ratio in 0..1, written ``0.05`` or ``5%``."""
+
+    name = "ratio"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> float:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            ratio = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a ratio (e.g. 0.05 or 5%)", param, ctx)
+        if not 0 <= ratio <= 1:
+            self.fail(f"{value!r} is not in 0..1 (0%..100%)", param, ctx)
+        return ratio
+
+
+@main.command(epilog=f"Exit codes: 0 advice given (a limit, or to remove it); {EXIT_UNMET} not even removing the limit meets the target; 2 bad input.")
 @click.argument("scenario")
 @click.option("--cgroup", required=True, help="The cgroup whose cpu.max to choose.")
-@click.option("--max-throttled", type=click.FloatRange(0, 1), required=True, help="Largest throttled ratio (of periods) allowed, e.g. 0.05.")
+@click.option("--max-throttled", type=Ratio(), required=True, help="Largest throttled ratio (throttled periods / periods) allowed, e.g. 0.05 or 5%.")
 @click.option("--max-p99-ms", type=click.FloatRange(min=0, min_open=True), help="Largest p99 request latency of every service, in ms.")
+@click.option("--platform", type=click.Choice(list(PLATFORMS)), default="cgroup", show_default=True, help="Search only what this platform can set and answer in its units (kubernetes: millicores at the kubelet's 100 ms period, no burst).")
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1), help="The target must hold in every one of this many seeds.")
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendation and every candidate as JSON.")
 def advise(
-    scenario: str, cgroup: str, max_throttled: float, max_p99_ms: Optional[float], seeds: int,
+    scenario: str, cgroup: str, max_throttled: float, max_p99_ms: Optional[float], platform: str, seeds: int,
     overrides: tuple[str, ...], as_json: bool,
-) -> None:
-    """Find the smallest cpu.max (quota, period, burst) for CGROUP of SCENARIO that
-    keeps it throttled at most --max-throttled (and services' p99 within
-    --max-p99-ms) in every seed, or say that the limit should go."""
+) -> int:
+    """Find the smallest CPU limit for CGROUP of SCENARIO that keeps it throttled at
+    most --max-throttled (and services' p99 within --max-p99-ms) in every seed, or
+    say that the limit should go; the scenario's current limit is shown first."""
     text, _ = load_scenario_text(scenario)
     terminal = Terminal()
     with terminal.progress() as progress:
         bar = progress.add_task("advise", total=None)
         result = advise_text(
             text, cgroup, max_throttled, max_p99_ms, seeds, overrides,
-            step=lambda: progress.advance(bar), on_total=lambda n: progress.update(bar, total=n),
+            step=lambda: progress.advance(bar), on_total=lambda n: progress.update(bar, total=n), platform=platform,
         )
     if as_json:
         click.echo(json.dumps(result))
-        return
-    terminal.print(*render_advice(result))
+    else:
+        terminal.print(*render_advice(result))
+    return 0 if result["met"] else EXIT_UNMET

@@ -24,7 +24,9 @@ class Terminal:
         self.err = Console(stderr=True)
 
     def print(self, *renderables: RenderableType) -> None:
-        self.out.print(*renderables)
+        """Each renderable on lines of its own."""
+        for renderable in renderables:
+            self.out.print(renderable)
 
     def progress(self) -> Progress:
         """A transient progress bar on stderr, so that stdout stays the result; none
