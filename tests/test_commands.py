@@ -33,6 +33,23 @@ def test_scenarios_lists_builtins_with_descriptions():
     assert "2-CPU" in spinners
 
 
+def test_scenarios_show_prints_a_builtin_that_runs_as_a_file(tmp_path):
+    result = cli("scenarios", "show", "two-spinners")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == throttlelab.load_scenario_text("two-spinners")[0]
+    path = tmp_path / "mine.toml"
+    path.write_text(result.stdout)
+    mine, builtin = (json.loads(cli("run", "--json", arg).stdout) for arg in (str(path), "two-spinners"))
+    del mine["engine"], builtin["engine"]  # the wall time; everything else is the same for a seed
+    assert mine == builtin
+
+
+def test_scenarios_show_unknown_name_is_one_line_exit_2():
+    result = cli("scenarios", "show", "two-spiners")
+    assert result.exit_code == 2
+    assert result.stderr == "throttlelab: error: no built-in scenario 'two-spiners'; did you mean two-spinners?\n"
+
+
 @pytest.mark.parametrize("name", throttlelab.builtin_names())
 def test_validate_every_builtin(name):
     result = cli("validate", name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import socket
 import sys
 
 import pytest
@@ -86,6 +87,16 @@ def test_sweep_ray_missing_is_one_line_exit_2(monkeypatch):
     result = cli("sweep", "two-spinners", "--grid", "seed=1,2", "--executor", "ray")
     assert result.exit_code == 2
     assert result.stderr == "throttlelab: error: the ray executor needs Ray: pip install '.[ray]'\n"
+
+
+def test_sweep_unreachable_ray_cluster_is_one_line_exit_2():
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+        result = cli("sweep", "two-spinners", "--grid", "seed=1,2", "--executor", "ray", "--address", address)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"throttlelab: error: cannot reach the Ray cluster at {address}: ")
+    assert result.stderr.count("\n") == 1
 
 
 TARGET = dict(max_throttled=0.05, max_p99_ms=100.0)

@@ -15,7 +15,7 @@ from throttlelab import reproduce as experiments
 from throttlelab.platforms import PLATFORMS
 from throttlelab.runner import EXECUTORS, Runner, RunnerError
 from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
-from throttlelab.terminal import Terminal
+from throttlelab.terminal import Terminal, did_you_mean
 # Modules named like the package's functions throttlelab.sweep and throttlelab.advise: import from them.
 from throttlelab.advise import EXIT_UNMET, AdviseError, advise_text
 from throttlelab.advise import render as render_advice
@@ -130,11 +130,22 @@ def compare(scenario: str, overrides: tuple[str, ...], runs: int, as_json: bool)
     terminal.print(*comparison.render(result))
 
 
-@main.command()
-def scenarios() -> None:
-    """List the built-in scenarios."""
-    for name in builtin_names():
-        click.echo(f"{name}  {description(load_scenario_text(name)[0])}")
+@main.group(invoke_without_command=True)
+@click.pass_context
+def scenarios(ctx: click.Context) -> None:
+    """List the built-in scenarios (``scenarios show NAME`` prints one)."""
+    if ctx.invoked_subcommand is None:
+        for name in builtin_names():
+            click.echo(f"{name}  {description(load_scenario_text(name)[0])}")
+
+
+@scenarios.command("show")
+@click.argument("name")
+def scenarios_show(name: str) -> None:
+    """Print built-in scenario NAME's TOML, to copy and change."""
+    if name not in builtin_names():
+        raise ScenarioNotFound(f"no built-in scenario '{name}'; {did_you_mean(name, builtin_names(), 'built-ins')}")
+    click.echo(load_scenario_text(name)[0], nl=False)
 
 
 @main.command()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from typing import Any, Callable, Optional, Sequence
 
@@ -98,9 +99,15 @@ class Runner:
             raise RunnerError("the ray executor needs Ray: pip install '.[ray]'") from None
         if not ray.is_initialized():
             if self.address:
-                ray.init(address=self.address, log_to_driver=False, logging_level="ERROR")
-            else:
-                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+                _check_reachable(self.address)
+            try:
+                if self.address:
+                    ray.init(address=self.address, log_to_driver=False, logging_level="ERROR")
+                else:
+                    ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            except (ConnectionError, ValueError, RuntimeError) as e:
+                where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+                raise RunnerError(f"cannot start or reach {where}: {_first_line(e)}") from None
         remote = ray.remote(fn)
         refs = [remote.remote(*args) for args in calls]
         pending = list(refs)
@@ -108,3 +115,24 @@ class Runner:
             _, pending = ray.wait(pending, num_returns=1)
             step()
         return ray.get(refs)
+
+
+def _first_line(e: BaseException) -> str:
+    """The first line of an exception's message (Ray's run to many)."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+#: Seconds to wait for a Ray cluster's port before saying it is not there
+#: (ray.init itself retries for minutes).
+CONNECT_TIMEOUT_S = 5.0
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse at once a ``host:port`` (or ``ray://host:port``) that nothing listens on."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto" and the like: Ray's own rules
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise RunnerError(f"cannot reach the Ray cluster at {address}: {e.strerror or e}") from None
