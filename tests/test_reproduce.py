@@ -112,3 +112,13 @@ def test_thiyyakat_lcu_is_calm(docs):
         assert values["critical_s"]["ours"] > values["background_s"]["ours"]
         # The generator's calibration to Table 6's median (1.66 of 4 cores).
         assert values["median_pct"]["ours"] == pytest.approx(41.6, abs=2.5)
+
+
+def test_progress_off_a_terminal_is_lines_on_stderr():
+    result = cli("reproduce", "ugedal-table2")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    runs = experiments.run_count(experiments.EXPERIMENTS["ugedal-table2"])
+    assert lines and all(line.startswith("ugedal-table2: ") for line in lines)
+    assert lines[-1].startswith(f"ugedal-table2: {runs}/{runs} (")
+    assert "ugedal-table2" in result.stdout and "ugedal-table2: " not in result.stdout

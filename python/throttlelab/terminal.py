@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import time
 from typing import Any, Iterable, Optional
 
 from rich import box
@@ -28,14 +29,53 @@ class Terminal:
         for renderable in renderables:
             self.out.print(renderable)
 
-    def progress(self) -> Progress:
-        """A transient progress bar on stderr, so that stdout stays the result; none
-        when stderr is not a terminal (where the bar would leave an empty line
-        before an error)."""
+    def progress(self) -> "Progress | LineProgress":
+        """Progress on stderr, so that stdout stays the result: a transient bar on
+        a terminal; elsewhere (a pipe, a log) a line when the step changes and
+        at every tenth of the work."""
+        if not self.err.is_terminal:
+            return LineProgress(self.err)
         return Progress(
             TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(), console=self.err, transient=True, disable=not self.err.is_terminal,
+            TimeElapsedColumn(), console=self.err, transient=True,
         )
+
+
+class LineProgress:
+    """The part of rich's Progress the commands use, as plain lines: ``what:
+    done/total (elapsed)``. Nothing is printed before the first step, so an
+    error at the start stays the only line."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.tasks: list[dict[str, Any]] = []
+        self.start = time.monotonic()
+
+    def __enter__(self) -> "LineProgress":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        pass
+
+    def add_task(self, description: str, total: Optional[float] = None) -> int:
+        self.tasks.append({"description": description, "total": total, "completed": 0, "shown": -1, "named": None})
+        return len(self.tasks) - 1
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        self.update(task, advance=advance)
+
+    def update(self, task: int, advance: float = 0, description: Optional[str] = None, total: Optional[float] = None) -> None:
+        t = self.tasks[task]
+        t["completed"] += advance
+        t["description"] = description or t["description"]
+        t["total"] = total if total is not None else t["total"]
+        if not t["completed"]:
+            return
+        tenth = int(10 * t["completed"] / t["total"]) if t["total"] else t["completed"]
+        if tenth != t["shown"] or t["description"] != t["named"]:
+            t["shown"], t["named"] = tenth, t["description"]
+            of = f"/{t['total']:g}" if t["total"] else ""
+            self.console.print(f"{t['description']}: {t['completed']:g}{of} ({time.monotonic() - self.start:.0f} s)", markup=False, highlight=False)
 
 
 def table(title: str, columns: Iterable[str], left: Iterable[str] = ()) -> Table:
