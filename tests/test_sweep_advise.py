@@ -55,7 +55,7 @@ def test_sweep_csv_holds_the_json_rows(tmp_path):
     args = ("sweep", "two-spinners", "--grid", "cgroup.app.quota_us=10000,20000", "--grid", "kernel.profile=5.4,6.18")
     rows = json.loads(cli(*args, "--json").stdout)
     path = tmp_path / "rows.csv"
-    result = cli(*args, "--csv", str(path))
+    result = cli(*args, "-o", str(path))
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == f"wrote {path}: 4 rows"
     with open(path, newline="") as f:
@@ -135,7 +135,7 @@ def test_advise_holds_on_fresh_seeds_and_is_near_the_brute_force_optimum():
 
 
 def test_advise_says_remove_the_limit_and_exits_1_when_the_target_is_impossible():
-    args = ("advise", "request-service", "--cgroup", "app", "--max-throttled", "0.05", "--max-p99-ms", "10", "--seeds", "1")
+    args = ("advise", "request-service", "--cgroup", "app", "--max-throttled", "0.05", "--max-p99-ms", "10", "--runs", "1")
     result = cli(*args)
     assert result.exit_code == 1, result.stderr
     assert result.stdout.startswith("Remove the limit and relax the target")
@@ -146,7 +146,7 @@ def test_advise_says_remove_the_limit_and_exits_1_when_the_target_is_impossible(
 
 
 def test_advise_for_kubernetes_searches_millicores_at_the_kubelet_period():
-    args = ("advise", "request-service", "--cgroup", "app", "--max-throttled", "5%", "--platform", "kubernetes", "--seeds", "2")
+    args = ("advise", "request-service", "--cgroup", "app", "--max-throttled", "5%", "--platform", "kubernetes", "--runs", "2")
     doc = json.loads(cli(*args, "--json").stdout)
     assert doc["platform"] == "kubernetes" and doc["target"]["max_throttled"] == 0.05
     assert {c["period_us"] for c in doc["candidates"]} == {100_000}
@@ -165,11 +165,11 @@ def test_advise_for_kubernetes_searches_millicores_at_the_kubelet_period():
 
 def test_advise_says_remove_the_limit_when_only_the_whole_machine_meets_it():
     # Two spinners on 2 CPUs: nothing short of both CPUs per period keeps them unthrottled.
-    doc = json.loads(cli("advise", "two-spinners", "--cgroup", "app", "--max-throttled", "0", "--seeds", "1", "--json").stdout)
+    doc = json.loads(cli("advise", "two-spinners", "--cgroup", "app", "--max-throttled", "0", "--runs", "1", "--json").stdout)
     rec = doc["recommendation"]
     assert rec is not None and rec["quota_us"] == 2 * rec["period_us"]
     assert doc["remove_limit"] and doc["met"]
-    text = cli("advise", "two-spinners", "--cgroup", "app", "--max-throttled", "0", "--seeds", "1").stdout
+    text = cli("advise", "two-spinners", "--cgroup", "app", "--max-throttled", "0", "--runs", "1").stdout
     assert text.startswith("Remove the limit: only every CPU of the machine")
 
 

@@ -225,7 +225,7 @@ def advise_text(
     if not 0 <= max_throttled <= 1:
         raise AdviseError(f"--max-throttled must be a ratio in 0..1, got {max_throttled}")
     if seeds < 1:
-        raise AdviseError(f"--seeds must be at least 1, got {seeds}")
+        raise AdviseError(f"--runs must be at least 1, got {seeds}")
     overrides = tuple(overrides)
     resolved = json.loads(_native.validate(text, list(overrides)))
     groups = {g["name"]: g for g in resolved["cgroups"]}

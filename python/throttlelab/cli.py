@@ -160,7 +160,7 @@ def validate(scenario: str, overrides: tuple[str, ...]) -> None:
 
 @main.command()
 @click.argument("names", nargs=-1)
-@click.option("--repeat", default=1, show_default=True, type=click.IntRange(min=1), help="Runs per scenario; the fastest counts.")
+@click.option("--runs", "repeat", default=1, show_default=True, type=click.IntRange(min=1), help="Runs per scenario; the fastest counts.")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as a JSON list.")
 def bench(names: tuple[str, ...], repeat: int, as_json: bool) -> None:
     """Time built-in scenarios NAMES (default: all of them)."""
@@ -228,7 +228,7 @@ def trace_cmd(scenario: str, overrides: tuple[str, ...], out_path: str) -> None:
 @main.command()
 @click.argument("target")
 @set_option
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for index.html.")
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for index.html.")
 @click.option("--window-ms", type=click.FloatRange(min=0, min_open=True), help="Time plots of a scenario: this much from the start (default: 10 periods).")
 def report(target: str, overrides: tuple[str, ...], out_dir: str, window_ms: Optional[float]) -> None:
     """Write DIR/index.html (figures embedded) for TARGET: a scenario (built-in or
@@ -262,7 +262,7 @@ def report(target: str, overrides: tuple[str, ...], out_dir: str, window_ms: Opt
 @click.option("--address", help="Ray cluster to run on (with --executor ray); default: a local Ray instance.")
 @click.option("--workers", type=click.IntRange(min=1), help="Processes, or CPUs of the local Ray instance (default: every core).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the rows as CSV to FILE ('-': stdout).")
+@click.option("-o", "--out", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the rows as CSV to FILE ('-': stdout).")
 def sweep(
     scenario: str, grids: tuple[str, ...], overrides: tuple[str, ...], executor: str,
     address: Optional[str], workers: Optional[int], as_json: bool, csv_path: Optional[str],
@@ -270,7 +270,7 @@ def sweep(
     """Run SCENARIO once per combination of the --grid values: one row per run, the
     grid values and every cgroup and task metric (identical under both executors)."""
     if as_json and csv_path:
-        raise click.UsageError("give --json or --csv, not both")
+        raise click.UsageError("give --json or --out, not both")
     grid: dict[str, list[Any]] = {}
     for spec in grids:
         key, values = parse_grid(spec)
@@ -299,7 +299,7 @@ def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:
             writer.writeheader()
             writer.writerows(rows)
     except OSError as e:
-        raise click.BadParameter(f"cannot write {path}: {e.strerror}", param_hint="'--csv'") from None
+        raise click.BadParameter(f"cannot write {path}: {e.strerror}", param_hint="'--out'") from None
     if path != "-":
         click.echo(f"wrote {path}: {len(rows)} rows")
 
@@ -328,7 +328,7 @@ class Ratio(click.ParamType):
 @click.option("--max-throttled", type=Ratio(), required=True, help="Largest throttled ratio (throttled periods / periods) allowed, e.g. 0.05 or 5%.")
 @click.option("--max-p99-ms", type=click.FloatRange(min=0, min_open=True), help="Largest p99 request latency of every service, in ms.")
 @click.option("--platform", type=click.Choice(list(PLATFORMS)), default="cgroup", show_default=True, help="Search only what this platform can set and answer in its units (kubernetes: millicores at the kubelet's 100 ms period, no burst).")
-@click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1), help="The target must hold in every one of this many seeds.")
+@click.option("--runs", "seeds", default=3, show_default=True, type=click.IntRange(min=1), help="The target must hold in every one of this many runs (seeds 1..N; the holdout takes the next N).")
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendation and every candidate as JSON.")
 def advise(

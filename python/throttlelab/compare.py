@@ -27,11 +27,12 @@ from rich.console import RenderableType
 from rich.markup import escape
 
 from throttlelab import _native
+from throttlelab.metrics import BY_KEY, CGROUP_METRICS
 from throttlelab.runner import Runner
 from throttlelab.terminal import table
 
 #: cpu.stat metrics compared, in table order.
-METRICS = ("usage_usec", "nr_periods", "nr_throttled", "throttled_ratio", "throttled_usec", "nr_bursts", "burst_usec")
+METRICS = tuple(m.key for m in CGROUP_METRICS)
 
 #: Seconds each kernel run waits for the host to settle. Traced on the
 #: fidelity host: after a run, DAMON took about 50 ms of CPU in the next
@@ -132,15 +133,6 @@ def compare(
     }
 
 
-#: How compare shows each metric: a label with its unit, and the factor to get there.
-_METRIC_DISPLAY = {
-    "usage_usec": ("usage s", 1e-6),
-    "throttled_usec": ("throttled ms", 1e-3),
-    "burst_usec": ("burst ms", 1e-3),
-    "throttled_ratio": ("throttled %", 100.0),
-}
-
-
 def render(result: dict[str, Any]) -> list[RenderableType]:
     """The comparison as one table per cgroup: mean (sd) [range] on each side, and the verdict."""
     host = result["host"]
@@ -152,9 +144,9 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
     for name, rows in result["cgroups"].items():
         t = table(escape(f"cgroup {name}: mean (sd) [range]"), ("metric", "kernel", "simulator", "verdict"), left=("metric", "verdict"))
         for metric, row in rows.items():
-            label, scale = _METRIC_DISPLAY.get(metric, (metric, 1.0))
-            cells = [_stats_cell(row[side], scale) for side in ("kernel", "sim")]
-            t.add_row(label, *cells, "inside" if row["inside"] else "[red]outside[/red]")
+            shown = BY_KEY[metric]
+            cells = [_stats_cell(row[side], shown.scale) for side in ("kernel", "sim")]
+            t.add_row(shown.header, *cells, "inside" if row["inside"] else "[red]outside[/red]")
         parts.append(t)
     return parts
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import RenderableType
 
+from throttlelab.metrics import CGROUP_METRICS
 from throttlelab.terminal import millis, natural, seconds, table
 
 
@@ -17,18 +18,10 @@ def render(doc: dict[str, Any]) -> list[RenderableType]:
         f"  seed {doc['seed']}  duration {doc['duration_s']:g} s"
     ]
     if doc["cgroups"]:
-        # cpu.stat's usage_usec, nr_periods, nr_throttled, throttled ratio, throttled_usec, nr_bursts
-        cgroups = table("cgroups", ("cgroup", "usage s", "periods", "throttled", "throttled %", "throttled s", "bursts"), left=("cgroup",))
+        shown = [m for m in CGROUP_METRICS if m.key != "burst_usec"]
+        cgroups = table("cgroups", ("cgroup", *(m.header for m in shown)), left=("cgroup",))
         for name, cg in doc["cgroups"].items():
-            cgroups.add_row(
-                name,
-                seconds(cg["usage_usec"]),
-                str(cg["nr_periods"]),
-                str(cg["nr_throttled"]),
-                f"{100 * cg['throttled_ratio']:.1f}",
-                seconds(cg["throttled_usec"]),
-                str(cg["nr_bursts"]),
-            )
+            cgroups.add_row(name, *(m.show(cg[m.key]) for m in shown))
         parts.append(cgroups)
     parts.append(_tasks(doc["tasks"]))
     engine = doc.get("engine")

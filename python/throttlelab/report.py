@@ -26,6 +26,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from throttlelab import reproduce as experiments  # noqa: E402
 from throttlelab._native import validate as _native_validate  # noqa: E402
+from throttlelab.metrics import CGROUP_METRICS  # noqa: E402
 from throttlelab.timeline import Trace, cpu_slices, end_ns, instants, limited_groups, pool_levels, simulate  # noqa: E402
 
 #: Periods shown in the time plots of a scenario unless --window-ms says otherwise.
@@ -215,16 +216,13 @@ def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[
         window_ms = DEFAULT_WINDOW_PERIODS * min(periods_us.values(), default=100_000) / 1e3
     window = (0, min(until, round(window_ms * 1e6)))
 
-    stats = [
-        [name, f"{cg['usage_usec'] / 1e6:.3f}", str(cg["nr_periods"]), str(cg["nr_throttled"]),
-         f"{100 * cg['throttled_ratio']:.1f}", f"{cg['throttled_usec'] / 1e3:.1f}"]
-        for name, cg in output["cgroups"].items()
-    ]
+    shown = [m for m in CGROUP_METRICS if m.key != "burst_usec"]
+    stats = [[name, *(m.show(cg[m.key]) for m in shown)] for name, cg in output["cgroups"].items()]
     body = [
         f"<h1>{html.escape(output['scenario'])}</h1>",
         f"<p>simulated {output['duration_s']:g} s, profile {html.escape(output['profile'])}, seed {output['seed']}"
         + (f", overrides: <code>{html.escape(' '.join(overrides))}</code>" if overrides else "") + "</p>",
-        _html_table(["cgroup", "usage s", "periods", "throttled", "throttled %", "throttled ms"], stats),
+        _html_table(["cgroup", *(m.header for m in shown)], stats),
         f"<h2>Runtime pools, first {window_ms:g} ms</h2>",
         *(_png(_pools_figure(trace, tg, window)) for tg in limited),
         "<h2>Throttling per period</h2>",

@@ -114,10 +114,10 @@ UGEDAL_TABLE2 = Experiment(
     source="000_0fe7089afdf9d8d0.txt (Ugedal et al.), Table II (mean of 10 runs)",
     scenario="ugedal-table2",
     columns=(
-        Column("periods", "periods", ".0f"),
-        Column("throttled", "throttled", ".0f"),
-        Column("ratio_pct", "ratio %", ".1f"),
-        Column("throttled_ms", "throttled ms", ".0f"),
+        Column("periods", "nr_periods", ".0f"),
+        Column("throttled", "nr_throttled", ".0f"),
+        Column("ratio_pct", "throttled %", ".1f"),
+        Column("throttled_ms", "throttled ms (all CPUs)", ".0f"),
     ),
     cases=(
         _ugedal_case(100, (735, 50, 6.8, 94)),

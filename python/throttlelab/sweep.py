@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 from rich.table import Table
 
 from throttlelab import _native
+from throttlelab.metrics import BY_KEY
 from throttlelab.runner import Runner, Step
 from throttlelab.scenarios import PathArg
-from throttlelab.terminal import millis, seconds, table
+from throttlelab.terminal import millis, table
 
 if TYPE_CHECKING:
     import pandas
@@ -153,14 +154,13 @@ def sweep(
 
 
 def render(keys: list[str], rows: list[Row]) -> Table:
-    """The grid columns and, per cgroup, throttled % and throttled s; per service, p99."""
+    """The grid columns and, per cgroup, throttled % and throttled time; per service, p99."""
     metrics = []  # (column key, header, format)
     for col in rows[0]:
         name = col.split(".")[1] if "." in col else col
-        if col.startswith("cgroup.") and col.endswith(".throttled_ratio"):
-            metrics.append((col, f"{name} throttled %", lambda v: f"{100 * v:.1f}"))
-        elif col.startswith("cgroup.") and col.endswith(".throttled_usec"):
-            metrics.append((col, f"{name} throttled s", seconds))
+        if col.startswith("cgroup.") and col.rsplit(".", 1)[1] in ("throttled_ratio", "throttled_usec"):
+            shown = BY_KEY[col.rsplit(".", 1)[1]]
+            metrics.append((col, f"{name} {shown.header}", shown.show))
         elif col.startswith("task.") and col.endswith(".latency_p99_us"):
             metrics.append((col, f"{name} p99 ms", millis))
     # cgroup.app.quota_us -> app.quota_us

@@ -1,0 +1,35 @@
+"""The cgroup metrics as users know them, named and scaled the same in every
+command: cgroup v2 ``cpu.stat`` keys (v1's ``cpu.stat`` has nr_periods,
+nr_throttled and throttled_time in ns), and the throttled ratio that
+cAdvisor's ``container_cpu_cfs_throttled_periods_total /
+container_cpu_cfs_periods_total`` alerts on (Prometheus' CPUThrottlingHigh)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # in the output document, as in cpu.stat
+    header: str  # a column's title, with its unit
+    scale: float  # from the document's unit to the header's
+    fmt: str
+
+    def show(self, value: float) -> str:
+        return format(value * self.scale, self.fmt)
+
+
+#: In table order. ``throttled_usec`` sums every CPU's throttled time, so it
+#: can exceed the run; the header says so.
+CGROUP_METRICS = (
+    Metric("usage_usec", "usage s", 1e-6, ".3f"),
+    Metric("nr_periods", "nr_periods", 1, ".0f"),
+    Metric("nr_throttled", "nr_throttled", 1, ".0f"),
+    Metric("throttled_ratio", "throttled %", 100, ".1f"),
+    Metric("throttled_usec", "throttled ms (all CPUs)", 1e-3, ".1f"),
+    Metric("nr_bursts", "nr_bursts", 1, ".0f"),
+    Metric("burst_usec", "burst ms", 1e-3, ".1f"),
+)
+
+BY_KEY = {m.key: m for m in CGROUP_METRICS}
