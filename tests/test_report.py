@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 from helpers import cli
 from test_errors import assert_error
 
@@ -33,7 +35,7 @@ def test_scenario_without_limit_has_only_the_timeline(tmp_path):
 def test_experiment_report(tmp_path):
     page = write_report(tmp_path, "chiluk-fibtest")
     assert page.count(IMG) == 2  # one chart per column
-    assert "1452" in page and "002_943cc9ff5fe705dd" in page
+    assert "1452" in page and "Chiluk, 'Throttling: New Developments in Application Performance with CPU Limits', KubeCon NA 2019" in html.unescape(page)
 
 
 def test_set_is_refused_for_an_experiment(tmp_path):

@@ -77,7 +77,7 @@ def test_json_shape():
 def test_table_shows_ours_paper_and_ratio():
     result = cli("reproduce", "chiluk-fibtest")
     assert result.exit_code == 0, result.stderr
-    assert "CPU usage ms" in result.stdout and "1452" in result.stdout and "002_943cc9ff5fe705dd" in result.stdout
+    assert "CPU usage ms" in result.stdout and "1452" in result.stdout and "KubeCon NA 2019" in result.stdout
 
 
 def test_unknown_experiment():

@@ -257,11 +257,10 @@ def _experiment_figure(doc: dict[str, Any], column: dict[str, Any]) -> Figure:
         paper = [r["values"][key]["paper"] for r in rows]
         width = 0.4
         handles["throttlelab"] = ax.bar([x - width / 2 for x in xs], ours, width, color="#1f77b4")
-        if any(p is not None for p in paper):
+        given = [(x, p) for x, p in zip(xs, paper) if p is not None]  # a bar only where the paper has a number
+        if given:
             paper_ax = ax if column["same_unit"] else ax.twinx()
-            handles["paper"] = paper_ax.bar(
-                [x + width / 2 for x in xs], [p if p is not None else 0 for p in paper], width, color="#ff7f0e"
-            )
+            handles["paper"] = paper_ax.bar([x + width / 2 for x, _ in given], [p for _, p in given], width, color="#ff7f0e")
             if paper_ax is not ax:
                 paper_ax.set_ylabel(f"paper: {column['paper_unit']}")
                 paper_axes.append(paper_ax)
@@ -269,6 +268,7 @@ def _experiment_figure(doc: dict[str, Any], column: dict[str, Any]) -> Figure:
         ax.set_xticks(list(xs), [r["case"] for r in rows], rotation=90 if len(rows) > 8 else 0, fontsize="small")
         if panel:
             ax.set_title(panel)
+        ax.set_xlabel(doc["axis"])
         ax.set_ylabel(column["header"] if column["same_unit"] else f"ours: {column['header']}")
     if paper_axes:  # one scale for the paper's unit in every panel, as for ours
         top = max(ax.get_ylim()[1] for ax in paper_axes)

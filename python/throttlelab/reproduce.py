@@ -60,7 +60,7 @@ class Case:
 class Experiment:
     name: str
     title: str
-    source: str  # where the paper's figures come from: seed file, table or figure
+    source: str  # where the paper's figures come from: authors, title, venue and year; table or figure
     scenario: str  # a built-in scenario
     columns: tuple[Column, ...]
     cases: tuple[Case, ...]
@@ -69,6 +69,8 @@ class Experiment:
     #: Runs per case and seed, each with these extra overrides (the measure pairs them up).
     variants: tuple[tuple[str, ...], ...] = ((),)
     note: str = ""
+    #: What the rows vary, for a figure's x-axis (e.g. the period).
+    axis: str = ""
 
     def runs(self, case: Case) -> list[list[list[str]]]:
         """The overrides of every run of ``case``, indexed ``[seed][variant]``."""
@@ -110,8 +112,9 @@ def _ugedal_case(period_ms: int, paper: tuple[float, float, float, float]) -> Ca
 
 UGEDAL_TABLE2 = Experiment(
     name="ugedal-table2",
+    axis="cpu.max period (quota = 3 CPUs)",
     title="sysbench, 3 threads on 3 CPUs, quota = 3 CPUs",
-    source="000_0fe7089afdf9d8d0.txt (Ugedal et al.), Table II (mean of 10 runs)",
+    source='Ugedal and Kumar, "Mitigating Unnecessary Throttling in Linux CFS Bandwidth Control", SBAC-PAD 2022, Table II (mean of 10 runs)',
     scenario="ugedal-table2",
     columns=(
         Column("periods", "nr_periods", ".0f"),
@@ -147,8 +150,9 @@ def _fibtest_case(profile: str, threads: int, paper: Optional[tuple[float, float
 
 CHILUK_FIBTEST = Experiment(
     name="chiluk-fibtest",
+    axis="fibtest threads (one panel per kernel)",
     title="fibtest: 1 fast + n-1 slow threads pinned on 88 CPUs, 10 ms quota per 100 ms",
-    source="002_943cc9ff5fe705dd.txt (Chiluk), 'Running Fibtest' (5.3.7 = 4.18 semantics) and 'Kernel 5.3.9' (5.4)",
+    source="Chiluk, 'Throttling: New Developments in Application Performance with CPU Limits', KubeCon NA 2019: 'Running Fibtest' (5.3.7 = 4.18 semantics) and 'Kernel 5.3.9' (5.4)",
     scenario="chiluk-fibtest",
     columns=(
         Column("usage_ms", "CPU usage ms", ".0f"),
@@ -192,8 +196,9 @@ def _soaker_measure(case: Case, outputs: Sequence[Sequence[Output]]) -> dict[str
 
 TURNER_SOAKERS = Experiment(
     name="turner-soakers",
+    axis="quota, k CPUs per period (one panel per period)",
     title="16 while(1) soakers on 16 CPUs, quota = k CPUs, periods 100/250/500 ms",
-    source="003_fa02335ef6538de4.txt (Turner et al.), Fig. 6-8: baseline = k CPUs by cpuset affinity",
+    source='Turner, Rao and Rao, "CPU bandwidth control for CFS", Linux Symposium 2009, Fig. 6-8: baseline = k CPUs by cpuset affinity',
     scenario="turner-soakers",
     columns=(Column("cpus", "CPUs", ".3f"), Column("deviation_pct", "deviation %", "+.2f")),
     cases=tuple(
@@ -239,8 +244,9 @@ def _mitigation_case(period_ms: int, paper: dict[str, float], scenario: str = ""
 
 UGEDAL_MITIGATIONS = Experiment(
     name="ugedal-mitigations",
+    axis="cpu.max period",
     title="sysbench as in Table II: Baseline / Slush / All (slush + no-op updates)",
-    source="000_0fe7089afdf9d8d0.txt (Ugedal et al.), Fig. 5-6 (throttled periods) and 7-8 (execution time), V-A",
+    source='Ugedal and Kumar, "Mitigating Unnecessary Throttling in Linux CFS Bandwidth Control", SBAC-PAD 2022, Fig. 5-6 (throttled periods) and 7-8 (execution time), V-A',
     scenario="ugedal-table2",
     columns=(
         Column("baseline_pct", "baseline %", ".1f"),
@@ -281,8 +287,9 @@ def _overhead_measure(case: Case, outputs: Sequence[Sequence[Output]]) -> dict[s
 
 UGEDAL_OVERHEAD = Experiment(
     name="ugedal-overhead",
+    axis="sched_cfs_bandwidth_slice_us",
     title="38 sysbench-threads-like threads, quota never reached: spinlock vs atomic pool",
-    source="000_0fe7089afdf9d8d0.txt (Ugedal et al.), Fig. 9 and V-B",
+    source='Ugedal and Kumar, "Mitigating Unnecessary Throttling in Linux CFS Bandwidth Control", SBAC-PAD 2022, Fig. 9 and V-B',
     scenario="ugedal-overhead",
     columns=(
         Column("none_ms", "no BW ms", ".1f"),
@@ -352,8 +359,9 @@ def _interleave_case(cores: int, paper: tuple[float, float, float, float]) -> Ca
 
 HEGDE_INTERLEAVE = Experiment(
     name="hegde-interleave",
+    axis="SMT8 cores per group",
     title="2 cgroups of 25 % each on SMT8 cores, stress-ng --cpu=4: aligned vs interleaved timers",
-    source="001_dea211ff8c76a8d7.txt (Hegde's RFC), the 1CG/2CG table (mean of its two runs)",
+    source="Hegde, '[RFC PATCH] sched/fair: Interleave cfs bandwidth timers for improved single thread performance at low utilization', LKML 2023, and Segall's reply: the 1CG/2CG table (mean of its two runs)",
     scenario="hegde-interleave-2cg",
     columns=(
         Column("one_s", "1CG s", ".1f"),
@@ -427,8 +435,9 @@ _HCU_PROFILED = tuple(f"task.task{i}.profile_ms=1000" for i, t in enumerate(HCU_
 
 THIYYAKAT_HCU = Experiment(
     name="thiyyakat-hcu",
+    axis="scheduling of the critical tasks",
     title="HCU workload on 4 CPUs (synthetic trace from Table 1): mean delay per task class, steadiness of the critical bandwidth",
-    source="004_931a70ec7b090afc.txt (Thiyyakat et al.), Fig. 8 and Table 4 (4-core physical machine)",
+    source='Thiyyakat, Kalambur and Sitaram, "Improving Resource Isolation of Critical Tasks in a Workload", JSSPP 2020, Fig. 8 and Table 4 (4-core physical machine)',
     scenario="thiyyakat-hcu-cfs",
     columns=(
         Column("critical_s", "critical delay s", ".1f"),
@@ -473,8 +482,9 @@ _LCU_TABLE6 = {
 
 THIYYAKAT_LCU = Experiment(
     name="thiyyakat-lcu",
+    axis="scheduling of the critical tasks",
     title="LCU workload on 4 CPUs (synthetic trace): mean delay per task class, critical bandwidth quartiles",
-    source="004_931a70ec7b090afc.txt (Thiyyakat et al.), Fig. 9 and Table 6",
+    source='Thiyyakat, Kalambur and Sitaram, "Improving Resource Isolation of Critical Tasks in a Workload", JSSPP 2020, Fig. 9 and Table 6',
     scenario="thiyyakat-lcu-cfs",
     columns=(
         Column("critical_s", "critical delay s", ".2f"),
@@ -549,6 +559,7 @@ def reproduce(experiment: Experiment, on_run: Callable[[], None] = lambda: None,
         "title": experiment.title,
         "source": experiment.source,
         "note": experiment.note,
+        "axis": experiment.axis,
         "scenario": experiment.scenario,
         "seeds": list(experiment.seeds),
         "columns": [
