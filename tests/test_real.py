@@ -170,30 +170,58 @@ def test_human_report(write_scenario):
     assert "times a second" in result.stdout and "period timers" in result.stdout and "app " in result.stdout
 
 
-@needs_real
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_removes_cgroups_and_workers(write_scenario, sig):
-    path = write_scenario(task="")
-    proc = subprocess.Popen(
+def wait_for(condition, what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
+        time.sleep(0.01)
+
+
+def start_real(path: str) -> subprocess.Popen:
+    """`throttlelab real` for 30 s in a process of its own."""
+    return subprocess.Popen(
         [sys.executable, "-m", "throttlelab", "real", path, "--set", "duration_s=30"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    time.sleep(1.5)
-    assert leftover_cgroups(proc.pid), "the run should be under way"
-    assert live_workers()
+
+
+def under_way(path: str) -> subprocess.Popen:
+    """A run started by start_real, once its cgroups and workers are there."""
+    proc = start_real(path)
+    wait_for(lambda: leftover_cgroups(proc.pid) and live_workers(), "the run under way")
+    return proc
+
+
+def end(proc: subprocess.Popen, sig: int, timeout_s: float) -> tuple[str, str]:
+    """Send `sig`; the run's stdout and stderr, once it exits within `timeout_s`."""
     sent = time.monotonic()
     proc.send_signal(sig)
     try:
-        out, err = proc.communicate(timeout=3)
+        out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        pytest.fail("no exit within 3 s of the signal")
-    assert time.monotonic() - sent < 3
-    assert proc.returncode == 130, err
+        pytest.fail(f"no exit within {timeout_s} s of the signal")
+    assert time.monotonic() - sent < timeout_s
+    return out, err
+
+
+def assert_interrupted(proc: subprocess.Popen, out: str, err: str, sig: int) -> None:
+    """Exit 128 + the signal's number, one line, nothing left behind."""
+    assert proc.returncode == 128 + sig, err
     assert out == ""
-    assert err.splitlines() == [f"throttlelab: error: interrupted by {sig.name}; cgroups removed, workers killed"]
+    assert err.splitlines() == [f"throttlelab: error: interrupted by {signal.Signals(sig).name}; cgroups removed, workers killed"]
     assert leftover_cgroups(proc.pid) == []
+
+
+@needs_real
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT])
+def test_a_signal_removes_cgroups_and_workers(write_scenario, sig):
+    """Ctrl-C, kill, a closed terminal, Ctrl-\\: exit 130, 143, 129, 131."""
+    proc = under_way(write_scenario(task=""))
+    out, err = end(proc, sig, timeout_s=3)
+    assert_interrupted(proc, out, err, sig)
+    wait_for(lambda: not live_workers(), "the workers gone", timeout_s=1)
 
 
 def _fake_v2(tmp_path: Path) -> Path:

@@ -205,7 +205,7 @@ struct Worker {
 enum Wake {
     /// A line from worker i's stdout, None at EOF.
     Line(usize, Option<String>),
-    /// SIGINT or SIGTERM (the guard says which).
+    /// A signal that ends the run (the guard says which).
     Signal,
 }
 
@@ -641,6 +641,8 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
 pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;
+    // From here on a signal ends the run within moments, the probe included.
+    let mut signals = signals::Guard::install()?;
     host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
     let root =
         std::env::var_os(ROOT_ENV).map_or(PathBuf::from(cgroupfs::DEFAULT_ROOT), PathBuf::from);
@@ -654,10 +656,13 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
         );
     }
     let cpus: Vec<usize> = (0..s.machine.cpus).collect();
-    let background = probe::background(&cpus, PROBE_NS).map_err(Error::harness)?;
+    let background =
+        probe::background(&cpus, PROBE_NS, &|| signals.interrupted()).map_err(Error::harness)?;
+    signals.check()?;
     let cgroup = layout.version.as_str();
+    // Calibration takes milliseconds: a check after it is soon enough.
     let plans = plan(s, worker::calibrate())?;
-    let mut signals = signals::Guard::install()?;
+    signals.check()?;
     let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
     let name = format!("throttlelab-{}", std::process::id());
     let mut tree = {
@@ -692,7 +697,7 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
         (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
         // Cgroups left behind matter most; say why the run stopped too.
         (Err(Error::Interrupted(sig)), Err(r)) => {
-            Err(Error::harness(format!("interrupted by {sig}, then: {r}")))
+            Err(Error::harness(format!("interrupted by {}, then: {r}", signals::name(sig))))
         }
         (Err(e), Err(r)) => Err(Error::harness(format!("{e}; then: {r}"))),
     }
