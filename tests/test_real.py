@@ -18,6 +18,8 @@ from helpers import cli, run_json, scenario_text
 from test_errors import assert_error
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: The lock a run holds; it holds the pid of the last run that took it.
+LOCK = Path("/run/throttlelab.lock")
 
 
 def _missing_real_backend() -> str | None:
@@ -222,6 +224,29 @@ def test_a_signal_removes_cgroups_and_workers(write_scenario, sig):
     out, err = end(proc, sig, timeout_s=3)
     assert_interrupted(proc, out, err, sig)
     wait_for(lambda: not live_workers(), "the workers gone", timeout_s=1)
+
+
+@needs_real
+def test_ctrl_c_during_the_probe_stops_the_run_at_once(write_scenario):
+    """The probe spins for 0.5 s as soon as the run holds its lock: a Ctrl-C
+    then ends the run there, not 30 s later."""
+    proc = start_real(write_scenario(task=""))
+    wait_for(lambda: LOCK.exists() and LOCK.read_text() == str(proc.pid), "the lock taken")
+    time.sleep(0.1)
+    out, err = end(proc, signal.SIGINT, timeout_s=2)
+    assert_interrupted(proc, out, err, signal.SIGINT)
+
+
+@needs_real
+def test_a_second_run_at_once_is_refused(write_scenario):
+    """Each one's probe would count the other's spinners as background."""
+    path = write_scenario(task="")
+    first = under_way(path)
+    try:
+        assert_error(cli("real", path), f"another real run (pid {first.pid})", str(LOCK))
+    finally:
+        out, err = end(first, signal.SIGINT, timeout_s=3)
+    assert_interrupted(first, out, err, signal.SIGINT)
 
 
 def _fake_v2(tmp_path: Path) -> Path:

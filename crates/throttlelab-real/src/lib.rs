@@ -11,6 +11,7 @@
 mod cgroupfs;
 mod error;
 mod host;
+mod lock;
 mod probe;
 mod signals;
 mod timer_trace;
@@ -22,6 +23,7 @@ pub use host::Host;
 pub use worker::worker_main;
 
 use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Tree};
+use lock::RunLock;
 use timer_trace::TimerTrace;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -643,6 +645,7 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
     host::check_root(unsafe { libc::geteuid() })?;
     // From here on a signal ends the run within moments, the probe included.
     let mut signals = signals::Guard::install()?;
+    let _lock = RunLock::acquire(Path::new(lock::LOCK_PATH))?;
     host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
     let root =
         std::env::var_os(ROOT_ENV).map_or(PathBuf::from(cgroupfs::DEFAULT_ROOT), PathBuf::from);
