@@ -249,6 +249,52 @@ def test_a_second_run_at_once_is_refused(write_scenario):
     assert_interrupted(first, out, err, signal.SIGINT)
 
 
+@needs_real
+def test_the_next_run_removes_what_a_killed_run_left(write_scenario, capfd):
+    """SIGKILL leaves the cgroups (the workers die with the controller); the
+    next run removes them, and says so."""
+    path = write_scenario(task="")
+    killed = under_way(path)
+    killed.kill()
+    killed.communicate()
+    wait_for(lambda: not live_workers(), "the workers gone", timeout_s=2)
+    left = leftover_cgroups(killed.pid)
+    assert left, "nothing left to remove"
+    capfd.readouterr()
+    real_json(path, "duration_s=0.1")
+    err = capfd.readouterr().err
+    assert f"throttlelab: removed cgroups left by earlier runs that are over: throttlelab-{killed.pid}\n" in err
+    assert leftover_cgroups(killed.pid) == []
+
+
+def _run_parent(pid: int) -> Path:
+    """Where a run of controller `pid` would make its parent in the cpu hierarchy."""
+    v1 = CGROUP_ROOT / "cpu"
+    return (v1 if (v1 / "cpu.cfs_period_us").is_file() else CGROUP_ROOT) / f"throttlelab-{pid}"
+
+
+@needs_real
+def test_a_stale_group_is_told_from_a_live_runs_by_its_pids_start(write_scenario):
+    """A parent named for a live process that started before it was made may be
+    that process's run: it stays. One made before its pid's process started was
+    left by a run whose pid the process reuses: it goes."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    live, reused = _run_parent(1), _run_parent(sleeper.pid)
+    try:
+        live.mkdir()
+        reused.mkdir()
+        hour_ago = time.time() - 3600
+        os.utime(reused, (hour_ago, hour_ago))
+        real_json(write_scenario(), "duration_s=0.1")
+        assert live.is_dir() and not reused.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for group in (live, reused):
+            if group.exists():
+                group.rmdir()
+
+
 def _fake_v2(tmp_path: Path) -> Path:
     root = tmp_path / "cgroupfs"
     root.mkdir()

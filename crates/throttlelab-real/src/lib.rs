@@ -6,7 +6,9 @@
 //! process per cgroup that has tasks or services (see [`worker`]), moves each
 //! into its cgroup before it starts working, performs the `[[write]]`s on time,
 //! and reads the counters before and after. It stays outside every measured
-//! cgroup, and removes what it created on every path out, Ctrl-C included.
+//! cgroup, and removes what it created on every path out, Ctrl-C included;
+//! what a run killed outright left behind, the next run removes. One run at
+//! a time (see [`lock`]).
 
 mod cgroupfs;
 mod error;
@@ -22,18 +24,19 @@ pub use error::{Error, Result};
 pub use host::Host;
 pub use worker::worker_main;
 
-use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Tree};
+use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Stale, Tree};
 use lock::RunLock;
 use timer_trace::TimerTrace;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use throttlelab_core::output::{latency, CgroupStats, Output, TaskStats};
 use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, Policy, Scenario};
 use throttlelab_core::TaskPhases;
@@ -56,6 +59,11 @@ const ASLEEP_POLL_NS: u64 = 1_000_000;
 const READY_TIMEOUT_NS: u64 = 30_000_000_000;
 /// How long workers may take to report after the end.
 const REPORT_TIMEOUT_NS: u64 = 5_000_000_000;
+/// The worker's Python module: `python -m throttlelab._worker`.
+const WORKER_MODULE: &str = "throttlelab._worker";
+/// A process that started this long after a stale group's mtime cannot be
+/// the run that made it: /proc/stat's `btime` is whole seconds.
+const PID_REUSE_MARGIN: Duration = Duration::from_secs(1);
 
 /// One worker process: the group it runs in and what it runs.
 struct WorkerPlan {
@@ -234,7 +242,7 @@ impl Workers {
         };
         for i in 0..n {
             let mut cmd = Command::new(python);
-            cmd.args(["-m", "throttlelab._worker"])
+            cmd.args(["-m", WORKER_MODULE])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .process_group(0);
@@ -249,7 +257,7 @@ impl Workers {
             }
             let mut child = cmd.spawn().map_err(|e| {
                 Error::harness(format!(
-                    "cannot start the worker `{} -m throttlelab._worker`: {e}",
+                    "cannot start the worker `{} -m {WORKER_MODULE}`: {e}",
                     python.display()
                 ))
             })?;
@@ -349,10 +357,16 @@ fn awake_threads(pid: u32) -> Result<Vec<u32>> {
     Ok(awake)
 }
 
-/// The state letter of a /proc/.../stat line: the field after the command,
-/// which is in parentheses and may itself hold spaces and parentheses.
+/// The state letter of a /proc/.../stat line.
 fn thread_state(stat: &str) -> Option<char> {
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
+    host::stat_fields(stat).first()?.chars().next()
+}
+
+/// Whether process `pid` is a worker of a run (its command line runs the
+/// worker module).
+fn is_worker(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| cmdline.split(|&b| b == 0).any(|arg| arg == WORKER_MODULE.as_bytes()))
 }
 
 impl Drop for Workers {
@@ -637,6 +651,66 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
     }
 }
 
+/// Whether the run whose parent `throttlelab-<pid>` was made at `made` is
+/// over: no live process `pid`, or one that started after the parent was
+/// made (the pid was reused).
+fn run_is_gone(pid: u32, made: SystemTime) -> bool {
+    host::live_process_start(pid).is_none_or(|start| start > made + PID_REUSE_MARGIN)
+}
+
+/// SIGKILL worker `pid`, through a pidfd: a pid reused after the check is
+/// never signalled.
+fn kill_worker(pid: u32) {
+    // SAFETY: pidfd_open takes a pid and flags, and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return; // gone already
+    }
+    // SAFETY: the fd is new and ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    if is_worker(pid) {
+        // SAFETY: a valid pidfd; no siginfo.
+        unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0) };
+    }
+}
+
+/// Remove a stale parent after killing the workers left in it; refuses if
+/// it holds any other live process.
+fn remove_stale_group(group: &Stale) -> Result<()> {
+    let procs = group.procs()?;
+    let others: Vec<u32> =
+        procs.iter().copied().filter(|&p| !is_worker(p) && host::live_process_start(p).is_some()).collect();
+    if !others.is_empty() {
+        return Err(Error::harness(format!("it holds processes that are not throttlelab workers: {others:?}")));
+    }
+    procs.into_iter().for_each(kill_worker);
+    group.remove()
+}
+
+/// Remove the parents of earlier runs that are over (a SIGKILL of the
+/// controller leaves them: only the workers die with it), and say so in one
+/// line; a parent that cannot go gets a warning, and the run goes on.
+fn remove_stale(layout: &Layout) {
+    let stale = match layout.stale(run_is_gone) {
+        Ok(stale) => stale,
+        Err(e) => return eprintln!("throttlelab: warning: cannot look for cgroups of earlier runs: {e}"),
+    };
+    let removed: Vec<&str> = stale
+        .iter()
+        .filter(|g| match remove_stale_group(g) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("throttlelab: warning: cannot remove {}, left by an earlier run: {e}", g.name);
+                false
+            }
+        })
+        .map(|g| g.name.as_str())
+        .collect();
+    if !removed.is_empty() {
+        eprintln!("throttlelab: removed cgroups left by earlier runs that are over: {}", removed.join(", "));
+    }
+}
+
 /// Run a validated scenario on the host kernel; `python` runs the workers
 /// (`python -m throttlelab._worker`). Cgroups go under the hierarchies at
 /// `$THROTTLELAB_CGROUP_ROOT`, default /sys/fs/cgroup.
@@ -650,6 +724,7 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
     let root =
         std::env::var_os(ROOT_ENV).map_or(PathBuf::from(cgroupfs::DEFAULT_ROOT), PathBuf::from);
     let layout = Layout::detect(&root)?;
+    remove_stale(&layout);
     let release = host::release()?;
     let hz = host::config_hz(&release);
     if let Some(hz) = hz.filter(|&hz| hz != s.machine.hz) {
@@ -667,7 +742,7 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
     let plans = plan(s, worker::calibrate())?;
     signals.check()?;
     let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
-    let name = format!("throttlelab-{}", std::process::id());
+    let name = cgroupfs::parent_name(std::process::id());
     let mut tree = {
         let timer_trace = TimerTrace::open(&name);
         Tree::create(layout, &name, s, &groups, timer_trace.as_ref())?
