@@ -20,6 +20,8 @@ from test_errors import assert_error
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: The lock a run holds; it holds the pid of the last run that took it.
 LOCK = Path("/run/throttlelab.lock")
+#: Where a run mounts tracefs when it is not mounted.
+TRACEFS = "/sys/kernel/tracing"
 
 
 def _missing_real_backend() -> str | None:
@@ -172,6 +174,16 @@ def test_human_report(write_scenario):
     assert "times a second" in result.stdout and "period timers" in result.stdout and "app " in result.stdout
 
 
+def test_human_report_without_traced_timers(write_scenario, monkeypatch):
+    """A run that could not trace its period timers says so (it said why on stderr)."""
+    doc = run_json(write_scenario())
+    host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0, "uptime_s": 1.0}
+    monkeypatch.setattr("throttlelab.cli._native.real", lambda *args: json.dumps({**doc, "backend": "real", "host": host}))
+    result = cli("real", write_scenario())
+    assert result.exit_code == 0, result.stderr
+    assert "period timers: not traced" in result.stdout
+
+
 def wait_for(condition, what: str, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -293,6 +305,35 @@ def test_a_stale_group_is_told_from_a_live_runs_by_its_pids_start(write_scenario
         for group in (live, reused):
             if group.exists():
                 group.rmdir()
+
+
+def _tracefs_mounts() -> list[str]:
+    """Mount points of tracefs and debugfs (which reaches tracefs), from /proc/self/mounts."""
+    fields = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    return [f[1] for f in fields if f[2] in ("tracefs", "debugfs")]
+
+
+@pytest.fixture
+def no_tracefs():
+    """tracefs not mounted, as on a fresh machine: unmounted for the test if it
+    is (and not in use), and mounted again after."""
+    mounts = _tracefs_mounts()
+    if any(m != TRACEFS for m in mounts):
+        pytest.skip(f"tracefs is reachable elsewhere: {mounts}")
+    was_mounted = TRACEFS in mounts
+    if was_mounted and subprocess.run(["umount", TRACEFS], capture_output=True).returncode != 0:
+        pytest.skip(f"{TRACEFS} is in use")
+    yield
+    if was_mounted:
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
+
+
+@needs_real
+def test_without_tracefs_the_run_mounts_it_and_unmounts_it_after(write_scenario, no_tracefs, capfd):
+    doc = real_json(write_scenario(), "duration_s=0.1")
+    assert 0 <= doc["host"]["period_timer_offset_us"]["app"] < 10_000, doc["host"]
+    assert _tracefs_mounts() == []
+    assert "period timer" not in capfd.readouterr().err
 
 
 def _fake_v2(tmp_path: Path) -> Path:

@@ -142,7 +142,8 @@ def _print_comparison(result: dict[str, Any]) -> None:
     console.print(
         f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"
         f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: {' '.join(result['sim_overrides'])};"
-        " each run started and its period timers placed as in its kernel run"
+        + (" each run started and its period timers placed as in its kernel run" if result["timers_placed"]
+           else " each run started as in its kernel run (period timers not traced)")
     )
     for name, rows in result["cgroups"].items():
         table = _table(escape(f"cgroup {name}: mean (sd) [range]"))
@@ -232,6 +233,8 @@ def _print_report(doc: dict[str, Any]) -> None:
         if offsets:
             listed = ", ".join(f"{name} {us:,.1f} us" for name, us in sorted(offsets.items(), key=lambda kv: _natural(kv[0])))
             console.print(f"period timers (expiries at this offset plus whole periods of CLOCK_MONOTONIC): {listed}")
+        elif doc["cgroups"]:
+            console.print("period timers: not traced")
 
 
 def _natural(name: str) -> list[Any]:
