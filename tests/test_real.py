@@ -336,6 +336,36 @@ def test_without_tracefs_the_run_mounts_it_and_unmounts_it_after(write_scenario,
     assert "period timer" not in capfd.readouterr().err
 
 
+#: A v1 pids hierarchy: a limit there reaches a worker wherever the harness
+#: moves it in the cpu hierarchies.
+PIDS = CGROUP_ROOT / "pids"
+
+
+@needs_real
+@pytest.mark.skipif(not (PIDS / "cgroup.procs").is_file(), reason=f"no v1 pids hierarchy at {PIDS}")
+def test_a_worker_that_cannot_create_its_threads_says_why(tmp_path):
+    """The workers start in a pids cgroup of this test's with room for 8
+    threads: its main thread, its stdin reader and six of the task's."""
+    group = PIDS / f"throttlelab-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "pids.max").write_text("8")
+        python = tmp_path / "python"
+        python.write_text(f"#!/bin/sh\necho $$ > {group}/cgroup.procs\nexec {sys.executable} \"$@\"\n")
+        python.chmod(0o755)
+        from throttlelab import _native
+
+        with pytest.raises(_native.HarnessError) as e:
+            _native.real(scenario_text(threads="20"), [], str(python))
+        assert str(e.value) == (
+            "the worker for cgroup app: cannot create thread 7 of 20 of task spinner: "
+            "Resource temporarily unavailable (os error 11)"
+        )
+    finally:
+        wait_for(lambda: not (group / "cgroup.procs").read_text(), "the pids cgroup empty", timeout_s=2)
+        group.rmdir()
+
+
 def _fake_v2(tmp_path: Path) -> Path:
     root = tmp_path / "cgroupfs"
     root.mkdir()

@@ -296,15 +296,25 @@ impl Workers {
 
     /// Wait until every thread of every worker sleeps (state S in
     /// /proc/PID/task/TID/stat), by `deadline_ns`. Polls: it runs before the
-    /// start, outside what is measured.
-    fn wait_asleep(&self, deadline_ns: u64) -> Result<()> {
+    /// start, outside what is measured. A worker's line meanwhile (none is
+    /// due before the start: an `error`, or EOF) ends the wait and is returned.
+    fn wait_asleep(
+        &mut self,
+        signals: &signals::Guard,
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, Option<String>)>> {
         loop {
             let mut awake = Vec::new();
             for w in &self.list {
                 awake.extend(awake_threads(w.child.id())?);
             }
             if awake.is_empty() {
-                return Ok(());
+                return Ok(None);
+            }
+            // Past the deadline, still take a line that is waiting: it says why.
+            let poll_ns = if now_ns() < deadline_ns { ASLEEP_POLL_NS } else { 0 };
+            if let Some(line) = self.next(signals, poll_ns)? {
+                return Ok(Some(line));
             }
             if now_ns() >= deadline_ns {
                 return Err(Error::harness(format!(
@@ -312,7 +322,6 @@ impl Workers {
                     START_MARGIN_NS / 1_000_000
                 )));
             }
-            nanosleep_until(now_ns() + ASLEEP_POLL_NS);
         }
     }
 
@@ -342,7 +351,8 @@ impl Workers {
     }
 }
 
-/// Threads of process `pid` not in interruptible sleep.
+/// Threads of process `pid` not in interruptible sleep; an exited (zombie)
+/// worker's main thread counts: its EOF says what happened.
 fn awake_threads(pid: u32) -> Result<Vec<u32>> {
     let dir = PathBuf::from(format!("/proc/{pid}/task"));
     let tasks = std::fs::read_dir(&dir).map_err(|e| Error::harness(format!("{}: {e}", dir.display())))?;
@@ -435,11 +445,13 @@ fn measure(
     signals: &signals::Guard,
 ) -> Result<Measured> {
     let label = |i: usize| group_name(s, plans[i].group).to_string();
-    let exited = |i: usize| {
-        Error::harness(format!(
-            "the worker for cgroup {} exited before reporting",
-            label(i)
-        ))
+    // Worker i's line out of turn: its own `error`, or EOF.
+    let failed = |i: usize, line: Option<String>| match line {
+        Some(l) => match l.strip_prefix("error ") {
+            Some(why) => Error::harness(format!("the worker for cgroup {}: {why}", label(i))),
+            None => Error::harness(format!("the worker for cgroup {} said {l:?} out of turn", label(i))),
+        },
+        None => Error::harness(format!("the worker for cgroup {} exited before reporting", label(i))),
     };
     let send = |workers: &mut Workers, i: usize, line: &str| {
         workers.send(i, line).map_err(|e| {
@@ -458,7 +470,7 @@ fn measure(
     while ready < plans.len() {
         match workers.next(signals, deadline.saturating_sub(now_ns()))? {
             Some((_, Some(l))) if l == "ready" => ready += 1,
-            Some((i, _)) => return Err(exited(i)),
+            Some((i, line)) => return Err(failed(i, line)),
             None => return Err(Error::harness("the workers did not start within 30 s")),
         }
     }
@@ -473,7 +485,9 @@ fn measure(
     // refill after the start; the workers' start-up had left the runqueues
     // 3 ms or more (a thread's first run takes a slice; `return_cfs_rq_runtime`
     // keeps 1 ms of it, all of it when EEVDF delays the dequeue).
-    workers.wait_asleep(start.saturating_sub(START_MARGIN_NS))?;
+    if let Some((i, line)) = workers.wait_asleep(signals, start.saturating_sub(START_MARGIN_NS))? {
+        return Err(failed(i, line));
+    }
     tree.reset_bandwidth()?;
     // The counters start when the workers do: periods that pass while they
     // wait for `start` would count as unthrottled ones.
@@ -518,7 +532,7 @@ fn measure(
             .unwrap_or(end)
             .min(end);
         if let Some((i, line)) = workers.next(signals, next_at.saturating_sub(now_ns()))? {
-            handle_line(line, &mut finished[i], &mut reports[i]).ok_or_else(|| exited(i))?;
+            handle_line(line.as_deref(), &mut finished[i], &mut reports[i]).ok_or_else(|| failed(i, line))?;
         }
     }
     let stats: Vec<CgroupStats> = before
@@ -540,7 +554,7 @@ fn measure(
     while reports.iter().any(Option::is_none) {
         match workers.next(signals, deadline.saturating_sub(now_ns()))? {
             Some((i, line)) => {
-                handle_line(line, &mut finished[i], &mut reports[i]).ok_or_else(|| exited(i))?
+                handle_line(line.as_deref(), &mut finished[i], &mut reports[i]).ok_or_else(|| failed(i, line))?
             }
             None => {
                 return Err(Error::harness(
@@ -560,7 +574,7 @@ fn measure(
 /// Record a worker's `finished` or `report` line; None for anything else,
 /// or for EOF before the report.
 fn handle_line(
-    line: Option<String>,
+    line: Option<&str>,
     finished: &mut Option<u64>,
     report: &mut Option<WorkerReport>,
 ) -> Option<()> {
