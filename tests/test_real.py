@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -334,6 +335,24 @@ def test_without_tracefs_the_run_mounts_it_and_unmounts_it_after(write_scenario,
     assert 0 <= doc["host"]["period_timer_offset_us"]["app"] < 10_000, doc["host"]
     assert _tracefs_mounts() == []
     assert "period timer" not in capfd.readouterr().err
+
+
+@needs_real
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="no setpriv (util-linux) to drop CAP_SYS_ADMIN")
+def test_where_tracefs_cannot_be_mounted_the_run_says_so_and_goes_on(write_scenario, no_tracefs):
+    """Without CAP_SYS_ADMIN, mount(2) is refused; the cgroups are still root's to make."""
+    result = subprocess.run(
+        ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin",
+         sys.executable, "-m", "throttlelab", "real", write_scenario(), "--set", "duration_s=0.1"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "throttlelab: period timer offsets not reported: tracefs not mounted and cannot be mounted: "
+        "Operation not permitted (os error 1)"
+    ) in result.stderr.splitlines()
+    assert "period timers: not traced" in result.stdout
+    assert _tracefs_mounts() == []
 
 
 #: A v1 pids hierarchy: a limit there reaches a worker wherever the harness
