@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,10 @@ from helpers import cli, run_json, scenario_text
 from test_errors import assert_error
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: The lock a run holds; it holds the pid of the last run that took it.
+LOCK = Path("/run/throttlelab.lock")
+#: Where a run mounts tracefs when it is not mounted.
+TRACEFS = "/sys/kernel/tracing"
 
 
 def _missing_real_backend() -> str | None:
@@ -170,30 +175,214 @@ def test_human_report(write_scenario):
     assert "times a second" in result.stdout and "period timers" in result.stdout and "app " in result.stdout
 
 
-@needs_real
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_removes_cgroups_and_workers(write_scenario, sig):
-    path = write_scenario(task="")
-    proc = subprocess.Popen(
+def test_human_report_without_traced_timers(write_scenario, monkeypatch):
+    """A run that could not trace its period timers says so (it said why on stderr)."""
+    doc = run_json(write_scenario())
+    host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0, "uptime_s": 1.0}
+    monkeypatch.setattr("throttlelab.cli._native.real", lambda *args: json.dumps({**doc, "backend": "real", "host": host}))
+    result = cli("real", write_scenario())
+    assert result.exit_code == 0, result.stderr
+    assert "period timers: not traced" in result.stdout
+
+
+def wait_for(condition, what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
+        time.sleep(0.01)
+
+
+def start_real(path: str) -> subprocess.Popen:
+    """`throttlelab real` for 30 s in a process of its own."""
+    return subprocess.Popen(
         [sys.executable, "-m", "throttlelab", "real", path, "--set", "duration_s=30"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    time.sleep(1.5)
-    assert leftover_cgroups(proc.pid), "the run should be under way"
-    assert live_workers()
+
+
+def under_way(path: str) -> subprocess.Popen:
+    """A run started by start_real, once its cgroups and workers are there."""
+    proc = start_real(path)
+    wait_for(lambda: leftover_cgroups(proc.pid) and live_workers(), "the run under way")
+    return proc
+
+
+def end(proc: subprocess.Popen, sig: int, timeout_s: float) -> tuple[str, str]:
+    """Send `sig`; the run's stdout and stderr, once it exits within `timeout_s`."""
     sent = time.monotonic()
     proc.send_signal(sig)
     try:
-        out, err = proc.communicate(timeout=3)
+        out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        pytest.fail("no exit within 3 s of the signal")
-    assert time.monotonic() - sent < 3
-    assert proc.returncode == 130, err
+        pytest.fail(f"no exit within {timeout_s} s of the signal")
+    assert time.monotonic() - sent < timeout_s
+    return out, err
+
+
+def assert_interrupted(proc: subprocess.Popen, out: str, err: str, sig: int) -> None:
+    """Exit 128 + the signal's number, one line, nothing left behind."""
+    assert proc.returncode == 128 + sig, err
     assert out == ""
-    assert err.splitlines() == [f"throttlelab: error: interrupted by {sig.name}; cgroups removed, workers killed"]
+    assert err.splitlines() == [f"throttlelab: error: interrupted by {signal.Signals(sig).name}; cgroups removed, workers killed"]
     assert leftover_cgroups(proc.pid) == []
+
+
+@needs_real
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT])
+def test_a_signal_removes_cgroups_and_workers(write_scenario, sig):
+    """Ctrl-C, kill, a closed terminal, Ctrl-\\: exit 130, 143, 129, 131."""
+    proc = under_way(write_scenario(task=""))
+    out, err = end(proc, sig, timeout_s=3)
+    assert_interrupted(proc, out, err, sig)
+    wait_for(lambda: not live_workers(), "the workers gone", timeout_s=1)
+
+
+@needs_real
+def test_ctrl_c_during_the_probe_stops_the_run_at_once(write_scenario):
+    """The probe spins for 0.5 s as soon as the run holds its lock: a Ctrl-C
+    then ends the run there, not 30 s later."""
+    proc = start_real(write_scenario(task=""))
+    wait_for(lambda: LOCK.exists() and LOCK.read_text() == str(proc.pid), "the lock taken")
+    time.sleep(0.1)
+    out, err = end(proc, signal.SIGINT, timeout_s=2)
+    assert_interrupted(proc, out, err, signal.SIGINT)
+
+
+@needs_real
+def test_a_second_run_at_once_is_refused(write_scenario):
+    """Each one's probe would count the other's spinners as background."""
+    path = write_scenario(task="")
+    first = under_way(path)
+    try:
+        assert_error(cli("real", path), f"another real run (pid {first.pid})", str(LOCK))
+    finally:
+        out, err = end(first, signal.SIGINT, timeout_s=3)
+    assert_interrupted(first, out, err, signal.SIGINT)
+
+
+@needs_real
+def test_the_next_run_removes_what_a_killed_run_left(write_scenario, capfd):
+    """SIGKILL leaves the cgroups (the workers die with the controller); the
+    next run removes them, and says so."""
+    path = write_scenario(task="")
+    killed = under_way(path)
+    killed.kill()
+    killed.communicate()
+    wait_for(lambda: not live_workers(), "the workers gone", timeout_s=2)
+    left = leftover_cgroups(killed.pid)
+    assert left, "nothing left to remove"
+    capfd.readouterr()
+    real_json(path, "duration_s=0.1")
+    err = capfd.readouterr().err
+    assert f"throttlelab: removed cgroups left by earlier runs that are over: throttlelab-{killed.pid}\n" in err
+    assert leftover_cgroups(killed.pid) == []
+
+
+def _run_parent(pid: int) -> Path:
+    """Where a run of controller `pid` would make its parent in the cpu hierarchy."""
+    v1 = CGROUP_ROOT / "cpu"
+    return (v1 if (v1 / "cpu.cfs_period_us").is_file() else CGROUP_ROOT) / f"throttlelab-{pid}"
+
+
+@needs_real
+def test_a_stale_group_is_told_from_a_live_runs_by_its_pids_start(write_scenario):
+    """A parent named for a live process that started before it was made may be
+    that process's run: it stays. One made before its pid's process started was
+    left by a run whose pid the process reuses: it goes."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    live, reused = _run_parent(1), _run_parent(sleeper.pid)
+    try:
+        live.mkdir()
+        reused.mkdir()
+        hour_ago = time.time() - 3600
+        os.utime(reused, (hour_ago, hour_ago))
+        real_json(write_scenario(), "duration_s=0.1")
+        assert live.is_dir() and not reused.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for group in (live, reused):
+            if group.exists():
+                group.rmdir()
+
+
+def _tracefs_mounts() -> list[str]:
+    """Mount points of tracefs and debugfs (which reaches tracefs), from /proc/self/mounts."""
+    fields = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    return [f[1] for f in fields if f[2] in ("tracefs", "debugfs")]
+
+
+@pytest.fixture
+def no_tracefs():
+    """tracefs not mounted, as on a fresh machine: unmounted for the test if it
+    is (and not in use), and mounted again after."""
+    mounts = _tracefs_mounts()
+    if any(m != TRACEFS for m in mounts):
+        pytest.skip(f"tracefs is reachable elsewhere: {mounts}")
+    was_mounted = TRACEFS in mounts
+    if was_mounted and subprocess.run(["umount", TRACEFS], capture_output=True).returncode != 0:
+        pytest.skip(f"{TRACEFS} is in use")
+    yield
+    if was_mounted:
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
+
+
+@needs_real
+def test_without_tracefs_the_run_mounts_it_and_unmounts_it_after(write_scenario, no_tracefs, capfd):
+    doc = real_json(write_scenario(), "duration_s=0.1")
+    assert 0 <= doc["host"]["period_timer_offset_us"]["app"] < 10_000, doc["host"]
+    assert _tracefs_mounts() == []
+    assert "period timer" not in capfd.readouterr().err
+
+
+@needs_real
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="no setpriv (util-linux) to drop CAP_SYS_ADMIN")
+def test_where_tracefs_cannot_be_mounted_the_run_says_so_and_goes_on(write_scenario, no_tracefs):
+    """Without CAP_SYS_ADMIN, mount(2) is refused; the cgroups are still root's to make."""
+    result = subprocess.run(
+        ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin",
+         sys.executable, "-m", "throttlelab", "real", write_scenario(), "--set", "duration_s=0.1"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "throttlelab: period timer offsets not reported: tracefs not mounted and cannot be mounted: "
+        "Operation not permitted (os error 1)"
+    ) in result.stderr.splitlines()
+    assert "period timers: not traced" in result.stdout
+    assert _tracefs_mounts() == []
+
+
+#: A v1 pids hierarchy: a limit there reaches a worker wherever the harness
+#: moves it in the cpu hierarchies.
+PIDS = CGROUP_ROOT / "pids"
+
+
+@needs_real
+@pytest.mark.skipif(not (PIDS / "cgroup.procs").is_file(), reason=f"no v1 pids hierarchy at {PIDS}")
+def test_a_worker_that_cannot_create_its_threads_says_why(tmp_path):
+    """The workers start in a pids cgroup of this test's with room for 8
+    threads: its main thread, its stdin reader and six of the task's."""
+    group = PIDS / f"throttlelab-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "pids.max").write_text("8")
+        python = tmp_path / "python"
+        python.write_text(f"#!/bin/sh\necho $$ > {group}/cgroup.procs\nexec {sys.executable} \"$@\"\n")
+        python.chmod(0o755)
+        from throttlelab import _native
+
+        with pytest.raises(_native.HarnessError) as e:
+            _native.real(scenario_text(threads="20"), [], str(python))
+        assert str(e.value) == (
+            "the worker for cgroup app: cannot create thread 7 of 20 of task spinner: "
+            "Resource temporarily unavailable (os error 11)"
+        )
+    finally:
+        wait_for(lambda: not (group / "cgroup.procs").read_text(), "the pids cgroup empty", timeout_s=2)
+        group.rmdir()
 
 
 def _fake_v2(tmp_path: Path) -> Path:

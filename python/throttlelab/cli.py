@@ -49,7 +49,7 @@ class _Cli(click.Group):
         except USER_ERRORS as e:
             _fail(str(e), 2)
         except _native.Interrupted as e:
-            _fail(str(e), 130)
+            _fail(str(e), 128 + e.signal)
         except click.Abort:
             _fail("interrupted", 130)
         # Without standalone mode click returns the exit code of --help and the like.

@@ -29,7 +29,7 @@ def render(doc: dict[str, Any]) -> list[RenderableType]:
         parts.append(f"engine: {engine['events']} events in {engine['wall_s']:.3f} s wall")
     host = doc.get("host")
     if host:
-        parts += _host(host)
+        parts += _host(host, bool(doc["cgroups"]))
     return parts
 
 
@@ -58,7 +58,7 @@ def _tasks(tasks: dict[str, Any]) -> RenderableType:
     return t_table
 
 
-def _host(host: dict[str, Any]) -> list[RenderableType]:
+def _host(host: dict[str, Any], with_cgroups: bool) -> list[RenderableType]:
     hz = "unknown" if host["hz"] is None else host["hz"]
     lines: list[RenderableType] = [
         f"host: {host['release']}, CONFIG_HZ {hz}, cgroup {host['cgroup']}; other work preempted each CPU "
@@ -68,4 +68,6 @@ def _host(host: dict[str, Any]) -> list[RenderableType]:
     if offsets:
         listed = ", ".join(f"{name} {us:,.1f} us" for name, us in sorted(offsets.items(), key=lambda kv: natural(kv[0])))
         lines.append(f"period timers (expiries at this offset plus whole periods of CLOCK_MONOTONIC): {listed}")
+    elif with_cgroups:
+        lines.append("period timers: not traced")
     return lines

@@ -8,7 +8,12 @@ use std::path::PathBuf;
 
 create_exception!(_native, ScenarioError, PyValueError, "A scenario file or --set override is invalid.");
 create_exception!(_native, HarnessError, PyException, "The real backend refused the run or the host failed it (one line).");
-create_exception!(_native, Interrupted, PyException, "SIGINT or SIGTERM ended a real run; its cgroups and workers are gone.");
+create_exception!(
+    _native,
+    Interrupted,
+    PyException,
+    "SIGINT, SIGTERM, SIGHUP or SIGQUIT ended a real run (its number in `signal`); its cgroups and workers are gone."
+);
 
 fn scenario_err(e: throttlelab_core::ScenarioError) -> PyErr {
     ScenarioError::new_err(e.to_string())
@@ -49,10 +54,15 @@ fn trace(py: Python<'_>, scenario: &str, overrides: Vec<String>) -> PyResult<Str
 #[pyfunction]
 fn real(py: Python<'_>, scenario: &str, overrides: Vec<String>, python_executable: PathBuf) -> PyResult<String> {
     let s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
-    let out = py.detach(|| throttlelab_real::run(&s, &python_executable)).map_err(|e| match e {
-        throttlelab_real::Error::Interrupted(_) => Interrupted::new_err(e.to_string()),
-        throttlelab_real::Error::Harness(m) => HarnessError::new_err(m),
-    })?;
+    let out = match py.detach(|| throttlelab_real::run(&s, &python_executable)) {
+        Ok(out) => out,
+        Err(e @ throttlelab_real::Error::Interrupted(sig)) => {
+            let err = Interrupted::new_err(e.to_string());
+            err.value(py).setattr("signal", sig)?;
+            return Err(err);
+        }
+        Err(throttlelab_real::Error::Harness(m)) => return Err(HarnessError::new_err(m)),
+    };
     Ok(serde_json::to_string(&out).expect("output serialises"))
 }
 

@@ -1,13 +1,14 @@
 //! The cgroups of one run: which hierarchy the host has (v1 or v2), creation
 //! under one parent `throttlelab-<pid>`, the settings, `cpu.stat`, and removal
-//! of exactly what was created, nothing else.
+//! of exactly what was created, nothing else; and the parents that runs
+//! killed outright (SIGKILL) left behind.
 
 use crate::error::{Error, Result};
 use crate::timer_trace::TimerTrace;
 use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use throttlelab_core::output::CgroupStats;
 use throttlelab_core::Scenario;
 
@@ -28,6 +29,91 @@ const PARENT_WEIGHT: u64 = 10_000;
 
 /// How long removal waits for a cgroup whose last task is still exiting.
 const RMDIR_PATIENCE: Duration = Duration::from_secs(2);
+
+/// A run's parent is this followed by the controller's pid.
+const PARENT_PREFIX: &str = "throttlelab-";
+
+/// The name of the parent of the run whose controller is `pid`.
+pub fn parent_name(pid: u32) -> String {
+    format!("{PARENT_PREFIX}{pid}")
+}
+
+/// The controller's pid in a run's parent name; None for any other name.
+fn parent_pid(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix(PARENT_PREFIX)?;
+    digits.parse().ok().filter(|pid: &u32| pid.to_string() == digits)
+}
+
+/// Remove directory `dir`, waiting until `deadline` while the kernel refuses
+/// because its last task is still exiting (EBUSY). Gone already is removed.
+fn rmdir_patiently(dir: &Path, deadline: Instant) -> Result<()> {
+    loop {
+        match fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => return Err(Error::io("remove cgroup", dir, e)),
+        }
+    }
+}
+
+/// `dir` and every directory below it, parents first.
+fn subtree(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut dirs = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < dirs.len() {
+        let entries = fs::read_dir(&dirs[i]).map_err(|e| Error::io("list", &dirs[i], e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list", &dirs[i], e))?;
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(entry.path());
+            }
+        }
+        i += 1;
+    }
+    Ok(dirs)
+}
+
+/// The parent of an earlier run, left behind: its directory in each
+/// hierarchy that has it.
+#[derive(Debug)]
+pub struct Stale {
+    pub name: String,
+    dirs: Vec<PathBuf>,
+}
+
+impl Stale {
+    /// The processes still in it, in any hierarchy, any group below it.
+    pub fn procs(&self) -> Result<Vec<u32>> {
+        let mut pids = Vec::new();
+        for dir in &self.dirs {
+            for d in subtree(dir)? {
+                let path = d.join("cgroup.procs");
+                match fs::read_to_string(&path) {
+                    Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io("read", &path, e)),
+                }
+            }
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        Ok(pids)
+    }
+
+    /// Remove every directory of it, children first.
+    pub fn remove(&self) -> Result<()> {
+        let deadline = Instant::now() + RMDIR_PATIENCE;
+        for dir in &self.dirs {
+            for d in subtree(dir)?.iter().rev() {
+                rmdir_patiently(d, deadline)?;
+            }
+        }
+        Ok(())
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
@@ -112,6 +198,31 @@ impl Layout {
             "no cpu controller under {}: neither cgroup v2 with cpu in cgroup.controllers nor a v1 cpu hierarchy (set {ROOT_ENV} to where cgroups are mounted)",
             root.display()
         )))
+    }
+
+    /// The parents `throttlelab-<pid>` in the hierarchies' roots whose run
+    /// `gone(pid, made)` says is over; `made` is the directory's mtime (the
+    /// earliest over the hierarchies), set as it was made and as each child
+    /// was made in it. Other names are never looked at again.
+    pub fn stale(&self, gone: impl Fn(u32, SystemTime) -> bool) -> Result<Vec<Stale>> {
+        let mut found: Vec<(u32, SystemTime, Stale)> = Vec::new();
+        for h in &self.hierarchies {
+            let entries = fs::read_dir(&h.root).map_err(|e| Error::io("list", &h.root, e))?;
+            for entry in entries.flatten() {
+                let Some(pid) = entry.file_name().to_str().and_then(parent_pid) else { continue };
+                // A directory that vanished meanwhile was someone's to remove.
+                let Ok(made) = entry.metadata().and_then(|m| m.modified()) else { continue };
+                match found.iter_mut().find(|(p, _, _)| *p == pid) {
+                    Some((_, earliest, stale)) => {
+                        *earliest = made.min(*earliest);
+                        stale.dirs.push(entry.path());
+                    }
+                    None => found.push((pid, made, Stale { name: parent_name(pid), dirs: vec![entry.path()] })),
+                }
+            }
+        }
+        found.sort_by_key(|(pid, _, _)| *pid);
+        Ok(found.into_iter().filter(|(pid, made, _)| gone(*pid, *made)).map(|(_, _, s)| s).collect())
     }
 
     fn find(&self, pick: impl Fn(&Hierarchy) -> bool) -> &Hierarchy {
@@ -454,18 +565,8 @@ impl Tree {
         }
         let deadline = Instant::now() + RMDIR_PATIENCE;
         for d in std::mem::take(&mut self.dirs).into_iter().rev() {
-            loop {
-                match fs::remove_dir(&d) {
-                    Ok(()) => break,
-                    Err(e) if e.kind() == ErrorKind::NotFound => break,
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(10))
-                    }
-                    Err(e) => {
-                        first.get_or_insert(Error::io("remove cgroup", &d, e));
-                        break;
-                    }
-                }
+            if let Err(e) = rmdir_patiently(&d, deadline) {
+                first.get_or_insert(e);
             }
         }
         first.map_or(Ok(()), Err)
@@ -654,6 +755,37 @@ phases = [{ run_us = 1000 }]
         let err = Tree::create(Layout::detect(&root).unwrap(), "throttlelab-1", &scenario(), &[], None).unwrap_err();
         assert!(err.to_string().contains("cpuset.mems"), "{err}");
         assert_eq!(listing(&root), before);
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn stale_parents_are_found_and_removed_in_every_hierarchy_and_nothing_else() {
+        let root = fake_v1("stale");
+        let mkdir = |p: &str| fs::create_dir_all(root.join(p)).unwrap();
+        for h in ["cpu", "cpuacct", "cpuset"] {
+            mkdir(&format!("{h}/throttlelab-7/app/web"));
+        }
+        for other in ["cpu/throttlelab-8", "cpu/throttlelab-07", "cpu/throttlelab-x", "cpu/throttlelab-", "cpu/app"] {
+            mkdir(other);
+        }
+        let layout = Layout::detect(&root).unwrap();
+        let before = listing(&root);
+        let seen = std::cell::RefCell::new(Vec::new());
+        let stale = layout
+            .stale(|pid, made| {
+                assert!(made.elapsed().unwrap() < Duration::from_secs(60));
+                seen.borrow_mut().push(pid);
+                pid == 7
+            })
+            .unwrap();
+        assert_eq!(seen.into_inner(), [7, 8], "only names a run gives its parent");
+        assert_eq!(stale.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["throttlelab-7"]);
+        put(root.join("cpuset/throttlelab-7/app/cgroup.procs"), "42\n43\n");
+        assert_eq!(stale[0].procs().unwrap(), [42, 43]);
+        fs::remove_file(root.join("cpuset/throttlelab-7/app/cgroup.procs")).unwrap();
+        stale[0].remove().unwrap();
+        let left: Vec<String> = before.into_iter().filter(|p| !p.contains("throttlelab-7")).collect();
+        assert_eq!(listing(&root), left);
         fs::remove_dir_all(root).unwrap();
     }
 

@@ -7,8 +7,8 @@ use std::path::Path;
 pub enum Error {
     /// The run cannot start or go on; the message is one line for the user.
     Harness(String),
-    /// SIGINT or SIGTERM arrived (the signal's name); everything was cleaned up.
-    Interrupted(&'static str),
+    /// A signal that ends a run arrived (its number); everything was cleaned up.
+    Interrupted(libc::c_int),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -28,7 +28,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Harness(m) => f.write_str(m),
-            Error::Interrupted(sig) => write!(f, "interrupted by {sig}; cgroups removed, workers killed"),
+            Error::Interrupted(sig) => {
+                write!(f, "interrupted by {}; cgroups removed, workers killed", crate::signals::name(*sig))
+            }
         }
     }
 }

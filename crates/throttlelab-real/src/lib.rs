@@ -6,11 +6,14 @@
 //! process per cgroup that has tasks or services (see [`worker`]), moves each
 //! into its cgroup before it starts working, performs the `[[write]]`s on time,
 //! and reads the counters before and after. It stays outside every measured
-//! cgroup, and removes what it created on every path out, Ctrl-C included.
+//! cgroup, and removes what it created on every path out, Ctrl-C included;
+//! what a run killed outright left behind, the next run removes. One run at
+//! a time (see [`lock`]).
 
 mod cgroupfs;
 mod error;
 mod host;
+mod lock;
 mod probe;
 mod signals;
 mod timer_trace;
@@ -21,17 +24,19 @@ pub use error::{Error, Result};
 pub use host::Host;
 pub use worker::worker_main;
 
-use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Tree};
+use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Stale, Tree};
+use lock::RunLock;
 use timer_trace::TimerTrace;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use throttlelab_core::output::{latency, CgroupStats, Output, TaskStats};
 use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, Policy, Scenario};
 use throttlelab_core::TaskPhases;
@@ -54,6 +59,11 @@ const ASLEEP_POLL_NS: u64 = 1_000_000;
 const READY_TIMEOUT_NS: u64 = 30_000_000_000;
 /// How long workers may take to report after the end.
 const REPORT_TIMEOUT_NS: u64 = 5_000_000_000;
+/// The worker's Python module: `python -m throttlelab._worker`.
+const WORKER_MODULE: &str = "throttlelab._worker";
+/// A process that started this long after a stale group's mtime cannot be
+/// the run that made it: /proc/stat's `btime` is whole seconds.
+const PID_REUSE_MARGIN: Duration = Duration::from_secs(1);
 
 /// One worker process: the group it runs in and what it runs.
 struct WorkerPlan {
@@ -205,7 +215,7 @@ struct Worker {
 enum Wake {
     /// A line from worker i's stdout, None at EOF.
     Line(usize, Option<String>),
-    /// SIGINT or SIGTERM (the guard says which).
+    /// A signal that ends the run (the guard says which).
     Signal,
 }
 
@@ -232,7 +242,7 @@ impl Workers {
         };
         for i in 0..n {
             let mut cmd = Command::new(python);
-            cmd.args(["-m", "throttlelab._worker"])
+            cmd.args(["-m", WORKER_MODULE])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .process_group(0);
@@ -247,7 +257,7 @@ impl Workers {
             }
             let mut child = cmd.spawn().map_err(|e| {
                 Error::harness(format!(
-                    "cannot start the worker `{} -m throttlelab._worker`: {e}",
+                    "cannot start the worker `{} -m {WORKER_MODULE}`: {e}",
                     python.display()
                 ))
             })?;
@@ -286,15 +296,25 @@ impl Workers {
 
     /// Wait until every thread of every worker sleeps (state S in
     /// /proc/PID/task/TID/stat), by `deadline_ns`. Polls: it runs before the
-    /// start, outside what is measured.
-    fn wait_asleep(&self, deadline_ns: u64) -> Result<()> {
+    /// start, outside what is measured. A worker's line meanwhile (none is
+    /// due before the start: an `error`, or EOF) ends the wait and is returned.
+    fn wait_asleep(
+        &mut self,
+        signals: &signals::Guard,
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, Option<String>)>> {
         loop {
             let mut awake = Vec::new();
             for w in &self.list {
                 awake.extend(awake_threads(w.child.id())?);
             }
             if awake.is_empty() {
-                return Ok(());
+                return Ok(None);
+            }
+            // Past the deadline, still take a line that is waiting: it says why.
+            let poll_ns = if now_ns() < deadline_ns { ASLEEP_POLL_NS } else { 0 };
+            if let Some(line) = self.next(signals, poll_ns)? {
+                return Ok(Some(line));
             }
             if now_ns() >= deadline_ns {
                 return Err(Error::harness(format!(
@@ -302,7 +322,6 @@ impl Workers {
                     START_MARGIN_NS / 1_000_000
                 )));
             }
-            nanosleep_until(now_ns() + ASLEEP_POLL_NS);
         }
     }
 
@@ -332,7 +351,8 @@ impl Workers {
     }
 }
 
-/// Threads of process `pid` not in interruptible sleep.
+/// Threads of process `pid` not in interruptible sleep; an exited (zombie)
+/// worker's main thread counts: its EOF says what happened.
 fn awake_threads(pid: u32) -> Result<Vec<u32>> {
     let dir = PathBuf::from(format!("/proc/{pid}/task"));
     let tasks = std::fs::read_dir(&dir).map_err(|e| Error::harness(format!("{}: {e}", dir.display())))?;
@@ -347,10 +367,16 @@ fn awake_threads(pid: u32) -> Result<Vec<u32>> {
     Ok(awake)
 }
 
-/// The state letter of a /proc/.../stat line: the field after the command,
-/// which is in parentheses and may itself hold spaces and parentheses.
+/// The state letter of a /proc/.../stat line.
 fn thread_state(stat: &str) -> Option<char> {
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
+    host::stat_fields(stat).first()?.chars().next()
+}
+
+/// Whether process `pid` is a worker of a run (its command line runs the
+/// worker module).
+fn is_worker(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| cmdline.split(|&b| b == 0).any(|arg| arg == WORKER_MODULE.as_bytes()))
 }
 
 impl Drop for Workers {
@@ -419,11 +445,13 @@ fn measure(
     signals: &signals::Guard,
 ) -> Result<Measured> {
     let label = |i: usize| group_name(s, plans[i].group).to_string();
-    let exited = |i: usize| {
-        Error::harness(format!(
-            "the worker for cgroup {} exited before reporting",
-            label(i)
-        ))
+    // Worker i's line out of turn: its own `error`, or EOF.
+    let failed = |i: usize, line: Option<String>| match line {
+        Some(l) => match l.strip_prefix("error ") {
+            Some(why) => Error::harness(format!("the worker for cgroup {}: {why}", label(i))),
+            None => Error::harness(format!("the worker for cgroup {} said {l:?} out of turn", label(i))),
+        },
+        None => Error::harness(format!("the worker for cgroup {} exited before reporting", label(i))),
     };
     let send = |workers: &mut Workers, i: usize, line: &str| {
         workers.send(i, line).map_err(|e| {
@@ -442,7 +470,7 @@ fn measure(
     while ready < plans.len() {
         match workers.next(signals, deadline.saturating_sub(now_ns()))? {
             Some((_, Some(l))) if l == "ready" => ready += 1,
-            Some((i, _)) => return Err(exited(i)),
+            Some((i, line)) => return Err(failed(i, line)),
             None => return Err(Error::harness("the workers did not start within 30 s")),
         }
     }
@@ -457,7 +485,9 @@ fn measure(
     // refill after the start; the workers' start-up had left the runqueues
     // 3 ms or more (a thread's first run takes a slice; `return_cfs_rq_runtime`
     // keeps 1 ms of it, all of it when EEVDF delays the dequeue).
-    workers.wait_asleep(start.saturating_sub(START_MARGIN_NS))?;
+    if let Some((i, line)) = workers.wait_asleep(signals, start.saturating_sub(START_MARGIN_NS))? {
+        return Err(failed(i, line));
+    }
     tree.reset_bandwidth()?;
     // The counters start when the workers do: periods that pass while they
     // wait for `start` would count as unthrottled ones.
@@ -502,7 +532,7 @@ fn measure(
             .unwrap_or(end)
             .min(end);
         if let Some((i, line)) = workers.next(signals, next_at.saturating_sub(now_ns()))? {
-            handle_line(line, &mut finished[i], &mut reports[i]).ok_or_else(|| exited(i))?;
+            handle_line(line.as_deref(), &mut finished[i], &mut reports[i]).ok_or_else(|| failed(i, line))?;
         }
     }
     let stats: Vec<CgroupStats> = before
@@ -524,7 +554,7 @@ fn measure(
     while reports.iter().any(Option::is_none) {
         match workers.next(signals, deadline.saturating_sub(now_ns()))? {
             Some((i, line)) => {
-                handle_line(line, &mut finished[i], &mut reports[i]).ok_or_else(|| exited(i))?
+                handle_line(line.as_deref(), &mut finished[i], &mut reports[i]).ok_or_else(|| failed(i, line))?
             }
             None => {
                 return Err(Error::harness(
@@ -544,7 +574,7 @@ fn measure(
 /// Record a worker's `finished` or `report` line; None for anything else,
 /// or for EOF before the report.
 fn handle_line(
-    line: Option<String>,
+    line: Option<&str>,
     finished: &mut Option<u64>,
     report: &mut Option<WorkerReport>,
 ) -> Option<()> {
@@ -635,16 +665,80 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
     }
 }
 
+/// Whether the run whose parent `throttlelab-<pid>` was made at `made` is
+/// over: no live process `pid`, or one that started after the parent was
+/// made (the pid was reused).
+fn run_is_gone(pid: u32, made: SystemTime) -> bool {
+    host::live_process_start(pid).is_none_or(|start| start > made + PID_REUSE_MARGIN)
+}
+
+/// SIGKILL worker `pid`, through a pidfd: a pid reused after the check is
+/// never signalled.
+fn kill_worker(pid: u32) {
+    // SAFETY: pidfd_open takes a pid and flags, and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return; // gone already
+    }
+    // SAFETY: the fd is new and ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    if is_worker(pid) {
+        // SAFETY: a valid pidfd; no siginfo.
+        unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0) };
+    }
+}
+
+/// Remove a stale parent after killing the workers left in it; refuses if
+/// it holds any other live process.
+fn remove_stale_group(group: &Stale) -> Result<()> {
+    let procs = group.procs()?;
+    let others: Vec<u32> =
+        procs.iter().copied().filter(|&p| !is_worker(p) && host::live_process_start(p).is_some()).collect();
+    if !others.is_empty() {
+        return Err(Error::harness(format!("it holds processes that are not throttlelab workers: {others:?}")));
+    }
+    procs.into_iter().for_each(kill_worker);
+    group.remove()
+}
+
+/// Remove the parents of earlier runs that are over (a SIGKILL of the
+/// controller leaves them: only the workers die with it), and say so in one
+/// line; a parent that cannot go gets a warning, and the run goes on.
+fn remove_stale(layout: &Layout) {
+    let stale = match layout.stale(run_is_gone) {
+        Ok(stale) => stale,
+        Err(e) => return eprintln!("throttlelab: warning: cannot look for cgroups of earlier runs: {e}"),
+    };
+    let removed: Vec<&str> = stale
+        .iter()
+        .filter(|g| match remove_stale_group(g) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("throttlelab: warning: cannot remove {}, left by an earlier run: {e}", g.name);
+                false
+            }
+        })
+        .map(|g| g.name.as_str())
+        .collect();
+    if !removed.is_empty() {
+        eprintln!("throttlelab: removed cgroups left by earlier runs that are over: {}", removed.join(", "));
+    }
+}
+
 /// Run a validated scenario on the host kernel; `python` runs the workers
 /// (`python -m throttlelab._worker`). Cgroups go under the hierarchies at
 /// `$THROTTLELAB_CGROUP_ROOT`, default /sys/fs/cgroup.
 pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;
+    // From here on a signal ends the run within moments, the probe included.
+    let mut signals = signals::Guard::install()?;
+    let _lock = RunLock::acquire(Path::new(lock::LOCK_PATH))?;
     host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
     let root =
         std::env::var_os(ROOT_ENV).map_or(PathBuf::from(cgroupfs::DEFAULT_ROOT), PathBuf::from);
     let layout = Layout::detect(&root)?;
+    remove_stale(&layout);
     let release = host::release()?;
     let hz = host::config_hz(&release);
     if let Some(hz) = hz.filter(|&hz| hz != s.machine.hz) {
@@ -654,14 +748,19 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
         );
     }
     let cpus: Vec<usize> = (0..s.machine.cpus).collect();
-    let background = probe::background(&cpus, PROBE_NS).map_err(Error::harness)?;
+    let background =
+        probe::background(&cpus, PROBE_NS, &|| signals.interrupted()).map_err(Error::harness)?;
+    signals.check()?;
     let cgroup = layout.version.as_str();
+    // Calibration takes milliseconds: a check after it is soon enough.
     let plans = plan(s, worker::calibrate())?;
-    let mut signals = signals::Guard::install()?;
+    signals.check()?;
     let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
-    let name = format!("throttlelab-{}", std::process::id());
+    let name = cgroupfs::parent_name(std::process::id());
     let mut tree = {
-        let timer_trace = TimerTrace::open(&name);
+        let timer_trace = TimerTrace::open(&name)
+            .map_err(|why| eprintln!("throttlelab: period timer offsets not reported: {why}"))
+            .ok();
         Tree::create(layout, &name, s, &groups, timer_trace.as_ref())?
     };
     let period_timer_offset_us = s
@@ -692,7 +791,7 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
         (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
         // Cgroups left behind matter most; say why the run stopped too.
         (Err(Error::Interrupted(sig)), Err(r)) => {
-            Err(Error::harness(format!("interrupted by {sig}, then: {r}")))
+            Err(Error::harness(format!("interrupted by {}, then: {r}", signals::name(sig))))
         }
         (Err(e), Err(r)) => Err(Error::harness(format!("{e}; then: {r}"))),
     }

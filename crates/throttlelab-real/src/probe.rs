@@ -38,11 +38,11 @@ fn nivcsw() -> u64 {
     }
 }
 
-fn spin_on(cpu: usize, duration_ns: u64) -> Result<Sample, String> {
+fn spin_on(cpu: usize, duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Sample, String> {
     set_affinity(&Some(vec![cpu]))?;
     let (nivcsw0, cpu0) = (nivcsw(), thread_cpu_ns());
     let start = now_ns();
-    while now_ns() < start + duration_ns {
+    while now_ns() < start + duration_ns && !stop() {
         spin(10_000);
     }
     let wall_ns = now_ns() - start;
@@ -50,10 +50,11 @@ fn spin_on(cpu: usize, duration_ns: u64) -> Result<Sample, String> {
     Ok(Sample { nivcsw: nivcsw1 - nivcsw0, wall_ns, cpu_ns: cpu1 - cpu0 })
 }
 
-/// Spin on every CPU of `cpus` at once for `duration_ns`.
-pub fn background(cpus: &[usize], duration_ns: u64) -> Result<Background, String> {
+/// Spin on every CPU of `cpus` at once for `duration_ns`, or until `stop`
+/// (a signal: Ctrl-C must not wait for the probe).
+pub fn background(cpus: &[usize], duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Background, String> {
     let samples = thread::scope(|scope| {
-        let handles: Vec<_> = cpus.iter().map(|&c| scope.spawn(move || spin_on(c, duration_ns))).collect();
+        let handles: Vec<_> = cpus.iter().map(|&c| scope.spawn(move || spin_on(c, duration_ns, stop))).collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("the probe panicked".into()))).collect::<Result<Vec<_>, _>>()
     })?;
     Ok(summarise(&samples))
@@ -72,6 +73,13 @@ fn summarise(samples: &[Sample]) -> Background {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stop_ends_the_probe_at_once() {
+        let t0 = now_ns();
+        background(&[0], 10_000_000_000, &|| now_ns() > t0 + 10_000_000).unwrap();
+        assert!(now_ns() - t0 < 1_000_000_000);
+    }
 
     #[test]
     fn rates_are_per_cpu_second() {

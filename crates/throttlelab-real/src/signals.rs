@@ -1,6 +1,6 @@
-//! SIGINT and SIGTERM during a run set a flag and wake the controller, so
-//! that it removes its cgroups and kills its workers before it returns,
-//! instead of dying with them in place. The wake-up goes through a pipe that
+//! SIGINT, SIGTERM, SIGHUP (a closed terminal) and SIGQUIT during a run set
+//! a flag and wake the controller, so that it removes its cgroups and kills
+//! its workers before it returns, instead of dying with them in place. The wake-up goes through a pipe that
 //! the handler writes to, so the controller can block until a worker speaks,
 //! a deadline passes or a signal arrives, and never polls: a poll every 10 ms
 //! preempted the workers on the measured CPUs and tripled the throttling of
@@ -29,7 +29,18 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-const SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+/// The signals that end a run, with their names.
+const SIGNALS: [(libc::c_int, &str); 4] = [
+    (libc::SIGINT, "SIGINT"),
+    (libc::SIGTERM, "SIGTERM"),
+    (libc::SIGHUP, "SIGHUP"),
+    (libc::SIGQUIT, "SIGQUIT"),
+];
+
+/// The name of a signal that ends a run.
+pub fn name(sig: libc::c_int) -> &'static str {
+    SIGNALS.iter().find(|(s, _)| *s == sig).map_or("a signal", |(_, name)| name)
+}
 
 /// Our handlers while it lives; the previous ones (Python's) come back on drop.
 pub struct Guard {
@@ -60,7 +71,7 @@ impl Guard {
         let (read_end, write_end) = pipe()?;
         let mut guard = Guard { previous: Vec::new(), write_end, read_end: Some(read_end) };
         WAKE_FD.store(guard.write_end.as_raw_fd(), Ordering::SeqCst);
-        for sig in SIGNALS {
+        for (sig, _) in SIGNALS {
             // SAFETY: both structs are valid; the handler only stores to an atomic.
             unsafe {
                 let mut action: libc::sigaction = std::mem::zeroed();
@@ -76,7 +87,7 @@ impl Guard {
         Ok(guard)
     }
 
-    /// Call `wake` from a thread of its own each time SIGINT or SIGTERM
+    /// Call `wake` from a thread of its own each time one of the signals
     /// arrives, and return that thread; it ends when the guard is dropped.
     /// Once per guard: later calls do nothing and return None.
     pub fn wake_with(&mut self, wake: impl Fn() + Send + 'static) -> Option<JoinHandle<()>> {
@@ -97,12 +108,16 @@ impl Guard {
         }))
     }
 
-    /// `Err(Interrupted)` once SIGINT or SIGTERM has arrived.
+    /// Whether one of the signals has arrived: cheap enough for a busy loop.
+    pub fn interrupted(&self) -> bool {
+        CAUGHT.load(Ordering::Relaxed) != 0
+    }
+
+    /// `Err(Interrupted)` once one of the signals has arrived.
     pub fn check(&self) -> Result<()> {
         match CAUGHT.load(Ordering::SeqCst) {
             0 => Ok(()),
-            libc::SIGINT => Err(Error::Interrupted("SIGINT")),
-            _ => Err(Error::Interrupted("SIGTERM")),
+            sig => Err(Error::Interrupted(sig)),
         }
     }
 }
@@ -133,12 +148,27 @@ mod tests {
         assert!(guard.check().is_ok());
         // SAFETY: raising a signal that the guard handles.
         unsafe { libc::raise(libc::SIGTERM) };
-        assert_eq!(guard.check(), Err(Error::Interrupted("SIGTERM")));
+        assert_eq!(guard.check(), Err(Error::Interrupted(libc::SIGTERM)));
         drop(guard);
         let mut now: libc::sigaction = unsafe { std::mem::zeroed() };
         // SAFETY: querying only.
         unsafe { libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut now) };
         assert_eq!(now.sa_sigaction, libc::SIG_DFL);
+    }
+
+    #[test]
+    fn a_closed_terminal_and_ctrl_backslash_end_a_run_as_sigterm_does() {
+        let _one = ONE_GUARD.lock().unwrap();
+        for (sig, name) in [(libc::SIGHUP, "SIGHUP"), (libc::SIGQUIT, "SIGQUIT")] {
+            let guard = Guard::install().unwrap();
+            assert!(!guard.interrupted());
+            // SAFETY: raising a signal that the guard handles.
+            unsafe { libc::raise(sig) };
+            assert!(guard.interrupted());
+            let e = guard.check().unwrap_err();
+            assert_eq!(e, Error::Interrupted(sig));
+            assert!(e.to_string().starts_with(&format!("interrupted by {name};")), "{e}");
+        }
     }
 
     #[test]
@@ -155,7 +185,7 @@ mod tests {
         // SAFETY: the waker thread is alive (it holds the sender rx waits on).
         assert_eq!(unsafe { libc::pthread_kill(waker.as_pthread_t(), libc::SIGTERM) }, 0);
         assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(5)), Ok(()));
-        assert_eq!(guard.check(), Err(Error::Interrupted("SIGTERM")));
+        assert_eq!(guard.check(), Err(Error::Interrupted(libc::SIGTERM)));
         drop(guard);
         waker.join().unwrap();
     }
@@ -169,7 +199,7 @@ mod tests {
         // SAFETY: raising a signal that the guard handles.
         unsafe { libc::raise(libc::SIGINT) };
         assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(5)), Ok(()));
-        assert_eq!(guard.check(), Err(Error::Interrupted("SIGINT")));
+        assert_eq!(guard.check(), Err(Error::Interrupted(libc::SIGINT)));
         drop(guard);
         // The thread, and the sender it holds, are gone.
         assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(5)), Err(std::sync::mpsc::RecvTimeoutError::Disconnected));

@@ -5,38 +5,92 @@
 //! write arms the timer (`start_cfs_bandwidth`, which keeps the offset's
 //! phase), and tracefs's `timer:hrtimer_start` event shows its expiry. The
 //! trace runs in a tracefs instance of our own, so the host's tracing is
-//! left alone; without tracefs the offset is simply not reported.
+//! left alone. Where tracefs is not mounted (a fresh machine), the run mounts
+//! it for as long as the trace lives, and unmounts it after; where it cannot,
+//! the offset is not reported.
 
+use std::ffi::CString;
 use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// Where tracefs is usually mounted, newest first.
+/// Where tracefs is usually mounted, newest first; the first is where a run mounts it.
 const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
-/// A tracefs instance recording `hrtimer_start`; removed when dropped.
+/// A tracefs instance recording `hrtimer_start`; removed when dropped, and
+/// tracefs unmounted after it if this run mounted it.
 #[derive(Debug)]
 pub struct TimerTrace {
     dir: PathBuf,
+    /// Dropped after `dir` is removed (fields drop after `drop` runs).
+    _mount: Option<Mount>,
+}
+
+/// tracefs as this run mounted it: unmounted when dropped.
+#[derive(Debug)]
+struct Mount(PathBuf);
+
+/// A path as the C string mount(2) and umount(2) take.
+fn c_path(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).expect("no NUL in a tracefs path")
+}
+
+/// mount -t tracefs nodev `at`, with the flags systemd mounts it with.
+fn mount_tracefs(at: &Path) -> io::Result<()> {
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    // SAFETY: NUL-terminated strings that outlive the call; no data argument.
+    let r = unsafe {
+        libc::mount(c"nodev".as_ptr(), c_path(at).as_ptr(), c"tracefs".as_ptr(), flags, std::ptr::null())
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        // SAFETY: a NUL-terminated path that outlives the call.
+        if unsafe { libc::umount(c_path(&self.0).as_ptr()) } != 0 {
+            eprintln!(
+                "throttlelab: warning: cannot unmount the tracefs this run mounted at {}: {}",
+                self.0.display(),
+                io::Error::last_os_error()
+            );
+        }
+    }
+}
+
+/// Where tracefs is: `found`, where it is mounted already, else the usual
+/// place once `mount` has mounted it there; the bool says whether it did.
+/// Err says why there is none.
+fn locate(found: Option<&Path>, mount: impl FnOnce(&Path) -> io::Result<()>) -> Result<(PathBuf, bool), String> {
+    if let Some(root) = found {
+        return Ok((root.to_path_buf(), false));
+    }
+    let at = Path::new(TRACEFS[0]);
+    mount(at).map_err(|e| format!("tracefs not mounted and cannot be mounted: {e}"))?;
+    Ok((at.to_path_buf(), true))
 }
 
 impl TimerTrace {
-    /// Create instance `name`; None where tracefs or the event is missing.
-    pub fn open(name: &str) -> Option<TimerTrace> {
-        let root = TRACEFS
-            .iter()
-            .map(Path::new)
-            .find(|p| p.join("instances").is_dir())?;
+    /// Create instance `name`, mounting tracefs first if it is not; Err says
+    /// in a few words why the period timers cannot be traced.
+    pub fn open(name: &str) -> Result<TimerTrace, String> {
+        let found = TRACEFS.iter().map(Path::new).find(|p| p.join("instances").is_dir());
+        let (root, mounted) = locate(found, mount_tracefs)?;
+        let mount = mounted.then(|| Mount(root.clone()));
         let dir = root.join("instances").join(name);
-        fs::create_dir(&dir).ok()?;
-        let trace = TimerTrace { dir };
+        fs::create_dir(&dir).map_err(|e| format!("cannot create the tracefs instance {}: {e}", dir.display()))?;
+        let trace = TimerTrace { dir, _mount: mount };
         // Only timers this process arms: the writes run here, other groups' do not.
-        fs::write(
-            trace.dir.join("set_event_pid"),
-            std::process::id().to_string(),
-        )
-        .ok()?;
-        fs::write(trace.dir.join("events/timer/hrtimer_start/enable"), "1").ok()?;
-        Some(trace)
+        for (file, value) in [("set_event_pid", std::process::id().to_string()), ("events/timer/hrtimer_start/enable", "1".to_string())] {
+            let path = trace.dir.join(file);
+            fs::write(&path, value).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        Ok(trace)
     }
 
     /// Forget what was recorded so far.
@@ -77,6 +131,23 @@ fn last_period_timer_expiry_ns(trace: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tracefs_is_mounted_only_where_it_is_not() {
+        let mounted = Path::new("/somewhere/tracing");
+        let never = |_: &Path| -> io::Result<()> { panic!("mounted over an existing tracefs") };
+        assert_eq!(locate(Some(mounted), never), Ok((mounted.to_path_buf(), false)));
+        let mount = |at: &Path| {
+            assert_eq!(at, Path::new(TRACEFS[0]));
+            Ok(())
+        };
+        assert_eq!(locate(None, mount), Ok((PathBuf::from(TRACEFS[0]), true)));
+        let refused = |_: &Path| Err(io::Error::from_raw_os_error(libc::EPERM));
+        assert_eq!(
+            locate(None, refused),
+            Err("tracefs not mounted and cannot be mounted: Operation not permitted (os error 1)".to_string())
+        );
+    }
 
     #[test]
     fn reads_the_last_period_timer_expiry() {

@@ -6,7 +6,8 @@
 //! [`WorkerSpec`] as JSON, then `go <start_ns>` once the worker sits in its
 //! cgroups, then maybe `stop`; `stop` or EOF ends the run early. Worker to
 //! controller (stdout): `ready` once the spec is read, `finished <ns>` when its
-//! finite tasks are done (ns since start), and last `report <WorkerReport JSON>`.
+//! finite tasks are done (ns since start), and last `report <WorkerReport JSON>`;
+//! or, at any point, `error <message>` as it fails (the controller says why).
 //!
 //! A task's threads follow [`TaskPhases`], the simulator's own sequence: its
 //! phase list, or its trace windows expanded one phase at a time.
@@ -753,13 +754,15 @@ fn service_worker(
 
 type Handle = JoinHandle<Result<ThreadResult, String>>;
 
+/// Start thread `what` (named in the error if the kernel refuses it).
 fn spawn<T: Send + 'static>(
+    what: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<JoinHandle<T>, String> {
     thread::Builder::new()
         .stack_size(STACK_BYTES)
         .spawn(f)
-        .map_err(|e| format!("cannot create a thread: {e}"))
+        .map_err(|e| format!("cannot create {what}: {e}"))
 }
 
 fn join(handles: Vec<Handle>) -> Result<Vec<ThreadResult>, String> {
@@ -821,8 +824,14 @@ fn say(line: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write to the controller: {e}"))
 }
 
-/// The worker process's main: see the module documentation for the protocol.
+/// The worker process's main: see the module documentation for the
+/// protocol. A failure goes to the controller, which reports it; Err only if
+/// it cannot (the caller prints it).
 pub fn worker_main() -> Result<(), String> {
+    serve().or_else(|e| say(&format!("error {e}")).map_err(|_| e))
+}
+
+fn serve() -> Result<(), String> {
     let spec: WorkerSpec =
         serde_json::from_str(&read_line()?).map_err(|e| format!("bad worker spec: {e}"))?;
     set_exact_timers()?;
@@ -845,11 +854,14 @@ pub fn worker_main() -> Result<(), String> {
     let mut clocks: Vec<Vec<Arc<CpuClock>>> = Vec::new();
     for task in &spec.tasks {
         let (mut handles, mut task_clocks) = (Vec::new(), Vec::new());
+        // Shared: a copy per thread holds every thread's plan, n² in all.
+        let shared = Arc::new(task.clone());
         for plan in &task.threads {
             let clock = Arc::new(CpuClock::default());
             task_clocks.push(clock.clone());
-            let (run, task, plan) = (run.clone(), task.clone(), plan.clone());
-            handles.push(spawn(move || task_thread(&run, &task, &plan, &clock))?);
+            let what = format!("thread {} of {} of task {}", handles.len() + 1, task.threads.len(), task.spec.name);
+            let (run, task, plan) = (run.clone(), shared.clone(), plan.clone());
+            handles.push(spawn(&what, move || task_thread(&run, &task, &plan, &clock))?);
         }
         tasks.push(handles);
         clocks.push(task_clocks);
@@ -858,18 +870,20 @@ pub fn worker_main() -> Result<(), String> {
         0 => None,
         every => {
             let run = run.clone();
-            Some(spawn(move || sample(&run, every, &clocks))?)
+            Some(spawn("the sampler thread", move || sample(&run, every, &clocks))?)
         }
     };
     let mut services: Vec<Vec<Handle>> = Vec::new();
     for svc in &spec.services {
         let queue = Arc::new(Queue::default());
-        let (r, s, q) = (run.clone(), svc.clone(), queue.clone());
-        spawn(move || arrival_thread(&r, &s, &q))?;
+        let shared = Arc::new(svc.clone());
+        let (r, s, q) = (run.clone(), shared.clone(), queue.clone());
+        spawn(&format!("the arrival thread of service {}", svc.name), move || arrival_thread(&r, &s, &q))?;
         let mut handles = Vec::new();
         for plan in &svc.workers {
-            let (run, svc, plan, queue) = (run.clone(), svc.clone(), plan.clone(), queue.clone());
-            handles.push(spawn(move || service_worker(&run, &svc, &plan, &queue))?);
+            let what = format!("worker {} of {} of service {}", handles.len() + 1, svc.workers.len(), svc.name);
+            let (run, svc, plan, queue) = (run.clone(), shared.clone(), plan.clone(), queue.clone());
+            handles.push(spawn(&what, move || service_worker(&run, &svc, &plan, &queue))?);
         }
         services.push(handles);
     }
