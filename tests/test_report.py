@@ -22,9 +22,23 @@ def write_report(tmp_path, *args: str) -> str:
 
 def test_scenario_report(tmp_path):
     page = write_report(tmp_path, "two-spinners", "--set", "duration_s=1", "--window-ms", "50")
-    # pools and periods for the one limited group, then the CPU timeline
-    assert page.count(IMG) == 3
+    # demand, throttling per period and pools for the one limited group, then the CPU timeline
+    assert page.count(IMG) == 4
     assert "first 50 ms" in page and "duration_s=1" in page
+    # Every figure has a caption, and the limit is named beside the throttling.
+    assert page.count('<p class="caption">') == page.count(IMG)
+    assert "cgroup app: cpu.max 20000 10000 = 2.00 CPUs (2000m)" in page
+
+
+def test_demand_per_period_is_the_unlimited_runs_cpu_time(tmp_path):
+    # Two spinners on 2 CPUs want 20 ms in every 10 ms period: with 15 ms of quota, every period asks for more.
+    page = write_report(tmp_path, "two-spinners", "--set", "duration_s=0.5", "--set", "cgroup.app.quota_us=15000")
+    assert "50 of 50 periods ask for more than the quota" in page
+
+
+def test_a_service_gets_a_latency_figure(tmp_path):
+    page = write_report(tmp_path, "request-service", "--set", "duration_s=2")
+    assert "<h2>Services</h2>" in page and page.count(IMG) == 5
 
 
 def test_scenario_without_limit_has_only_the_timeline(tmp_path):
@@ -35,6 +49,7 @@ def test_scenario_without_limit_has_only_the_timeline(tmp_path):
 def test_experiment_report(tmp_path):
     page = write_report(tmp_path, "chiluk-fibtest")
     assert page.count(IMG) == 2  # one chart per column
+    assert "for each fibtest threads (one panel per kernel)" in page
     assert "1452" in page and "Chiluk, 'Throttling: New Developments in Application Performance with CPU Limits', KubeCon NA 2019" in html.unescape(page)
 
 

@@ -7,6 +7,7 @@ container_cpu_cfs_periods_total`` alerts on (Prometheus' CPUThrottlingHigh)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -33,3 +34,12 @@ CGROUP_METRICS = (
 )
 
 BY_KEY = {m.key: m for m in CGROUP_METRICS}
+
+
+def limit(quota_us: Optional[int], period_us: int, burst_us: int = 0) -> str:
+    """A cgroup's limit as cpu.max reads, with CPUs and Kubernetes millicores:
+    ``cpu.max 50000 100000 = 0.50 CPUs (500m)``; ``cpu.max max`` without one."""
+    if quota_us is None or quota_us < 0:
+        return "cpu.max max"
+    burst = f", cpu.max.burst {burst_us}" if burst_us else ""
+    return f"cpu.max {quota_us} {period_us} = {quota_us / period_us:.2f} CPUs ({-(-quota_us * 1000 // period_us)}m){burst}"

@@ -26,7 +26,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from throttlelab import reproduce as experiments  # noqa: E402
 from throttlelab._native import validate as _native_validate  # noqa: E402
-from throttlelab.metrics import CGROUP_METRICS  # noqa: E402
+from throttlelab.metrics import CGROUP_METRICS, limit  # noqa: E402
 from throttlelab.timeline import Trace, cpu_slices, end_ns, instants, limited_groups, pool_levels, simulate  # noqa: E402
 
 #: Periods shown in the time plots of a scenario unless --window-ms says otherwise.
@@ -53,7 +53,8 @@ def _page(title: str, body: Iterable[str]) -> str:
         f"<title>{html.escape(title)}</title><style>"
         "body{font-family:sans-serif;max-width:1200px;margin:2em auto}"
         "table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right;border-bottom:1px solid #ddd}"
-        "img{max-width:100%;display:block;margin:1em 0}</style></head><body>\n"
+        "img{max-width:100%;display:block;margin:1em 0 0.3em}"
+        ".caption{color:#444;max-width:900px;margin:0 0 1.5em}</style></head><body>\n"
         + "\n".join(body)
         + "\n</body></html>\n"
     )
@@ -92,7 +93,7 @@ def _throttled_intervals(trace: Trace, tg: int, until_ns: int) -> list[tuple[int
     return spans
 
 
-def _pools_figure(trace: Trace, tg: int, window: tuple[int, int]) -> Figure:
+def _pools_figure(trace: Trace, tg: int, window: tuple[int, int]) -> tuple[Figure, str]:
     """000 Fig. 4 style: the global pool above, each CPU's runtime_remaining below,
     as steps in ms; refills as dashed lines, throttles as red triangles."""
     lo, hi = window
@@ -121,7 +122,14 @@ def _pools_figure(trace: Trace, tg: int, window: tuple[int, int]) -> Figure:
     top.set_title(f"cgroup {name}: runtime pools{more}")
     top.legend(loc="upper right", fontsize="small")
     bottom.legend(loc="upper right", fontsize="small", ncol=min(5, len(shown) + 1))
-    return fig
+    caption = (
+        "Top: the cgroup's global pool (cfs_b->runtime), refilled by the period timer (dashed lines) and drawn"
+        " down 5 ms slices at a time. Bottom: each CPU's local pool (cfs_rq->runtime_remaining); it goes"
+        " below zero by what a tick charges late, and a CPU whose pool is empty when the global one is"
+        " too throttles (red triangles) until the next refill, while slices stranded on other CPUs may"
+        " still hold runtime."
+    )
+    return fig, caption
 
 
 def _any_in(steps: list[tuple[int, int]], window: tuple[int, int]) -> bool:
@@ -140,7 +148,7 @@ def _step(ax, steps: list[tuple[int, int]], window: tuple[int, int], **style: An
     ax.step([t / 1e6 for t, _ in points], [v / 1e6 for _, v in points], where="post", linewidth=1.2, **style)
 
 
-def _periods_figure(trace: Trace, tg: int, output: dict[str, Any], until_ns: int) -> Figure:
+def _periods_figure(trace: Trace, tg: int, output: dict[str, Any], until_ns: int) -> tuple[Figure, str]:
     """Throttled time (summed over CPUs) in each period, from refill to refill."""
     name = trace["groups"][tg]
     refills = [r["t_ns"] for r in instants(trace, ("refill",)) if r["tg"] == tg]
@@ -164,10 +172,15 @@ def _periods_figure(trace: Trace, tg: int, output: dict[str, Any], until_ns: int
     ax.set_xlabel("period start (s)")
     ax.set_ylabel("throttled (ms, all CPUs)")
     ax.set_xlim(0, until_ns / 1e9)
-    return fig
+    caption = (
+        "Throttled time in each period, from refill to refill, added up over the CPUs where the cgroup"
+        " waited (cpu.stat throttled_usec counts it the same way, so it can exceed the period). Red: a"
+        " period with throttling, which nr_throttled counts once however long it lasted."
+    )
+    return fig, caption
 
 
-def _timeline_figure(trace: Trace, window: tuple[int, int]) -> Figure:
+def _timeline_figure(trace: Trace, window: tuple[int, int]) -> tuple[Figure, str]:
     """Per-CPU rows: which task ran (one color per task), throttled (red, hatched),
     idle (blank)."""
     lo, hi = window
@@ -200,7 +213,93 @@ def _timeline_figure(trace: Trace, window: tuple[int, int]) -> Figure:
     handles = [Patch(color=colors[t], label=t) for t in tasks]
     handles.append(Patch(facecolor=THROTTLED_COLOR, hatch="///", edgecolor="white", label="throttled"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    return fig
+    caption = (
+        "What each CPU ran: one color per task, hatched red where a throttled cgroup kept the CPU idle"
+        " although it had work, blank where there was nothing to run."
+    )
+    return fig, caption
+
+
+def _demand_per_period_ns(trace: Trace, groups: set[int], period_ns: int, until_ns: int) -> list[int]:
+    """CPU time the threads of ``groups`` ran in each period from the start (all CPUs)."""
+    demand = [0] * max(1, -(-until_ns // period_ns))
+    since: dict[int, int] = {}  # cpu -> when one of the groups' threads began to run
+    for r in trace["records"]:
+        if r["kind"] != "switch" or r["cpu"] is None:
+            continue
+        start = since.pop(r["cpu"], None)
+        if start is not None:
+            _add_spread(demand, start, r["t_ns"], period_ns)
+        if r["arg"] is not None and r["tg"] in groups:
+            since[r["cpu"]] = r["t_ns"]
+    for start in since.values():
+        _add_spread(demand, start, until_ns, period_ns)
+    return demand
+
+
+def _add_spread(bins: list[int], start: int, end: int, width: int) -> None:
+    """Add [start, end) to the bins of ``width`` it overlaps."""
+    while start < end:
+        i = start // width
+        stop = min(end, (i + 1) * width)
+        if i < len(bins):
+            bins[i] += stop - start
+        start = stop
+
+
+def _demand_figure(name: str, cg: dict[str, Any], demand_ns: list[int]) -> tuple[Figure, str]:
+    """The group's demand in each period (its CPU time without a limit) against its quota."""
+    quota_ms, burst_ms = cg["quota_us"] / 1e3, cg["burst_us"] / 1e3
+    demand_ms = [d / 1e6 for d in demand_ns]
+    over = sum(d > quota_ms for d in demand_ms)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3), width_ratios=(3, 1), sharey=True)
+    period_s = cg["period_us"] / 1e6
+    colors = [THROTTLED_COLOR if d > quota_ms else "#1f77b4" for d in demand_ms]
+    left.bar([i * period_s for i in range(len(demand_ms))], demand_ms, width=period_s, align="edge", color=colors, linewidth=0)
+    right.hist(demand_ms, bins=30, orientation="horizontal", color="#1f77b4")
+    for ax in (left, right):
+        ax.axhline(quota_ms, color="black", linewidth=1, label="quota")
+        if burst_ms:
+            ax.axhline(quota_ms + burst_ms, color="black", linestyle=":", linewidth=1, label="quota + burst")
+    left.set_xlabel("period start (s)")
+    left.set_ylabel("demand per period (ms, all CPUs)")
+    right.set_xlabel("periods")
+    left.legend(loc="upper right", fontsize="small")
+    left.set_title(f"cgroup {name} ({limit(cg['quota_us'], cg['period_us'], cg['burst_us'])}): demand per period")
+    caption = (
+        f"Demand: the CPU time cgroup {name}'s threads use in each {cg['period_us'] / 1e3:g} ms period when the cgroup"
+        f" has no limit (the same scenario and seed with cpu.max max); right, how often each amount occurs."
+        f" {over} of {len(demand_ms)} periods ask for more than the quota (red): a limit this size throttles"
+        " at least those, and a mean below the quota does not prevent it."
+    )
+    return fig, caption
+
+
+def _latency_figure(output: dict[str, Any]) -> tuple[Figure, str]:
+    """Each service's request latency percentiles."""
+    services = {name: t["latency_us"] for name, t in output["tasks"].items() if "latency_us" in t}
+    quantiles = (("p50", "o"), ("p90", "s"), ("p99", "D"), ("max", "^"))
+    fig, ax = plt.subplots(figsize=(11, 1.5 + 0.5 * len(services)))
+    for i, lat in enumerate(services.values()):
+        ax.hlines(i, lat["p50"] / 1e3, lat["max"] / 1e3, color="gray", linewidth=1)
+        for q, marker in quantiles:
+            ax.scatter(lat[q] / 1e3, i, marker=marker, s=50, zorder=3, label=q if i == 0 else None)
+    ax.set_yticks(range(len(services)), list(services))
+    ax.set_ylim(-0.6, len(services) - 0.4)
+    ax.set_xscale("log")
+    ax.set_xlabel("request latency (ms, log scale)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    ax.set_title("request latency per service")
+    caption = (
+        "Latency from a request's arrival to its completion, percentiles over every request of the run;"
+        " throttling shows as a p99 or max near a period or more, while p50 stays near the request's cost."
+    )
+    return fig, caption
+
+
+def _figure(fig_caption: tuple[Figure, str]) -> str:
+    fig, caption = fig_caption
+    return f"{_png(fig)}<p class=\"caption\">{html.escape(caption)}</p>"
 
 
 def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[float] = None) -> str:
@@ -210,29 +309,54 @@ def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[
     output, trace = simulate(text, overrides)
     until = end_ns(output)
     resolved = json.loads(_native_validate(text, overrides))
-    periods_us = {cg["name"]: cg["period_us"] for cg in resolved["cgroups"] if cg["quota_us"] is not None}
+    groups = {cg["name"]: cg for cg in resolved["cgroups"]}
     limited = limited_groups(trace)
     if window_ms is None:
-        window_ms = DEFAULT_WINDOW_PERIODS * min(periods_us.values(), default=100_000) / 1e3
+        periods_us = [groups[trace["groups"][tg]]["period_us"] for tg in limited]
+        window_ms = DEFAULT_WINDOW_PERIODS * min(periods_us, default=100_000) / 1e3
     window = (0, min(until, round(window_ms * 1e6)))
 
     shown = [m for m in CGROUP_METRICS if m.key != "burst_usec"]
-    stats = [[name, *(m.show(cg[m.key]) for m in shown)] for name, cg in output["cgroups"].items()]
+    stats = [
+        [name, limit(groups[name]["quota_us"], groups[name]["period_us"], groups[name]["burst_us"]), *(m.show(cg[m.key]) for m in shown)]
+        for name, cg in output["cgroups"].items()
+    ]
     body = [
         f"<h1>{html.escape(output['scenario'])}</h1>",
         f"<p>simulated {output['duration_s']:g} s, profile {html.escape(output['profile'])}, seed {output['seed']}"
         + (f", overrides: <code>{html.escape(' '.join(overrides))}</code>" if overrides else "") + "</p>",
-        _html_table(["cgroup", *(m.header for m in shown)], stats),
-        f"<h2>Runtime pools, first {window_ms:g} ms</h2>",
-        *(_png(_pools_figure(trace, tg, window)) for tg in limited),
-        "<h2>Throttling per period</h2>",
-        *(_png(_periods_figure(trace, tg, output, until)) for tg in limited),
-        f"<h2>CPUs, first {window_ms:g} ms</h2>",
-        _png(_timeline_figure(trace, window)),
+        _html_table(["cgroup", "limit", *(m.header for m in shown)], stats),
     ]
     if not limited:
-        body.insert(3, "<p>No cgroup has a limit: there are no pools to show.</p>")
+        body.append("<p>No cgroup has a limit: there are no pools to show.</p>")
+    for tg in limited:
+        name = trace["groups"][tg]
+        cg = groups[name]
+        unlimited, unlimited_trace = simulate(text, [*overrides, f"cgroup.{name}.quota_us=-1"])
+        demand = _demand_per_period_ns(unlimited_trace, _subtree(trace, groups, name), cg["period_us"] * 1000, end_ns(unlimited))
+        body += [
+            f"<h2>cgroup {html.escape(name)}: {html.escape(limit(cg['quota_us'], cg['period_us'], cg['burst_us']))}</h2>",
+            _figure(_demand_figure(name, cg, demand)),
+            _figure(_periods_figure(trace, tg, output, until)),
+            _figure(_pools_figure(trace, tg, window)),
+        ]
+    if any("latency_us" in t for t in output["tasks"].values()):
+        body += ["<h2>Services</h2>", _figure(_latency_figure(output))]
+    body += [f"<h2>CPUs, first {window_ms:g} ms</h2>", _figure(_timeline_figure(trace, window))]
     return _page(output["scenario"], body)
+
+
+def _subtree(trace: Trace, groups: dict[str, dict[str, Any]], name: str) -> set[int]:
+    """The task groups (trace indices) of cgroup ``name`` and its descendants."""
+
+    def under(g: str) -> bool:
+        while g:
+            if g == name:
+                return True
+            g = groups[g]["parent"] or ""
+        return False
+
+    return {tg for tg, g in enumerate(trace["groups"]) if g in groups and under(g)}
 
 
 # --- an experiment --------------------------------------------------------------
@@ -280,6 +404,14 @@ def _experiment_figure(doc: dict[str, Any], column: dict[str, Any]) -> Figure:
     return fig
 
 
+def _experiment_caption(doc: dict[str, Any], column: dict[str, Any]) -> str:
+    seeds = ", ".join(map(str, doc["seeds"]))
+    paper = "the paper's figure (orange) where it gives one" + (
+        "" if column["same_unit"] else f", on its own axis in {column['paper_unit']}: compare ratios between rows, not heights"
+    )
+    return f"{column['header']} for each {doc['axis'] or 'case'}: throttlelab's mean over seeds {seeds} (blue) beside {paper}."
+
+
 def experiment_page(experiment: experiments.Experiment, on_run: Callable[[], None] = lambda: None) -> str:
     """The HTML page of one ``reproduce`` experiment: its table and one bar chart per column."""
     doc = experiments.reproduce(experiment, on_run)
@@ -287,7 +419,7 @@ def experiment_page(experiment: experiments.Experiment, on_run: Callable[[], Non
     body = [
         f"<h1>{html.escape(doc['name'])}: {html.escape(doc['title'])}</h1>",
         f"<p>Mean over seeds {', '.join(map(str, doc['seeds']))}. {html.escape(experiments.caption(doc))}</p>",
-        *(_png(_experiment_figure(doc, col)) for col in doc["columns"]),
+        *(_figure((_experiment_figure(doc, col), _experiment_caption(doc, col))) for col in doc["columns"]),
         _html_table(header, rows),
     ]
     return _page(doc["name"], body)
