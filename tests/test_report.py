@@ -27,7 +27,7 @@ def test_scenario_report(tmp_path):
     assert "first 50 ms" in page and "duration_s=1" in page
     # Every figure has a caption, and the limit is named beside the throttling.
     assert page.count('<p class="caption">') == page.count(IMG)
-    assert "cgroup app: cpu.max 20000 10000 = 2.00 CPUs (2000m)" in page
+    assert "cgroup app: cpu.max 20000 10000 (2 CPUs, 2000m)" in page
 
 
 def test_demand_per_period_is_the_unlimited_runs_cpu_time(tmp_path):

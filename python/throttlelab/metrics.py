@@ -28,7 +28,7 @@ CGROUP_METRICS = (
     Metric("nr_periods", "nr_periods", 1, ".0f"),
     Metric("nr_throttled", "nr_throttled", 1, ".0f"),
     Metric("throttled_ratio", "throttled %", 100, ".1f"),
-    Metric("throttled_usec", "throttled ms (all CPUs)", 1e-3, ".1f"),
+    Metric("throttled_usec", "throttled ms\n(all CPUs)", 1e-3, ".1f"),
     Metric("nr_bursts", "nr_bursts", 1, ".0f"),
     Metric("burst_usec", "burst ms", 1e-3, ".1f"),
 )
@@ -38,8 +38,9 @@ BY_KEY = {m.key: m for m in CGROUP_METRICS}
 
 def limit(quota_us: Optional[int], period_us: int, burst_us: int = 0) -> str:
     """A cgroup's limit as cpu.max reads, with CPUs and Kubernetes millicores:
-    ``cpu.max 50000 100000 = 0.50 CPUs (500m)``; ``cpu.max max`` without one."""
+    ``cpu.max 50000 100000 (0.5 CPUs, 500m)``; ``cpu.max max`` without one."""
     if quota_us is None or quota_us < 0:
         return "cpu.max max"
     burst = f", cpu.max.burst {burst_us}" if burst_us else ""
-    return f"cpu.max {quota_us} {period_us} = {quota_us / period_us:.2f} CPUs ({-(-quota_us * 1000 // period_us)}m){burst}"
+    cpus = quota_us / period_us
+    return f"cpu.max {quota_us} {period_us} ({cpus:.3g} CPU{'s' if cpus != 1 else ''}, {-(-quota_us * 1000 // period_us)}m){burst}"

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import RenderableType
 
-from throttlelab.metrics import CGROUP_METRICS
+from throttlelab.metrics import CGROUP_METRICS, limit
 from throttlelab.terminal import millis, natural, seconds, table
 
 
@@ -19,9 +19,9 @@ def render(doc: dict[str, Any]) -> list[RenderableType]:
     ]
     if doc["cgroups"]:
         shown = [m for m in CGROUP_METRICS if m.key != "burst_usec"]
-        cgroups = table("cgroups", ("cgroup", *(m.header for m in shown)), left=("cgroup",))
+        cgroups = table("cgroups", ("cgroup", "limit", *(m.header for m in shown)), left=("cgroup", "limit"))
         for name, cg in doc["cgroups"].items():
-            cgroups.add_row(name, *(m.show(cg[m.key]) for m in shown))
+            cgroups.add_row(name, limit(**cg["limit"]), *(m.show(cg[m.key]) for m in shown))
         parts.append(cgroups)
     parts.append(_tasks(doc["tasks"]))
     engine = doc.get("engine")

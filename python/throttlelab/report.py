@@ -317,10 +317,7 @@ def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[
     window = (0, min(until, round(window_ms * 1e6)))
 
     shown = [m for m in CGROUP_METRICS if m.key != "burst_usec"]
-    stats = [
-        [name, limit(groups[name]["quota_us"], groups[name]["period_us"], groups[name]["burst_us"]), *(m.show(cg[m.key]) for m in shown)]
-        for name, cg in output["cgroups"].items()
-    ]
+    stats = [[name, limit(**cg["limit"]), *(m.show(cg[m.key]) for m in shown)] for name, cg in output["cgroups"].items()]
     body = [
         f"<h1>{html.escape(output['scenario'])}</h1>",
         f"<p>simulated {output['duration_s']:g} s, profile {html.escape(output['profile'])}, seed {output['seed']}"

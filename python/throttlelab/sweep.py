@@ -101,7 +101,11 @@ def flatten(doc: dict[str, Any]) -> Row:
     row: Row = {}
     for name, cg in doc["cgroups"].items():
         for metric, value in cg.items():
-            row[f"cgroup.{name}.{metric}"] = value
+            if metric == "limit":  # cgroup.app.quota_us: the key a --grid sets it by
+                for key, setting in value.items():
+                    row[f"cgroup.{name}.{key}"] = setting
+            else:
+                row[f"cgroup.{name}.{metric}"] = value
     for name, task in doc["tasks"].items():
         for metric, value in task.items():
             if metric == "latency_us":

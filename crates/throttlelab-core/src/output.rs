@@ -47,8 +47,20 @@ pub struct Host {
     pub uptime_s: f64,
 }
 
+/// A cgroup's limit as the kernel holds it at the end of the run (after
+/// every `[[write]]`): `cpu.max` and `cpu.max.burst`.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct Limit {
+    /// None: `max`, no limit.
+    pub quota_us: Option<u64>,
+    pub period_us: u64,
+    pub burst_us: u64,
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct CgroupStats {
+    /// The limit that caused the throttling below.
+    pub limit: Limit,
     pub usage_usec: u64,
     pub nr_periods: u64,
     pub nr_throttled: u64,
@@ -128,6 +140,7 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
         cgroups.insert(
             c.name.clone(),
             CgroupStats {
+                limit: Limit { quota_us: b.quota.map(|q| q / 1_000), period_us: b.period / 1_000, burst_us: b.burst / 1_000 },
                 usage_usec: usage_ns / 1_000,
                 nr_periods: b.nr_periods,
                 nr_throttled: b.nr_throttled,

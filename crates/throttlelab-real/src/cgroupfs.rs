@@ -9,7 +9,7 @@ use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
-use throttlelab_core::output::CgroupStats;
+use throttlelab_core::output::{CgroupStats, Limit};
 use throttlelab_core::Scenario;
 
 /// Overrides the directory where the hierarchies are mounted (a test aid:
@@ -280,11 +280,13 @@ pub struct RawStats {
 }
 
 impl RawStats {
-    /// The output's statistics for the interval from `before` to `self`.
-    pub fn since(&self, before: &RawStats) -> CgroupStats {
+    /// The output's statistics for the interval from `before` to `self`,
+    /// under `limit`.
+    pub fn since(&self, before: &RawStats, limit: Bandwidth) -> CgroupStats {
         let nr_periods = self.nr_periods.saturating_sub(before.nr_periods);
         let nr_throttled = self.nr_throttled.saturating_sub(before.nr_throttled);
         CgroupStats {
+            limit: Limit { quota_us: limit.quota_us, period_us: limit.period_us, burst_us: limit.burst_us },
             usage_usec: self.usage_ns.saturating_sub(before.usage_ns) / 1_000,
             nr_periods,
             nr_throttled,
@@ -692,7 +694,7 @@ phases = [{ run_us = 1000 }]
         assert_eq!(get(p.join("app/cpu.max")), "3000 10000");
         assert_eq!(get(p.join("app/cpu.max.burst")), "1000");
         put(p.join("app/cpu.stat"), "usage_usec 1500\nnr_periods 10\nnr_throttled 4\nthrottled_usec 700\nnr_bursts 1\nburst_usec 20\n");
-        let s = tree.stats(0).unwrap().since(&RawStats::default());
+        let s = tree.stats(0).unwrap().since(&RawStats::default(), Bandwidth::KERNEL_DEFAULT);
         assert_eq!((s.usage_usec, s.nr_periods, s.nr_throttled, s.throttled_usec, s.nr_bursts, s.burst_usec), (1500, 10, 4, 700, 1, 20));
         assert_eq!(s.throttled_ratio, 0.4);
         fs::remove_file(p.join("app/cpu.stat")).unwrap();
@@ -727,7 +729,7 @@ phases = [{ run_us = 1000 }]
         assert_eq!(get(root.join("cpuacct/throttlelab-1/cgroup.procs")), "42");
         put(cpu.join("app/cpu.stat"), "nr_periods 10\nnr_throttled 5\nthrottled_time 7000000\nnr_bursts 0\nburst_time 0\n");
         put(root.join("cpuacct/throttlelab-1/app/cpuacct.usage"), "2000000000\n");
-        let s = tree.stats(0).unwrap().since(&RawStats::default());
+        let s = tree.stats(0).unwrap().since(&RawStats::default(), Bandwidth::KERNEL_DEFAULT);
         assert_eq!((s.usage_usec, s.nr_periods, s.nr_throttled, s.throttled_usec), (2_000_000, 10, 5, 7000));
         fs::remove_file(cpu.join("app/cpu.stat")).unwrap();
         fs::remove_file(root.join("cpuacct/throttlelab-1/app/cpuacct.usage")).unwrap();

@@ -538,7 +538,7 @@ fn measure(
     let stats: Vec<CgroupStats> = before
         .iter()
         .enumerate()
-        .map(|(i, b)| Ok(tree.stats(i)?.since(b)))
+        .map(|(i, b)| Ok(tree.stats(i)?.since(b, tree.bandwidth(i))))
         .collect::<Result<_>>()?;
     let duration_ns = match s.duration_s {
         Some(_) => s.duration_ns(),
