@@ -17,18 +17,8 @@ from throttlelab._native import profile_for_release
 
 @pytest.mark.parametrize(
     "release, profile",
-    [
-        ("4.18.0-553.el8.x86_64", "4.18"),
-        ("5.3.7", "4.18"),
-        ("5.4.0-150-generic", "5.4"),
-        ("5.13.19", "5.4"),
-        ("5.15.0-91-generic", "5.14"),
-        ("6.5.0", "5.14"),
-        ("6.6.32", "6.6"),
-        ("6.17.1", "6.6"),
-        ("6.18.44-fc-v769", "6.18"),
-        ("7.1.0", "6.18"),
-    ],
+    # The release table is the core's (profile.rs); this checks the binding.
+    [("5.3.7", "4.18"), ("6.18.44-fc-v769", "6.18")],
 )
 def test_profile_for_release(release, profile):
     assert profile_for_release(release) == profile
