@@ -96,7 +96,7 @@ def _pools_figure(trace: Trace, tg: int, window: tuple[int, int]) -> Figure:
     """000 Fig. 4 style: the global pool above, each CPU's runtime_remaining below,
     as steps in ms; refills as dashed lines, throttles as red triangles."""
     lo, hi = window
-    levels = pool_levels(trace)
+    levels = pool_levels(trace, [tg])
     name = trace["groups"][tg]
     cpus = sorted(cpu for (g, cpu), steps in levels.items() if g == tg and cpu is not None and _any_in(steps, window))
     shown = cpus[:MAX_POOL_CPUS]
@@ -210,10 +210,10 @@ def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[
     output, trace = simulate(text, overrides)
     until = end_ns(output)
     resolved = json.loads(_native_validate(text, overrides))
-    periods_us = {cg["name"]: cg["period_us"] for cg in resolved["cgroups"] if cg["quota_us"] is not None}
-    limited = limited_groups(trace)
+    limited = limited_groups(resolved)
     if window_ms is None:
-        window_ms = DEFAULT_WINDOW_PERIODS * min(periods_us.values(), default=100_000) / 1e3
+        periods_us = [resolved["cgroups"][tg - 1]["period_us"] for tg in limited]
+        window_ms = DEFAULT_WINDOW_PERIODS * min(periods_us, default=100_000) / 1e3
     window = (0, min(until, round(window_ms * 1e6)))
 
     shown = [m for m in CGROUP_METRICS if m.key != "burst_usec"]
