@@ -90,3 +90,80 @@ def test_unwritable_output():
 
 def test_unknown_scenario(tmp_path):
     assert_error(cli("trace", "no-such-scenario", "-o", str(tmp_path / "t.json")), "no-such-scenario")
+
+
+# --- windows ------------------------------------------------------------------
+
+
+def _ns(us: float) -> int:
+    return round(us * 1e3)
+
+
+def clipped(events: list[dict], from_ns: int, to_ns: int) -> dict:
+    """What a window [from_ns, to_ns] of a whole-run trace must show: slices cut to
+    it, each counter's level in force at its start then its changes, instants in it."""
+    slices, counters, marks = set(), defaultdict(list), []
+    for e in events:
+        if e["ph"] == "X":
+            start, end = max(_ns(e["ts"]), from_ns), min(_ns(e["ts"] + e["dur"]), to_ns)
+            if end > start:
+                slices.add((e["tid"], e["name"], start, end))
+        elif e["ph"] == "C":
+            counters[e["name"]].append((_ns(e["ts"]), e["args"]["ms"]))
+        elif e["ph"] == "i" and from_ns <= _ns(e["ts"]) <= to_ns:
+            marks.append((e["name"], _ns(e["ts"])))
+    levels = {}
+    for name, steps in counters.items():
+        before = [level for t, level in steps if t < from_ns]
+        levels[name] = ([(from_ns, before[-1])] if before else []) + [(t, v) for t, v in steps if from_ns <= t <= to_ns]
+    return {"slices": slices, "counters": levels, "instants": sorted(marks)}
+
+
+def test_a_window_keeps_what_the_whole_trace_shows_in_it(tmp_path, events):
+    window = write_trace(tmp_path, "two-spinners", "--set", "duration_s=0.5", "--from-s", "0.2", "--to-s", "0.35")
+    got = clipped(window, 200_000_000, 350_000_000)
+    assert got == clipped(events, 200_000_000, 350_000_000)
+    # Tracks start with the state at the window's start: every CPU busy at once, every pool a level there.
+    assert {(tid, start) for tid, _, start, _ in got["slices"] if start == 200_000_000} == {(0, 200_000_000), (1, 200_000_000)}
+    assert all(steps[0][0] == 200_000_000 for steps in got["counters"].values())
+    assert max(e["ts"] + e.get("dur", 0) for e in window if "ts" in e) <= 350_000 + 1e-6
+
+
+def test_the_native_side_holds_back_only_the_state_before_the_window():
+    from throttlelab.timeline import TracedRun
+
+    run = TracedRun(cli_text("two-spinners"), ["duration_s=2"], from_ns=1_900_000_000)
+    before = [r for _, chunk in run for r in chunk["records"] if r["t_ns"] < 1_900_000_000]
+    # At most: per CPU the running thread and each group's throttling, per group and CPU its pools.
+    cpus, groups = 2, 2
+    assert 0 < len(before) <= cpus + cpus * groups + groups * (cpus + 1)
+    assert run.output()["duration_s"] == 2
+
+
+def cli_text(name: str) -> str:
+    from throttlelab.scenarios import load_scenario_text
+
+    return load_scenario_text(name)[0]
+
+
+@pytest.mark.parametrize("window", [("--from-s", "1", "--to-s", "1"), ("--from-s", "2", "--to-s", "1")])
+def test_an_empty_or_inverted_window_is_refused(tmp_path, window):
+    assert_error(cli("trace", "two-spinners", *window, "-o", str(tmp_path / "t.json")), "empty window")
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_a_window_after_the_run_is_refused(tmp_path):
+    assert_error(cli("trace", "two-spinners", "--from-s", "7", "-o", str(tmp_path / "t.json")), "ends at 6 s")
+
+
+def test_progress_is_in_simulated_seconds_on_stderr(tmp_path):
+    result = cli("trace", "two-spinners", "--set", "duration_s=1", "-o", str(tmp_path / "t.json"))
+    assert result.exit_code == 0
+    assert result.stderr.splitlines()[-1].startswith("trace: simulated s: 1/1 (")
+
+
+def test_a_run_that_goes_on_is_cut_and_says_how_to_widen(tmp_path):
+    result = cli("trace", "two-spinners", "--set", "duration_s=200", "--from-s", "59.9", "-o", str(tmp_path / "t.json"))
+    assert result.exit_code == 0, result.stderr
+    assert "the trace stops there (--to-s widens it)" in result.stderr
+    assert "59.9-119.9 s" in result.stdout

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
-from typing import Any, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import click
 
@@ -204,25 +205,60 @@ def reproduce(name: Optional[str], run_all: bool, as_json: bool) -> None:
         terminal.print(experiments.render(doc))
 
 
+#: Simulated seconds ``trace`` keeps unless --to-s says otherwise: the whole run of
+#: every built-in with a fixed duration. Runs that go on are cut there (saying so on
+#: stderr): 60 s of a 4-CPU run is a few MB of JSON, hours of it no viewer opens.
+DEFAULT_TRACE_S = 60.0
+
+
 @main.command("trace")
 @click.argument("scenario")
 @set_option
+@click.option("--from-s", type=click.FloatRange(min=0), default=0.0, show_default=True, help="Trace from this simulated second (the run still starts at 0).")
+@click.option("--to-s", type=click.FloatRange(min=0), help=f"Trace up to this simulated second, where the run stops [default: --from-s + {DEFAULT_TRACE_S:g}].")
 @click.option("-o", "--out", "out_path", default="trace.json", show_default=True, type=click.Path(dir_okay=False, writable=True), help="Where to write the trace.")
-def trace_cmd(scenario: str, overrides: tuple[str, ...], out_path: str) -> None:
-    """Simulate SCENARIO and write a Chrome/Perfetto JSON trace (open it in ui.perfetto.dev):
-    CPU tracks with task and throttled slices, runtime pools as counters, refills as instants."""
-    from throttlelab.perfetto import chrome_trace
-    from throttlelab.timeline import end_ns, simulate
+def trace_cmd(scenario: str, overrides: tuple[str, ...], from_s: float, to_s: Optional[float], out_path: str) -> None:
+    """Simulate SCENARIO and write a Chrome/Perfetto JSON trace of [--from-s, --to-s] (open
+    it in ui.perfetto.dev): CPU tracks with task and throttled slices, runtime pools as
+    counters, refills as instants. Written as the simulation runs; progress on stderr."""
+    from throttlelab.perfetto import chrome_events, write_json
+    from throttlelab.timeline import TracedRun, end_ns, limited_groups
 
+    cut = to_s is None
+    to_s = from_s + DEFAULT_TRACE_S if to_s is None else to_s
+    if to_s <= from_s:
+        raise click.UsageError(f"empty window: --to-s {to_s:g} is not after --from-s {from_s:g}")
     text, _ = load_scenario_text(scenario)
-    output_doc, trace = simulate(text, overrides)
-    doc = chrome_trace(trace, end_ns(output_doc))
+    resolved = json.loads(_native.validate(text, list(overrides)))
+    if (resolved["duration_s"] or math.inf) <= from_s:  # known before running: say so at once
+        raise _ends_before(resolved["duration_s"], from_s)
+    from_ns, to_ns = round(from_s * 1e9), round(to_s * 1e9)
     try:
-        with open(out_path, "w", encoding="utf-8") as f:
-            json.dump(doc, f)
+        with open(out_path, "w", encoding="utf-8") as f, Terminal().progress() as progress:
+            run = TracedRun(text, overrides, from_ns, to_ns)
+            bar = progress.add_task("trace: simulated s", total=min(to_s, resolved["duration_s"] or to_s))
+            events = write_json(f, chrome_events(_progressing(run, progress, bar), limited_groups(resolved), from_ns))
     except OSError as e:
         raise click.BadParameter(f"cannot write {out_path}: {e.strerror}", param_hint="'-o'") from None
-    click.echo(f"wrote {out_path}: {len(doc['traceEvents'])} events, {output_doc['duration_s']:g} s simulated")
+    ran_ns = end_ns(run.output())
+    ran_s = ran_ns / 1e9
+    if ran_ns <= from_ns:
+        os.remove(out_path)
+        raise _ends_before(ran_s, from_s)
+    if cut and ran_ns == to_ns and (resolved["duration_s"] or math.inf) > to_s:
+        click.echo(f"throttlelab: the run goes on after {to_s:g} s; the trace stops there (--to-s widens it)", err=True)
+    click.echo(f"wrote {out_path}: {events} events, {from_s:g}-{ran_s:g} s of simulated time")
+
+
+def _ends_before(ran_s: float, from_s: float) -> click.UsageError:
+    return click.UsageError(f"the run ends at {ran_s:g} s, before --from-s {from_s:g}")
+
+
+def _progressing(chunks: Iterable[tuple[int, Any]], progress: Any, bar: int) -> Iterator[tuple[int, Any]]:
+    """The chunks of a traced run, moving ``bar`` to the simulated second each reaches."""
+    for now_ns, chunk in chunks:
+        progress.update(bar, completed=round(now_ns / 1e9, 1))
+        yield now_ns, chunk
 
 
 @main.command()

@@ -97,7 +97,7 @@ def _pools_figure(trace: Trace, tg: int, window: tuple[int, int]) -> tuple[Figur
     """000 Fig. 4 style: the global pool above, each CPU's runtime_remaining below,
     as steps in ms; refills as dashed lines, throttles as red triangles."""
     lo, hi = window
-    levels = pool_levels(trace)
+    levels = pool_levels(trace, [tg])
     name = trace["groups"][tg]
     cpus = sorted(cpu for (g, cpu), steps in levels.items() if g == tg and cpu is not None and _any_in(steps, window))
     shown = cpus[:MAX_POOL_CPUS]
@@ -310,7 +310,7 @@ def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[
     until = end_ns(output)
     resolved = json.loads(_native_validate(text, overrides))
     groups = {cg["name"]: cg for cg in resolved["cgroups"]}
-    limited = limited_groups(trace)
+    limited = limited_groups(resolved)
     if window_ms is None:
         periods_us = [groups[trace["groups"][tg]]["period_us"] for tg in limited]
         window_ms = DEFAULT_WINDOW_PERIODS * min(periods_us, default=100_000) / 1e3

@@ -64,9 +64,12 @@ class LineProgress:
     def advance(self, task: int, advance: float = 1) -> None:
         self.update(task, advance=advance)
 
-    def update(self, task: int, advance: float = 0, description: Optional[str] = None, total: Optional[float] = None) -> None:
+    def update(
+        self, task: int, advance: float = 0, description: Optional[str] = None, total: Optional[float] = None,
+        completed: Optional[float] = None,
+    ) -> None:
         t = self.tasks[task]
-        t["completed"] += advance
+        t["completed"] = advance + (t["completed"] if completed is None else completed)
         t["description"] = description or t["description"]
         t["total"] = total if total is not None else t["total"]
         if not t["completed"]:

@@ -1,16 +1,26 @@
 """What a bandwidth trace (``_native.trace``) says over time: what each CPU did,
 and each limited group's global and per-CPU runtime pools. Shared by the Perfetto
-export and the HTML report."""
+export and the HTML report.
+
+The native side hands the trace over in chunks (``{"cpus", "groups", "threads",
+"records"}``, each with the records since the previous one), so that a long run
+never sits in memory. ``CpuSlices`` and ``PoolLevels`` fold chunks in order and
+return what they can already tell; both draw from a window's start on: records
+before it (the native side keeps only those that still say what ran, what was
+throttled and the pool levels then) only set the state.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from throttlelab._native import trace as _native_trace
 
 Trace = dict[str, Any]
+#: A pool: ``(tg, None)`` is the group's global pool, ``(tg, cpu)`` its runtime_remaining on ``cpu``.
+PoolKey = tuple[int, Optional[int]]
 
 
 @dataclass(frozen=True)
@@ -25,89 +35,155 @@ class Slice:
     label: str
 
 
+class TracedRun:
+    """A traced simulation of ``[from_ns, to_ns]`` (the run stops at ``to_ns``):
+    iterate for ``(now_ns, chunk)``, the simulated time reached and the chunk of
+    trace up to it; then ``output()`` is the output document."""
+
+    def __init__(self, text: str, overrides: Iterable[str] = (), from_ns: int = 0, to_ns: Optional[int] = None) -> None:
+        window = {"from_ns": from_ns} | ({} if to_ns is None else {"to_ns": to_ns})
+        self._native = _native_trace(text, list(overrides), **window)
+
+    def __iter__(self) -> Iterator[tuple[int, Trace]]:
+        for now_ns, chunk in self._native:
+            yield now_ns, json.loads(chunk)
+
+    def output(self) -> dict[str, Any]:
+        return json.loads(self._native.output())
+
+
 def simulate(text: str, overrides: Iterable[str] = ()) -> tuple[dict[str, Any], Trace]:
-    """Run a scenario with tracing; returns (output document, trace)."""
-    doc = json.loads(_native_trace(text, list(overrides)))
-    return doc["output"], doc["trace"]
+    """Run a whole scenario with tracing; returns (output document, the whole trace)."""
+    run = TracedRun(text, overrides)
+    chunks = iter(run)
+    _, trace = next(chunks)  # the run's end always sends one
+    for _, chunk in chunks:
+        trace["records"] += chunk["records"]
+    return run.output(), trace
 
 
 def end_ns(output: dict[str, Any]) -> int:
     return round(output["duration_s"] * 1e9)
 
 
-def limited_groups(trace: Trace) -> list[int]:
-    """Groups (tg indices) that have a bandwidth limit: those with a period timer."""
-    return sorted({r["tg"] for r in trace["records"] if r["kind"] == "refill"})
+def limited_groups(resolved: dict[str, Any]) -> list[int]:
+    """Groups (tg indices) of a resolved scenario (``_native.validate``) that have a
+    bandwidth limit (a quota, neither absent nor -1)."""
+    return [i + 1 for i, cg in enumerate(resolved["cgroups"]) if cg["quota_us"] not in (None, -1)]
+
+
+class CpuSlices:
+    """Per-CPU slices from ``from_ns`` on, cut where the running task or the set of
+    throttled groups changes; slices on one CPU never overlap. A slice is
+    returned once it has ended."""
+
+    def __init__(self, from_ns: int = 0) -> None:
+        self.from_ns = from_ns
+        self.running: dict[int, Optional[int]] = {}  # cpu -> thread id (None: idle)
+        self.throttled: dict[int, set[int]] = {}  # cpu -> throttled tgs
+        self.open: dict[int, tuple[int, tuple[str, str]]] = {}  # cpu -> (start, (kind, label))
+
+    def _state(self, cpu: int, chunk: Trace) -> Optional[tuple[str, str]]:
+        if self.running.get(cpu) is not None:
+            return "run", chunk["threads"][self.running[cpu]]
+        if self.throttled.get(cpu):
+            return "throttled", "throttled " + ", ".join(chunk["groups"][tg] for tg in sorted(self.throttled[cpu]))
+        return None
+
+    def _close(self, cpu: int, t_ns: int, into: list[Slice]) -> None:
+        if cpu in self.open:
+            start, (kind, label) = self.open.pop(cpu)
+            start = max(start, self.from_ns)
+            if t_ns > start:
+                into.append(Slice(cpu, start, t_ns, kind, label))
+
+    def feed(self, chunk: Trace) -> list[Slice]:
+        slices: list[Slice] = []
+        for r in chunk["records"]:
+            cpu, kind = r["cpu"], r["kind"]
+            if cpu is None or kind not in ("switch", "throttle", "unthrottle"):
+                continue
+            before = self._state(cpu, chunk)
+            if kind == "switch":
+                self.running[cpu] = r["arg"]
+            elif kind == "throttle":
+                self.throttled.setdefault(cpu, set()).add(r["tg"])
+            else:
+                self.throttled.get(cpu, set()).discard(r["tg"])
+            after = self._state(cpu, chunk)
+            if after != before:
+                self._close(cpu, r["t_ns"], slices)
+                if after is not None:
+                    self.open[cpu] = (r["t_ns"], after)
+        return slices
+
+    def close(self, until_ns: int) -> list[Slice]:
+        """The slices still open, ended at ``until_ns``."""
+        slices: list[Slice] = []
+        for cpu in list(self.open):
+            self._close(cpu, until_ns, slices)
+        return slices
+
+
+class PoolLevels:
+    """Runtime pool levels of the groups ``tgs`` as steps ``(pool, t_ns, level_ns)``
+    where a level changes, from ``from_ns`` on (the level in force then comes
+    first, at ``from_ns``). A refill of a local pool shows the overrun it pays
+    first (the level before the assign), as in 000 Fig. 4."""
+
+    def __init__(self, tgs: Iterable[int], from_ns: int = 0) -> None:
+        self.tgs = set(tgs)
+        self.from_ns = from_ns
+        self.level: dict[PoolKey, int] = {}
+        self.started = False
+
+    def _put(self, key: PoolKey, t_ns: int, level: int, into: list[tuple[PoolKey, int, int]]) -> None:
+        if self.level.get(key) != level:
+            self.level[key] = level
+            if t_ns >= self.from_ns:
+                into.append((key, t_ns, level))
+
+    def _start(self, into: list[tuple[PoolKey, int, int]]) -> None:
+        if not self.started:
+            self.started = True
+            into += [(key, self.from_ns, level) for key, level in self.level.items()]
+
+    def feed(self, chunk: Trace) -> list[tuple[PoolKey, int, int]]:
+        steps: list[tuple[PoolKey, int, int]] = []
+        for r in chunk["records"]:
+            if r["tg"] not in self.tgs:
+                continue
+            if r["t_ns"] >= self.from_ns:
+                self._start(steps)
+            self._put((r["tg"], None), r["t_ns"], r["global_ns"], steps)
+            if r["cpu"] is not None and r["local_ns"] is not None:
+                if r["kind"] == "assign":
+                    self._put((r["tg"], r["cpu"]), r["t_ns"], r["local_ns"] - r["arg"], steps)
+                self._put((r["tg"], r["cpu"]), r["t_ns"], r["local_ns"], steps)
+        return steps
+
+    def close(self) -> list[tuple[PoolKey, int, int]]:
+        """The levels at the window's start, if no record in the window came to say them."""
+        steps: list[tuple[PoolKey, int, int]] = []
+        self._start(steps)
+        return steps
+
+
+def instants(chunk: Trace, kinds: Iterable[str], from_ns: int = 0) -> list[dict[str, Any]]:
+    """The records of the given kinds (e.g. refill, throttle) from ``from_ns`` on, in time order."""
+    wanted = set(kinds)
+    return [r for r in chunk["records"] if r["kind"] in wanted and r["t_ns"] >= from_ns]
 
 
 def cpu_slices(trace: Trace, until_ns: int) -> list[Slice]:
-    """Per-CPU slices in time order, cut where the running task or the set of
-    throttled groups changes; slices on one CPU never overlap."""
-    running: dict[int, Optional[int]] = {}  # cpu -> thread id (None: idle)
-    throttled: dict[int, set[int]] = {}  # cpu -> throttled tgs
-    open_: dict[int, tuple[int, tuple[str, str]]] = {}  # cpu -> (start, (kind, label))
-    slices: list[Slice] = []
-
-    def state(cpu: int) -> Optional[tuple[str, str]]:
-        if running.get(cpu) is not None:
-            return "run", trace["threads"][running[cpu]]
-        if throttled.get(cpu):
-            return "throttled", "throttled " + ", ".join(trace["groups"][tg] for tg in sorted(throttled[cpu]))
-        return None
-
-    def close(cpu: int, t_ns: int) -> None:
-        if cpu in open_:
-            start, (kind, label) = open_.pop(cpu)
-            if t_ns > start:
-                slices.append(Slice(cpu, start, t_ns, kind, label))
-
-    for r in trace["records"]:
-        cpu, kind = r["cpu"], r["kind"]
-        if cpu is None or kind not in ("switch", "throttle", "unthrottle"):
-            continue
-        before = state(cpu)
-        if kind == "switch":
-            running[cpu] = r["arg"]
-        elif kind == "throttle":
-            throttled.setdefault(cpu, set()).add(r["tg"])
-        else:
-            throttled.get(cpu, set()).discard(r["tg"])
-        after = state(cpu)
-        if after != before:
-            close(cpu, r["t_ns"])
-            if after is not None:
-                open_[cpu] = (r["t_ns"], after)
-    for cpu in list(open_):
-        close(cpu, until_ns)
-    slices.sort(key=lambda s: (s.start_ns, s.cpu))
-    return slices
+    """Every slice of a whole trace, in order of start."""
+    fold = CpuSlices()
+    return sorted(fold.feed(trace) + fold.close(until_ns), key=lambda s: (s.start_ns, s.cpu))
 
 
-def pool_levels(trace: Trace) -> dict[tuple[int, Optional[int]], list[tuple[int, int]]]:
-    """Runtime pool levels of the limited groups as steps: ``(tg, None)`` is the
-    global pool, ``(tg, cpu)`` the group's runtime_remaining on ``cpu``; each series
-    lists ``(t_ns, level_ns)`` where the level changes. A refill of a local pool
-    shows the overrun it pays first (the level before the assign), as in 000 Fig. 4."""
-    limited = set(limited_groups(trace))
-    series: dict[tuple[int, Optional[int]], list[tuple[int, int]]] = {}
-
-    def put(key: tuple[int, Optional[int]], t_ns: int, level: int) -> None:
-        steps = series.setdefault(key, [])
-        if not steps or steps[-1][1] != level:
-            steps.append((t_ns, level))
-
-    for r in trace["records"]:
-        if r["tg"] not in limited:
-            continue
-        put((r["tg"], None), r["t_ns"], r["global_ns"])
-        if r["cpu"] is not None and r["local_ns"] is not None:
-            if r["kind"] == "assign":
-                put((r["tg"], r["cpu"]), r["t_ns"], r["local_ns"] - r["arg"])
-            put((r["tg"], r["cpu"]), r["t_ns"], r["local_ns"])
+def pool_levels(trace: Trace, tgs: Iterable[int]) -> dict[PoolKey, list[tuple[int, int]]]:
+    """Every pool level step of the groups ``tgs`` in a whole trace, by pool."""
+    series: dict[PoolKey, list[tuple[int, int]]] = {}
+    for key, t_ns, level in PoolLevels(tgs).feed(trace):
+        series.setdefault(key, []).append((t_ns, level))
     return series
-
-
-def instants(trace: Trace, kinds: Iterable[str]) -> list[dict[str, Any]]:
-    """The records of the given kinds (e.g. refill, throttle), in time order."""
-    wanted = set(kinds)
-    return [r for r in trace["records"] if r["kind"] in wanted]

@@ -41,3 +41,9 @@ pub fn simulate(scenario: &Scenario) -> Output {
 pub fn simulate_traced(scenario: &Scenario) -> (Output, trace::Trace) {
     Sim::new(scenario).run_traced()
 }
+
+/// Simulate up to the end of `options.window` (or of the run), recording the
+/// trace of that window as `options` say (kept, or handed to a sink in chunks).
+pub fn simulate_traced_with(scenario: &Scenario, options: trace::TraceOptions) -> (Output, trace::Trace) {
+    Sim::new(scenario).run_traced_with(options)
+}

@@ -12,7 +12,7 @@ use crate::profile::{Feature, Profile};
 use crate::scenario::{dl_capacity_bw, ms_to_ns, parse_cpu_list, secs_to_ns, Arrival, Phase, Policy, Scenario};
 use crate::phases::TaskPhases;
 use crate::smt::{self, Smt};
-use crate::trace::{Trace, TraceKind};
+use crate::trace::{Trace, TraceKind, TraceOptions};
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use rand_pcg::Pcg64;
@@ -494,7 +494,13 @@ impl<'s> Sim<'s> {
     }
 
     /// Run to the end, recording the bandwidth trace too.
-    pub fn run_traced(mut self) -> (Output, Trace) {
+    pub fn run_traced(self) -> (Output, Trace) {
+        self.run_traced_with(TraceOptions::default())
+    }
+
+    /// Run to the end of the run or of the trace's window, whichever comes
+    /// first, recording the trace as `options` say.
+    pub fn run_traced_with(mut self, options: TraceOptions) -> (Output, Trace) {
         let sc = self.scenario;
         let threads = self
             .threads
@@ -506,9 +512,12 @@ impl<'s> Sim<'s> {
             })
             .collect();
         let groups = self.tgs.iter().map(|g| g.name.clone()).collect();
-        self.trace = Some(Trace { cpus: self.nr_cpus(), groups, threads, records: Vec::new() });
+        self.end = self.end.min(options.window.to_ns);
+        self.trace = Some(Trace::new(self.nr_cpus(), groups, threads, options));
         let (out, trace) = self.run_to_end();
-        (out, trace.expect("tracing was on"))
+        let mut trace = trace.expect("tracing was on");
+        trace.finish((out.duration_s * 1e9).round() as Time);
+        (out, trace)
     }
 
     fn run_to_end(mut self) -> (Output, Option<Trace>) {

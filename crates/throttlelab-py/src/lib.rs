@@ -2,9 +2,13 @@
 //! Everything that decides a number lives in the core crate.
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::Mutex;
+use std::thread::{self, JoinHandle};
+use throttlelab_core::trace::{Sink, TraceOptions, Window};
 
 create_exception!(_native, ScenarioError, PyValueError, "A scenario file or --set override is invalid.");
 create_exception!(_native, HarnessError, PyException, "The real backend refused the run or the host failed it (one line).");
@@ -38,14 +42,62 @@ fn run(py: Python<'_>, scenario: &str, overrides: Vec<String>) -> PyResult<Strin
     Ok(serde_json::to_string(&out).expect("output serialises"))
 }
 
-/// Simulate like `run`, also recording the trace; returns JSON
-/// `{"output": <output document>, "trace": {"cpus", "groups", "threads", "records"}}`.
+/// Records cross to Python in chunks of `trace::CHUNK_RECORDS`; this many wait
+/// at most, so that the simulation pauses while Python catches up.
+const CHUNKS_QUEUED: usize = 2;
+
+/// Simulate like `run` up to `to_ns` (or the run's end) on a thread of its own,
+/// tracing `[from_ns, to_ns]`; iterate over the trace in chunks, then ask for
+/// the output. Scenario errors are raised here, before anything runs.
 #[pyfunction]
-#[pyo3(signature = (scenario, overrides = Vec::new()))]
-fn trace(py: Python<'_>, scenario: &str, overrides: Vec<String>) -> PyResult<String> {
+#[pyo3(signature = (scenario, overrides = Vec::new(), from_ns = 0, to_ns = u64::MAX))]
+fn trace(scenario: &str, overrides: Vec<String>, from_ns: u64, to_ns: u64) -> PyResult<TraceRun> {
     let s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
-    let (output, trace) = py.detach(|| throttlelab_core::simulate_traced(&s));
-    Ok(serde_json::json!({ "output": output, "trace": trace }).to_string())
+    let (tx, chunks) = mpsc::sync_channel(CHUNKS_QUEUED);
+    let sink: Sink = Box::new(move |trace, now_ns| {
+        // A closed channel means Python stopped listening: nothing left to tell.
+        let _ = tx.send((now_ns, serde_json::to_string(trace).expect("trace serialises")));
+    });
+    let window = Window { from_ns, to_ns };
+    let run = thread::spawn(move || {
+        let (out, _) = throttlelab_core::simulate_traced_with(&s, TraceOptions { window, sink: Some(sink) });
+        serde_json::to_string(&out).expect("output serialises")
+    });
+    Ok(TraceRun { chunks: Mutex::new(chunks), run: Some(run) })
+}
+
+/// A traced simulation in progress. Iterating yields `(now_ns, chunk)`: the
+/// simulated time reached, and JSON `{"cpus", "groups", "threads", "records"}`
+/// with the records since the previous chunk (possibly none). Waits without
+/// the GIL.
+#[pyclass]
+struct TraceRun {
+    chunks: Mutex<Receiver<(u64, String)>>,
+    run: Option<JoinHandle<String>>,
+}
+
+#[pymethods]
+impl TraceRun {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> Option<(u64, String)> {
+        let chunks = &self.chunks;
+        py.detach(|| chunks.lock().expect("not poisoned").recv().ok())
+    }
+
+    /// The output document as JSON, once the run is over; chunks not read are dropped.
+    fn output(&mut self, py: Python<'_>) -> PyResult<String> {
+        let run = self.run.take().ok_or_else(|| PyValueError::new_err("the output was already taken"))?;
+        let chunks = &self.chunks;
+        py.detach(|| {
+            let chunks = chunks.lock().expect("not poisoned");
+            while chunks.recv().is_ok() {} // the run waits for room to send them
+            run.join()
+        })
+        .map_err(|_| PyRuntimeError::new_err("the simulation thread panicked"))
+    }
 }
 
 /// Run a scenario (TOML text) with `key=value` overrides on the host kernel, in
@@ -116,6 +168,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;
+    m.add_class::<TraceRun>()?;
     m.add_function(wrap_pyfunction!(real, m)?)?;
     m.add_function(wrap_pyfunction!(worker_main, m)?)?;
     m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;
