@@ -32,6 +32,11 @@ pub const MAX_SAMPLES: u64 = 10_000_000;
 /// services: each one's latency is kept.
 pub const MAX_REQUESTS: u64 = 10_000_000;
 
+/// The longest time any key may give (10^16 ns, about 116 days): far beyond
+/// a run (a day at most), and far from overflowing u64 nanoseconds when a
+/// run adds it to the time.
+pub const MAX_TIME_NS: u64 = 10_000_000_000_000_000;
+
 /// Kernel limits from `kernel/sched/core.c`.
 pub const MIN_CFS_QUOTA_PERIOD_US: u64 = 1_000;
 pub const MAX_CFS_QUOTA_PERIOD_US: u64 = 1_000_000;
@@ -664,6 +669,7 @@ impl Scenario {
             if !(0..=100_000).contains(&t.threads) {
                 return Err(ScenarioError::new(key("threads"), format!("must be in 0..=100000, got {}", t.threads)));
             }
+            validate_task_times(t)?;
             if t.loops < -1 || t.loops == 0 {
                 return Err(ScenarioError::new(key("loop"), format!("must be -1 (forever) or >= 1, got {}", t.loops)));
             }
@@ -811,6 +817,7 @@ impl Scenario {
             if !(s.rate_per_s > 0.0 && s.rate_per_s <= 1e6) {
                 return Err(ScenarioError::new(key("rate_per_s"), format!("must be in (0, 1e6], got {}", s.rate_per_s)));
             }
+            check_time(&key("cost_us"), s.cost_us, 1_000, "us")?;
             if s.cost_us == 0 {
                 return Err(ScenarioError::new(key("cost_us"), "must be > 0".to_string()));
             }
@@ -826,12 +833,12 @@ impl Scenario {
                 return Err(ScenarioError::new(key("cgroup"), format!("unknown cgroup {}", shown(&w.cgroup))));
             };
             match (w.at_ms, w.start_ms, w.every_ms) {
-                (Some(at), None, None) if at >= 0.0 => {}
-                (None, Some(start), Some(every)) if start >= 0.0 && every >= 1.0 => {}
+                (Some(at), None, None) if (0.0..=MAX_TIME_MS).contains(&at) => {}
+                (None, Some(start), Some(every)) if (0.0..=MAX_TIME_MS).contains(&start) && (1.0..=MAX_TIME_MS).contains(&every) => {}
                 _ => {
                     return Err(ScenarioError::new(
                         key("at_ms"),
-                        "give at_ms >= 0, or start_ms >= 0 with every_ms >= 1".to_string(),
+                        format!("give at_ms, or start_ms with every_ms >= 1, each at most {MAX_TIME_MS} (about 116 days)"),
                     ))
                 }
             }
@@ -889,6 +896,46 @@ fn largest_sum(items: impl Iterator<Item = (String, u64)>) -> (u64, Option<Strin
         }
     }
     (sum, largest.map(|(key, _)| key))
+}
+
+const MAX_TIME_MS: f64 = (MAX_TIME_NS / 1_000_000) as f64;
+
+/// A time key, in units of `ns_per_unit`, at most [`MAX_TIME_NS`].
+fn check_time(key: &str, value: u64, ns_per_unit: u64, unit: &str) -> Result<(), ScenarioError> {
+    let max = MAX_TIME_NS / ns_per_unit;
+    if value > max {
+        return Err(ScenarioError::new(key, format!("must be at most {max} {unit} (about 116 days), got {value}")));
+    }
+    Ok(())
+}
+
+/// Every time a task gives, before anything converts one to nanoseconds.
+fn validate_task_times(t: &TaskSpec) -> Result<(), ScenarioError> {
+    let check = |prefix: &str, fields: &[(&str, Option<u64>)], ns_per_unit: u64, unit: &str| {
+        fields.iter().try_for_each(|&(field, v)| match v {
+            Some(v) => check_time(&format!("{prefix}.{field}"), v, ns_per_unit, unit),
+            None => Ok(()),
+        })
+    };
+    let task = format!("task.{}", t.name);
+    let us = [
+        ("start_us", Some(t.start_us)),
+        ("start_spread_us", Some(t.start_spread_us)),
+        ("runtime_us", t.runtime_us),
+        ("deadline_us", t.deadline_us),
+        ("period_us", t.period_us),
+    ];
+    check(&task, &us, 1_000, "us")?;
+    check(&task, &[("retry_ms", Some(t.retry_ms)), ("profile_ms", t.profile_ms)], 1_000_000, "ms")?;
+    for (j, p) in t.phases.iter().enumerate() {
+        check(&format!("{task}.phases[{j}]"), &[("run_us", p.run_us), ("sleep_us", p.sleep_us), ("timer_us", p.timer_us)], 1_000, "us")?;
+    }
+    let max_s = (MAX_TIME_NS / 1_000_000_000) as f64;
+    if let Some((i, w)) = t.windows.iter().enumerate().find(|(_, w)| !(0.0..=max_s).contains(&w[0]) || !(0.0..=max_s).contains(&w[1])) {
+        let msg = format!("start_s and end_s must be in [0, {max_s}] (about 116 days), got [{}, {}]", w[0], w[1]);
+        return Err(ScenarioError::new(format!("task.{}.windows[{i}]", t.name), msg));
+    }
+    Ok(())
 }
 
 /// The cgroups as validated, for checking what refers to them: their indices

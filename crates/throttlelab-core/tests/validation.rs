@@ -115,3 +115,21 @@ fn trace_csv_must_be_a_regular_file() {
     let e = err(&with("[[task]]\nname = \"w\"\ntrace_csv = \"/dev/zero\"\n"));
     assert_eq!(e.to_string(), "task.w.trace_csv: /dev/zero is a character device: give a regular file (line 15)");
 }
+
+#[test]
+fn times_are_bounded_before_conversion() {
+    // Found by the fuzzer: start_spread_us * 1000 overflowed in the simulator.
+    let e = err(&with(&format!("[[task]]\nname = \"w\"\nstart_spread_us = 9223372036854775807\n{SPIN}")));
+    assert_eq!(e.key, "task.w.start_spread_us");
+    assert_eq!(e.message, "must be at most 10000000000000 us (about 116 days), got 9223372036854775807");
+    let e = err(&with("[[task]]\nname = \"w\"\nphases = [{ run_us = 1000 }, { sleep_us = 18446744073709551615 }]\n"));
+    assert_eq!(e.key, "task.w.phases[1].sleep_us");
+    let e = err(&with(&format!("[[task]]\nname = \"w\"\nprofile_ms = 18446744073709551615\n{SPIN}")));
+    assert_eq!(e.key, "task.w.profile_ms");
+    let e = err(&with("[[task]]\nname = \"w\"\nwindows = [[0, 1e300, 1]]\n"));
+    assert_eq!(e.key, "task.w.windows[0]");
+    let e = err(&with("[[write]]\ncgroup = \"app\"\nstart_ms = 0\nevery_ms = 1e300\n"));
+    assert_eq!(e.key, "write[0].at_ms");
+    let e = err(&with("[[service]]\nname = \"s\"\nrate_per_s = 10\ncost_us = 18446744073709551615\n"));
+    assert_eq!(e.key, "service.s.cost_us");
+}
