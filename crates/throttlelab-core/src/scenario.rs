@@ -36,6 +36,7 @@ pub const MAX_REQUESTS: u64 = 10_000_000;
 /// a run (a day at most), and far from overflowing u64 nanoseconds when a
 /// run adds it to the time.
 pub const MAX_TIME_NS: u64 = 10_000_000_000_000_000;
+const MAX_TIME_MS: f64 = (MAX_TIME_NS / 1_000_000) as f64;
 
 /// Kernel limits from `kernel/sched/core.c`.
 pub const MIN_CFS_QUOTA_PERIOD_US: u64 = 1_000;
@@ -637,9 +638,9 @@ impl Scenario {
                 return Err(ScenarioError::new(key("weight"), format!("must be in 1..=10000 (cpu.weight), got {}", c.weight)));
             }
             let inherited = parent.and_then(|p| index.effective_cpus[p].clone());
-            let effective = match (&c.cpus, inherited) {
-                (None, inherited) => inherited,
-                (Some(list), inherited) => {
+            let effective = match &c.cpus {
+                None => inherited,
+                Some(list) => {
                     let cpus = self.cpu_list(&key("cpus"), list)?;
                     if let Some(parent_cpus) = inherited.filter(|p| !cpus.is_subset(p)) {
                         let msg = format!("{cpus} is not within its parent's cpus ({parent_cpus}), as cpuset requires");
@@ -856,12 +857,13 @@ impl Scenario {
         let too_many = |key: String, what: String, limit: u64, fix: &str| {
             Err(ScenarioError::new(key, format!("{what}, more than the {limit} a run may have; {fix}")))
         };
-        let task_threads = self.tasks.iter().map(|t| (format!("task.{}.threads", t.name), TaskPhases::threads(t) as u64));
-        let workers = self.services.iter().map(|s| (format!("service.{}.workers", s.name), s.workers as u64));
+        let key = |(table, name, field): (&str, &str, &str)| format!("{table}.{name}.{field}");
+        let task_threads = self.tasks.iter().map(|t| (("task", t.name.as_str(), "threads"), TaskPhases::threads(t) as u64));
+        let workers = self.services.iter().map(|s| (("service", s.name.as_str(), "workers"), s.workers as u64));
         let (threads, biggest) = largest_sum(task_threads.chain(workers));
         if threads > MAX_THREADS {
             let what = format!("the tasks and services have {threads} threads in all");
-            return too_many(biggest.expect("threads"), what, MAX_THREADS, "use fewer threads");
+            return too_many(key(biggest.expect("threads")), what, MAX_THREADS, "use fewer threads");
         }
         let cfs_rqs = (self.cgroups.len() as u64 + 1) * self.machine.cpus as u64;
         if cfs_rqs > MAX_CFS_RQS {
@@ -876,19 +878,19 @@ impl Scenario {
             }
         }
         let duration_s = self.duration_ns() as f64 / 1e9;
-        let expected = self.services.iter().map(|s| (format!("service.{}.rate_per_s", s.name), (s.rate_per_s * duration_s) as u64));
+        let expected = self.services.iter().map(|s| (("service", s.name.as_str(), "rate_per_s"), (s.rate_per_s * duration_s) as u64));
         let (requests, biggest) = largest_sum(expected);
         if requests > MAX_REQUESTS {
             let what = format!("the services expect {requests} requests in {duration_s} s, each one's latency kept");
-            return too_many(biggest.expect("requests"), what, MAX_REQUESTS, "lower rate_per_s or shorten duration_s");
+            return too_many(key(biggest.expect("requests")), what, MAX_REQUESTS, "lower rate_per_s or shorten duration_s");
         }
         Ok(())
     }
 }
 
 /// The sum of the values, and the key of the largest.
-fn largest_sum(items: impl Iterator<Item = (String, u64)>) -> (u64, Option<String>) {
-    let (mut sum, mut largest) = (0u64, None::<(String, u64)>);
+fn largest_sum<K>(items: impl Iterator<Item = (K, u64)>) -> (u64, Option<K>) {
+    let (mut sum, mut largest) = (0u64, None::<(K, u64)>);
     for (key, v) in items {
         sum = sum.saturating_add(v);
         if largest.as_ref().map_or(true, |(_, l)| v > *l) {
@@ -897,8 +899,6 @@ fn largest_sum(items: impl Iterator<Item = (String, u64)>) -> (u64, Option<Strin
     }
     (sum, largest.map(|(key, _)| key))
 }
-
-const MAX_TIME_MS: f64 = (MAX_TIME_NS / 1_000_000) as f64;
 
 /// A time key, in units of `ns_per_unit`, at most [`MAX_TIME_NS`].
 fn check_time(key: &str, value: u64, ns_per_unit: u64, unit: &str) -> Result<(), ScenarioError> {
