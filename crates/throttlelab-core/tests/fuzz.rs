@@ -12,7 +12,7 @@ mod common;
 use proptest::prelude::*;
 use proptest::sample::{select, subsequence};
 use std::sync::OnceLock;
-use throttlelab_core::{load, simulate, simulate_traced};
+use throttlelab_core::{load, rebase_paths, simulate, simulate_traced};
 
 /// What a key's plausible values look like; any key also gets wild ones.
 #[derive(Debug, Clone, Copy)]
@@ -393,6 +393,8 @@ proptest! {
 
     #[test]
     fn no_input_panics((text, sets) in input(), traced in any::<bool>()) {
+        // As the CLI reads a file: relative trace_csv paths made absolute first.
+        let text = rebase_paths(&text, &std::env::temp_dir());
         match load(&text, &sets) {
             Err(e) => {
                 let line = e.to_string();
