@@ -893,8 +893,9 @@ fn largest_sum<K>(items: impl Iterator<Item = (K, u64)>) -> (u64, Option<K>) {
     let (mut sum, mut largest) = (0u64, None::<(K, u64)>);
     for (key, v) in items {
         sum = sum.saturating_add(v);
-        if largest.as_ref().map_or(true, |(_, l)| v > *l) {
-            largest = Some((key, v));
+        match &largest {
+            Some((_, l)) if *l >= v => {}
+            _ => largest = Some((key, v)),
         }
     }
     (sum, largest.map(|(key, _)| key))
