@@ -224,3 +224,9 @@ def test_interrupted_exit_codes(monkeypatch, signal, code):
     result = cli("run", "two-spinners")
     assert result.exit_code == code
     assert result.stderr == f"throttlelab: error: interrupted by {signal}; cgroups removed, workers killed\n"
+
+
+def test_deadline_task_in_a_smaller_cpuset(write_scenario):
+    task = 'policy = "deadline"\nruntime_us = 1000\nperiod_us = 10000'
+    path = write_scenario(cgroup='cpus = "0"', task=task, phases="[{ run_us = 1000 }]")
+    assert_error(cli("validate", path), "task.spinner.cgroup", "root domain", "cpus are 0")

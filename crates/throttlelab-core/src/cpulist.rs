@@ -51,6 +51,11 @@ impl CpuList {
         *self.ranges.last().expect("non-empty").end()
     }
 
+    /// Exactly CPUs 0..nr_cpus-1.
+    pub fn is_all(&self, nr_cpus: usize) -> bool {
+        self.ranges == [0..=nr_cpus.saturating_sub(1)]
+    }
+
     /// Every CPU of `self` is in `other`.
     pub fn is_subset(&self, other: &CpuList) -> bool {
         self.ranges.iter().all(|r| other.first_ending_at_or_after(*r.start()).is_some_and(|o| o.start() <= r.start() && r.end() <= o.end()))
@@ -127,5 +132,7 @@ mod tests {
         assert!(!l("2").is_subset(&l("0-1,3")));
         assert!(l("3-8").intersects(&l("0-3")));
         assert!(!l("4-8").intersects(&l("0-3,9")));
+        assert!(l("0-1,2-3").is_all(4));
+        assert!(!l("0-2").is_all(4) && !l("1-3").is_all(4));
     }
 }

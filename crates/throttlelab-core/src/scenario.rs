@@ -680,7 +680,7 @@ impl Scenario {
                 }
                 self.validate_windows(t)?;
                 self.check_member_cpus(&key("cpus"), &t.cpus, group_cpus)?;
-                self.validate_deadline(t)?;
+                self.validate_deadline(t, group_cpus)?;
                 continue;
             }
             if t.phases.is_empty() {
@@ -704,7 +704,7 @@ impl Scenario {
                 return Err(ScenarioError::new(key("phases"), "must contain a run_us phase > 0".to_string()));
             }
             self.check_member_cpus(&key("cpus"), &t.cpus, group_cpus)?;
-            self.validate_deadline(t)?;
+            self.validate_deadline(t, group_cpus)?;
         }
         self.admit_statically()?;
         Ok(names)
@@ -732,8 +732,9 @@ impl Scenario {
         Ok(())
     }
 
-    /// `sched_setattr`'s checks of SCHED_DEADLINE parameters (`__checkparam_dl`).
-    fn validate_deadline(&self, t: &TaskSpec) -> Result<(), ScenarioError> {
+    /// `sched_setattr`'s checks of SCHED_DEADLINE parameters (`__checkparam_dl`),
+    /// and of its affinity: the root domain's every CPU (else EPERM).
+    fn validate_deadline(&self, t: &TaskSpec, group_cpus: Option<&CpuList>) -> Result<(), ScenarioError> {
         let key = |field: &str| format!("task.{}.{}", t.name, field);
         if t.policy == Policy::Normal {
             let profile = t.profile_ms.map(|ms| ms * 1_000);
@@ -759,6 +760,10 @@ impl Scenario {
         }
         if t.cpus.is_some() || t.pin {
             return Err(ScenarioError::new(key("cpus"), "a SCHED_DEADLINE task must be allowed on every CPU (root domain)".to_string()));
+        }
+        if let Some(cpus) = group_cpus.filter(|c| !c.is_all(self.machine.cpus)) {
+            let msg = format!("a SCHED_DEADLINE task must be allowed on every CPU (root domain), but its cgroup's cpus are {cpus}");
+            return Err(ScenarioError::new(key("cgroup"), msg));
         }
         if t.retry_ms == 0 {
             return Err(ScenarioError::new(key("retry_ms"), "must be >= 1".to_string()));

@@ -133,3 +133,13 @@ fn times_are_bounded_before_conversion() {
     let e = err(&with("[[service]]\nname = \"s\"\nrate_per_s = 10\ncost_us = 18446744073709551615\n"));
     assert_eq!(e.key, "service.s.cost_us");
 }
+
+#[test]
+fn deadline_tasks_need_every_cpu() {
+    let dl = "policy = \"deadline\"\nruntime_us = 1000\nperiod_us = 10000\n";
+    let text = with(&format!("[[cgroup]]\nname = \"one\"\ncpus = \"0-1\"\n[[task]]\nname = \"d\"\ncgroup = \"one\"\n{dl}{SPIN}"));
+    let e = err(&text);
+    assert_eq!(e.key, "task.d.cgroup");
+    assert!(e.message.ends_with("(root domain), but its cgroup's cpus are 0-1"), "{e}");
+    load(&text.replace("\"0-1\"", "\"0-3\""), &[]).unwrap();
+}
