@@ -659,12 +659,15 @@ impl<'s> Sim<'s> {
     }
 
     /// The n-th `sample_ms` boundary: every task's CPU time since the last one.
+    /// One pass over the threads, whatever the number of tasks.
     fn sample(&mut self, n: u64) {
-        for ti in 0..self.scenario.tasks.len() {
-            let total: u64 = (0..self.threads.len())
-                .filter(|&tid| self.threads[tid].driver == Driver::Task(ti))
-                .map(|tid| self.thread_cpu_ns(tid))
-                .sum();
+        let mut totals = vec![0u64; self.scenario.tasks.len()];
+        for tid in 0..self.threads.len() {
+            if let Driver::Task(ti) = self.threads[tid].driver {
+                totals[ti] += self.thread_cpu_ns(tid);
+            }
+        }
+        for (ti, total) in totals.into_iter().enumerate() {
             self.cpu_series[ti].push(total - self.cpu_sampled_ns[ti]);
             self.cpu_sampled_ns[ti] = total;
         }
