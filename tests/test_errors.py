@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 from helpers import cli, scenario_text
+from throttlelab import _native
 
 PREFIX = "throttlelab: error: "
 
@@ -143,3 +146,87 @@ def test_module_entry_point_reports_error_without_traceback():
     assert proc.returncode == 2
     assert proc.stderr.startswith(PREFIX) and proc.stderr.count("\n") == 1
     assert "Traceback" not in proc.stderr
+
+
+def test_task_cpus_outside_its_cgroups(write_scenario):
+    # Accepted by validate and a panic in run before: both refuse it now.
+    path = write_scenario(cgroup='cpus = "0"', task='cpus = "1"')
+    for command in ("validate", "run"):
+        assert_error(cli(command, path), "task.spinner.cpus", "no CPU of 1 is in its cgroup's cpus (0)")
+
+
+def test_child_cpus_outside_parents(write_scenario):
+    text = scenario_text(cgroup='cpus = "0"') + '\n[[cgroup]]\nname = "child"\nparent = "app"\ncpus = "0-1"\n'
+    assert_error(cli("validate", write_scenario(text)), "cgroup.child.cpus", "parent's cpus (0)")
+
+
+@pytest.mark.parametrize("cpus", ["0-4294967295", "0-18446744073709551615", "0-300000000"])
+def test_huge_cpu_list_refused_without_expanding_it(write_scenario, cpus):
+    assert_error(cli("validate", write_scenario(task=f'cpus = "{cpus}"')), "task.spinner.cpus", "below 8192")
+
+
+@pytest.mark.parametrize("name", ["a\\nb", "a\\u001b[31mb", "a b"])
+def test_names_are_plain_and_printed_escaped(write_scenario, name):
+    text = scenario_text().replace('name = "spinner"', f'name = "{name}"')
+    msg = assert_error(cli("run", write_scenario(text)), "task[0].name", "letters, digits, '_' or '-'")
+    assert all(c.isprintable() for c in msg), msg
+
+
+def test_scenario_name_charset(write_scenario):
+    text = scenario_text().replace('name = "t"', 'name = "t\\u001b]0;x\\u0007"')
+    msg = assert_error(cli("validate", write_scenario(text)), "name:", "ASCII letters")
+    assert all(c.isprintable() for c in msg), msg
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/", "fifo"])
+def test_trace_csv_must_be_a_regular_file(write_scenario, tmp_path, path):
+    if path == "fifo":  # no writer: opening it for reading would block forever
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    text = scenario_text(phases="[]").replace("phases = []", f'trace_csv = "{path}"')
+    assert_error(cli("validate", write_scenario(text)), "task.spinner.trace_csv", path, "give a regular file")
+
+
+def test_totals_are_bounded(write_scenario):
+    tasks = "".join(f'[[task]]\nname = "t{i}"\nthreads = 100000\nphases = [{{ run_us = 1000 }}]\n' for i in range(100))
+    assert_error(cli("validate", write_scenario(scenario_text() + tasks)), "threads in all", "100000")
+    day = scenario_text(top="sample_ms = 1").replace("duration_s = 0.5", "duration_s = 86400")
+    tasks = "".join(f'[[task]]\nname = "t{i}"\nphases = [{{ run_us = 1000 }}]\n' for i in range(50))
+    assert_error(cli("validate", write_scenario(day + tasks)), "sample_ms", "samples", "10000000")
+
+
+def test_seed_takes_any_u64():
+    result = cli("run", "two-spinners", "--json", "--set", "seed=18446744073709551615", "--set", "duration_s=0.1")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["seed"] == 18446744073709551615
+    assert_error(cli("run", "two-spinners", "--set", "seed=18446744073709551616"), "seed", "0..=18446744073709551615")
+
+
+def test_panic_is_one_line_exit_3(monkeypatch):
+    def panics(*args):
+        raise _native.PanicException("index out of bounds: the len is 0\nbut the index is 0")
+
+    monkeypatch.setattr(_native, "run", panics)
+    result = cli("run", "two-spinners")
+    assert result.exit_code == 3, (result.exit_code, result.stderr)
+    assert result.stdout == ""
+    assert result.stderr == (
+        "throttlelab: internal error: index out of bounds: the len is 0\\nbut the index is 0 (please report)\n"
+    )
+
+
+@pytest.mark.parametrize("signal, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_interrupted_exit_codes(monkeypatch, signal, code):
+    def interrupted(*args):
+        raise _native.Interrupted(f"interrupted by {signal}; cgroups removed, workers killed")
+
+    monkeypatch.setattr(_native, "run", interrupted)
+    result = cli("run", "two-spinners")
+    assert result.exit_code == code
+    assert result.stderr == f"throttlelab: error: interrupted by {signal}; cgroups removed, workers killed\n"
+
+
+def test_deadline_task_in_a_smaller_cpuset(write_scenario):
+    task = 'policy = "deadline"\nruntime_us = 1000\nperiod_us = 10000'
+    path = write_scenario(cgroup='cpus = "0"', task=task, phases="[{ run_us = 1000 }]")
+    assert_error(cli("validate", path), "task.spinner.cgroup", "root domain", "cpus are 0")

@@ -18,6 +18,9 @@ class HarnessError(Exception):
 class Interrupted(Exception):
     """SIGINT or SIGTERM ended a real run; its cgroups and workers are gone."""
 
+class PanicException(BaseException):
+    """A panic in the Rust code (a bug): pyo3's exception for it."""
+
 def validate(scenario: str, overrides: list[str] = ...) -> str:
     """The resolved scenario as JSON, or ScenarioError."""
 

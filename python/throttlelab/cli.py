@@ -32,6 +32,12 @@ USER_ERRORS = (
 )
 
 
+#: Exit codes: 0 ok, 2 bad input (or a refusal of the real backend), 3 a bug
+#: (a panic in the Rust core), 128 + the signal's number when a signal ended a
+#: real run (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 131 SIGQUIT); advise has its own 1.
+EXIT_INPUT, EXIT_INTERNAL, EXIT_SIGINT = 2, 3, 130
+
+
 class _Cli(click.Group):
     """A click group that reports every error as one line on stderr, never a traceback."""
 
@@ -48,17 +54,26 @@ class _Cli(click.Group):
         except click.ClickException as e:
             _fail(e.format_message(), e.exit_code)
         except USER_ERRORS as e:
-            _fail(str(e), 2)
+            _fail(str(e), EXIT_INPUT)
         except _native.Interrupted as e:
             _fail(str(e), 128 + e.signal)
         except click.Abort:
-            _fail("interrupted", 130)
+            _fail("interrupted", EXIT_SIGINT)
+        except _native.PanicException as e:  # a BaseException: only this clause catches it
+            _exit(f"internal error: {e} (please report)", EXIT_INTERNAL)
         # Without standalone mode click returns the exit code of --help and the like.
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
 def _fail(message: str, code: int) -> None:
-    click.echo(f"throttlelab: error: {message}", err=True)
+    _exit(f"error: {message}", code)
+
+
+def _exit(message: str, code: int) -> None:
+    """Print ``throttlelab: <message>`` as one line, its control characters
+    escaped (it may quote user input), and exit with ``code``."""
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    click.echo(f"throttlelab: {line}", err=True)
     sys.exit(code)
 
 

@@ -9,6 +9,7 @@
 //! ```
 
 mod bandwidth;
+mod cpulist;
 mod deadline;
 mod error;
 mod event;

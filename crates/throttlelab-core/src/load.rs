@@ -1,6 +1,6 @@
 //! From TOML text and `--set` overrides to a validated [`Scenario`].
 
-use crate::error::{line_of_offset, ScenarioError};
+use crate::error::{line_of_offset, shown, ScenarioError};
 use crate::scenario::Scenario;
 use crate::usage_csv;
 use std::path::Path;
@@ -21,11 +21,20 @@ pub fn load(text: &str, overrides: &[String]) -> Result<Scenario, ScenarioError>
         })?
     } else {
         let mut table: Table = toml::from_str(text).map_err(|e| syntax_error(text, &e))?;
+        let mut seed = None;
         for o in overrides {
-            apply_override(&mut table, o)?;
+            match seed_override(o) {
+                Some(s) => seed = Some(s?),
+                None => apply_override(&mut table, o)?,
+            }
+        }
+        if seed.is_some() {
+            table.remove("seed");
         }
         let edited = toml::to_string(&table).expect("a TOML table serialises");
-        deserialize(&edited).map_err(|e| ScenarioError { line: None, ..e })?
+        let mut scenario = deserialize(&edited).map_err(|e| ScenarioError { line: None, ..e })?;
+        scenario.seed = seed.unwrap_or(scenario.seed);
+        scenario
     };
     read_trace_files(&mut scenario).map_err(|e| {
         let line = if overrides.is_empty() { line_of_key(text, &e.key) } else { None };
@@ -135,6 +144,18 @@ pub fn line_of_key(text: &str, key: &str) -> Option<usize> {
     span.map(|s| line_of_offset(text, s))
 }
 
+/// `--set seed=N`, read here as any u64: TOML integers stop at i64::MAX.
+/// `None` when `spec` sets another key.
+fn seed_override(spec: &str) -> Option<Result<u64, ScenarioError>> {
+    let (key, raw) = spec.split_once('=')?;
+    (key.trim() == "seed").then(|| {
+        let raw = raw.trim();
+        raw.replace('_', "").parse().map_err(|_| {
+            ScenarioError::new("seed", format!("must be an integer in 0..={}, got {}", u64::MAX, shown(raw)))
+        })
+    })
+}
+
 /// Apply one `--set dotted.key=value`.
 fn apply_override(table: &mut Table, spec: &str) -> Result<(), ScenarioError> {
     let Some((key, raw)) = spec.split_once('=') else {
@@ -221,6 +242,19 @@ phases = [{ run_us = 1000 }]
         assert_eq!(s.cgroups[0].quota(), None);
         assert_eq!(s.kernel.profile.as_str(), "5.4");
         assert_eq!(s.seed, 7);
+    }
+
+    #[test]
+    fn seed_takes_any_u64() {
+        assert_eq!(load(BASE, &["seed=18446744073709551615".into()]).unwrap().seed, u64::MAX);
+        assert_eq!(load(BASE, &[" seed = 1_000 ".into()]).unwrap().seed, 1000);
+        for bad in ["-1", "18446744073709551616", "x", "1.5"] {
+            let e = err(BASE, &[format!("seed={bad}").as_str()]);
+            assert_eq!(e.key, "seed");
+            assert!(e.message.starts_with("must be an integer in 0..=18446744073709551615"), "{e}");
+        }
+        let bad_in_file = BASE.replace("duration_s = 1", "duration_s = 1\nseed = -1");
+        assert_eq!(load(&bad_in_file, &["seed=3".into()]).unwrap().seed, 3, "the override replaces the file's seed");
     }
 
     #[test]

@@ -4,14 +4,39 @@
 //! (`deny_unknown_fields`); value checks follow the kernel's own limits
 //! (`tg_set_cfs_bandwidth`: period 1 ms..1 s, quota >= 1 ms, burst <= quota).
 
-use crate::error::ScenarioError;
+use crate::cpulist::CpuList;
+pub use crate::cpulist::parse_cpu_list;
+use crate::error::{shown, ScenarioError};
 use crate::phases::TaskPhases;
 use crate::profile::{Feature, Profile};
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 /// Simulated time cap when `duration_s` is absent: run until every finite task
 /// finishes, but never longer than this.
 pub const MAX_DURATION_S: f64 = 86_400.0;
+
+/// The longest `sample_ms`: a day, as the longest run.
+pub const MAX_SAMPLE_MS: u64 = 86_400_000;
+
+// Totals a run may ask for. Each key has its own range; these bound their
+// products, which a run keeps in memory (a few hundred MB at most).
+/// Threads of all tasks and services together.
+pub const MAX_THREADS: u64 = 100_000;
+/// Runqueues: one cfs_rq (and group entity) per cgroup, the root's included, per CPU.
+pub const MAX_CFS_RQS: u64 = 1_000_000;
+/// `sample_ms` intervals over the run, summed over the tasks.
+pub const MAX_SAMPLES: u64 = 10_000_000;
+/// Requests expected over the run (`rate_per_s` x duration), summed over the
+/// services: each one's latency is kept.
+pub const MAX_REQUESTS: u64 = 10_000_000;
+
+/// The longest time any key may give (10^16 ns, about 116 days): far beyond
+/// a run (a day at most), and far from overflowing u64 nanoseconds when a
+/// run adds it to the time.
+pub const MAX_TIME_NS: u64 = 10_000_000_000_000_000;
+const MAX_TIME_MS: f64 = (MAX_TIME_NS / 1_000_000) as f64;
 
 /// Kernel limits from `kernel/sched/core.c`.
 pub const MIN_CFS_QUOTA_PERIOD_US: u64 = 1_000;
@@ -463,29 +488,6 @@ pub struct WriteSpec {
     pub burst_us: Option<u64>,
 }
 
-/// Parse `"0-3,5"` into a sorted list of CPU ids.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    let mut cpus = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let lo: usize = lo.parse().map_err(|_| format!("bad CPU list {s:?}"))?;
-        let hi: usize = hi.parse().map_err(|_| format!("bad CPU list {s:?}"))?;
-        if lo > hi {
-            return Err(format!("bad CPU range {part:?}"));
-        }
-        cpus.extend(lo..=hi);
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    if cpus.is_empty() {
-        return Err(format!("empty CPU list {s:?}"));
-    }
-    Ok(cpus)
-}
-
 /// Seconds (float, from the file) to integer nanoseconds.
 pub fn secs_to_ns(s: f64) -> u64 {
     (s * 1e9).round() as u64
@@ -510,9 +512,7 @@ impl Scenario {
     /// and the real backend can both take it as is.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         let err = |key: String, msg: String| Err(ScenarioError::new(key, msg));
-        if self.name.trim().is_empty() {
-            return err("name".into(), "must not be empty".into());
-        }
+        check_scenario_name(&self.name)?;
         if let Some(d) = self.duration_s {
             if !(d > 0.0 && d <= MAX_DURATION_S) {
                 return err("duration_s".into(), format!("must be in (0, {MAX_DURATION_S}], got {d}"));
@@ -571,46 +571,62 @@ impl Scenario {
                 return err(key.into(), format!("must be <= 1000000 (1 ms), got {v}"));
             }
         }
-        self.validate_cgroups()?;
-        self.validate_tasks()?;
-        self.validate_services()?;
-        self.validate_writes()?;
+        if self.sample_ms > MAX_SAMPLE_MS {
+            return err("sample_ms".into(), format!("must be in 0..={MAX_SAMPLE_MS} (a day), got {}", self.sample_ms));
+        }
+        let cgroups = self.validate_cgroups()?;
+        let names = self.validate_tasks(&cgroups)?;
+        self.validate_services(&cgroups, names)?;
+        self.validate_writes(&cgroups)?;
+        self.validate_totals()?;
         if self.duration_s.is_none() && !self.tasks.iter().any(|t| t.effective_loops() >= 0 && (t.threads > 0 || !t.windows.is_empty())) {
             return err("duration_s".into(), "required when no task is finite (every task loops forever)".into());
         }
         Ok(())
     }
 
-    fn validate_cpus(&self, key: &str, cpus: &Option<String>) -> Result<(), ScenarioError> {
-        if let Some(list) = cpus {
-            let ids = parse_cpu_list(list).map_err(|m| ScenarioError::new(key, m))?;
-            if let Some(&bad) = ids.iter().find(|&&c| c >= self.machine.cpus) {
-                return Err(ScenarioError::new(
-                    key,
-                    format!("CPU {bad} does not exist (machine.cpus = {})", self.machine.cpus),
-                ));
-            }
+    /// A `cpus` value: a CPU list within the machine.
+    fn cpu_list(&self, key: &str, list: &str) -> Result<CpuList, ScenarioError> {
+        let cpus = CpuList::parse(list).map_err(|m| ScenarioError::new(key, m))?;
+        if cpus.last() >= self.machine.cpus {
+            let msg = format!("CPU {} does not exist (machine.cpus = {})", cpus.last(), self.machine.cpus);
+            return Err(ScenarioError::new(key, msg));
         }
-        Ok(())
+        Ok(cpus)
     }
 
-    fn validate_cgroups(&self) -> Result<(), ScenarioError> {
-        for (i, c) in self.cgroups.iter().enumerate() {
-            let key = |field: &str| format!("cgroup.{}.{}", c.name, field);
-            if c.name.is_empty() || c.name.contains(['/', '.']) {
-                return Err(ScenarioError::new(format!("cgroup[{i}].name"), format!("must be a plain name, got {:?}", c.name)));
+    /// A task's or service's `cpus`: within the machine, and sharing a CPU
+    /// with its cgroup's effective cpus (or no thread of it could run).
+    fn check_member_cpus(&self, key: &str, cpus: &Option<String>, group: Option<&CpuList>) -> Result<(), ScenarioError> {
+        let Some(list) = cpus else { return Ok(()) };
+        let cpus = self.cpu_list(key, list)?;
+        match group {
+            Some(group) if !cpus.intersects(group) => {
+                Err(ScenarioError::new(key, format!("no CPU of {cpus} is in its cgroup's cpus ({group})")))
             }
-            if self.cgroups[..i].iter().any(|o| o.name == c.name) {
+            _ => Ok(()),
+        }
+    }
+
+    fn validate_cgroups(&self) -> Result<CgroupIndex<'_>, ScenarioError> {
+        let mut index = CgroupIndex {
+            by_name: HashMap::with_capacity(self.cgroups.len()),
+            effective_cpus: Vec::with_capacity(self.cgroups.len()),
+        };
+        for (i, c) in self.cgroups.iter().enumerate() {
+            check_name(&format!("cgroup[{i}].name"), &c.name)?;
+            let key = |field: &str| format!("cgroup.{}.{}", c.name, field);
+            if index.by_name.contains_key(c.name.as_str()) {
                 return Err(ScenarioError::new(key("name"), "duplicate cgroup name".to_string()));
             }
-            if let Some(p) = &c.parent {
-                if self.cgroups[..i].iter().all(|o| &o.name != p) {
-                    return Err(ScenarioError::new(
-                        key("parent"),
-                        format!("unknown cgroup {p:?} (a parent must be declared before its children)"),
-                    ));
-                }
-            }
+            let parent = match &c.parent {
+                None => None,
+                Some(p) => Some(*index.by_name.get(p.as_str()).ok_or_else(|| {
+                    let msg = format!("unknown cgroup {} (a parent must be declared before its children)", shown(p));
+                    ScenarioError::new(key("parent"), msg)
+                })?),
+            };
+            index.by_name.insert(&c.name, i);
             check_bandwidth(&key, c.period_us, c.quota_us, c.burst_us, self.kernel.profile)?;
             if let Some(o) = c.period_timer_offset_us {
                 if !(0.0..c.period_us as f64).contains(&o) {
@@ -621,35 +637,40 @@ impl Scenario {
             if !(1..=10_000).contains(&c.weight) {
                 return Err(ScenarioError::new(key("weight"), format!("must be in 1..=10000 (cpu.weight), got {}", c.weight)));
             }
-            self.validate_cpus(&key("cpus"), &c.cpus)?;
+            let inherited = parent.and_then(|p| index.effective_cpus[p].clone());
+            let effective = match &c.cpus {
+                None => inherited,
+                Some(list) => {
+                    let cpus = self.cpu_list(&key("cpus"), list)?;
+                    if let Some(parent_cpus) = inherited.filter(|p| !cpus.is_subset(p)) {
+                        let msg = format!("{cpus} is not within its parent's cpus ({parent_cpus}), as cpuset requires");
+                        return Err(ScenarioError::new(key("cpus"), msg));
+                    }
+                    Some(Rc::new(cpus))
+                }
+            };
+            index.effective_cpus.push(effective);
         }
-        Ok(())
+        Ok(index)
     }
 
-    fn check_cgroup_ref(&self, key: String, cg: &Option<String>) -> Result<(), ScenarioError> {
-        match cg {
-            Some(name) if self.cgroup_index(name).is_none() => {
-                Err(ScenarioError::new(key, format!("unknown cgroup {name:?}")))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    fn validate_tasks(&self) -> Result<(), ScenarioError> {
-        let mut names: Vec<&str> = Vec::new();
+    /// Returns the task names, which services may not take.
+    fn validate_tasks(&self, cgroups: &CgroupIndex) -> Result<HashSet<&str>, ScenarioError> {
+        let mut names = HashSet::with_capacity(self.tasks.len());
         for (i, t) in self.tasks.iter().enumerate() {
+            check_name(&format!("task[{i}].name"), &t.name)?;
             let key = |field: &str| format!("task.{}.{}", t.name, field);
-            if t.name.is_empty() || t.name.contains('.') {
-                return Err(ScenarioError::new(format!("task[{i}].name"), format!("must be a plain name, got {:?}", t.name)));
-            }
-            if names.contains(&t.name.as_str()) {
+            if !names.insert(t.name.as_str()) {
                 return Err(ScenarioError::new(key("name"), "duplicate task name".to_string()));
             }
-            names.push(&t.name);
-            self.check_cgroup_ref(key("cgroup"), &t.cgroup)?;
+            let group_cpus = cgroups.cpus_of(cgroups.get(key("cgroup"), &t.cgroup)?);
+            if let Some(class) = &t.class {
+                check_name(&key("class"), class)?;
+            }
             if !(0..=100_000).contains(&t.threads) {
                 return Err(ScenarioError::new(key("threads"), format!("must be in 0..=100000, got {}", t.threads)));
             }
+            validate_task_times(t)?;
             if t.loops < -1 || t.loops == 0 {
                 return Err(ScenarioError::new(key("loop"), format!("must be -1 (forever) or >= 1, got {}", t.loops)));
             }
@@ -658,8 +679,8 @@ impl Scenario {
                     return Err(ScenarioError::new(key("windows"), "give phases or windows, not both".to_string()));
                 }
                 self.validate_windows(t)?;
-                self.validate_cpus(&key("cpus"), &t.cpus)?;
-                self.validate_deadline(t)?;
+                self.check_member_cpus(&key("cpus"), &t.cpus, group_cpus)?;
+                self.validate_deadline(t, group_cpus)?;
                 continue;
             }
             if t.phases.is_empty() {
@@ -682,10 +703,11 @@ impl Scenario {
             if !t.phases.iter().any(|p| matches!(p.phase(), Some(Phase::Run(r)) if r > 0)) {
                 return Err(ScenarioError::new(key("phases"), "must contain a run_us phase > 0".to_string()));
             }
-            self.validate_cpus(&key("cpus"), &t.cpus)?;
-            self.validate_deadline(t)?;
+            self.check_member_cpus(&key("cpus"), &t.cpus, group_cpus)?;
+            self.validate_deadline(t, group_cpus)?;
         }
-        self.admit_statically()
+        self.admit_statically()?;
+        Ok(names)
     }
 
     fn validate_windows(&self, t: &TaskSpec) -> Result<(), ScenarioError> {
@@ -710,8 +732,9 @@ impl Scenario {
         Ok(())
     }
 
-    /// `sched_setattr`'s checks of SCHED_DEADLINE parameters (`__checkparam_dl`).
-    fn validate_deadline(&self, t: &TaskSpec) -> Result<(), ScenarioError> {
+    /// `sched_setattr`'s checks of SCHED_DEADLINE parameters (`__checkparam_dl`),
+    /// and of its affinity: the root domain's every CPU (else EPERM).
+    fn validate_deadline(&self, t: &TaskSpec, group_cpus: Option<&CpuList>) -> Result<(), ScenarioError> {
         let key = |field: &str| format!("task.{}.{}", t.name, field);
         if t.policy == Policy::Normal {
             let profile = t.profile_ms.map(|ms| ms * 1_000);
@@ -737,6 +760,10 @@ impl Scenario {
         }
         if t.cpus.is_some() || t.pin {
             return Err(ScenarioError::new(key("cpus"), "a SCHED_DEADLINE task must be allowed on every CPU (root domain)".to_string()));
+        }
+        if let Some(cpus) = group_cpus.filter(|c| !c.is_all(self.machine.cpus)) {
+            let msg = format!("a SCHED_DEADLINE task must be allowed on every CPU (root domain), but its cgroup's cpus are {cpus}");
+            return Err(ScenarioError::new(key("cgroup"), msg));
         }
         if t.retry_ms == 0 {
             return Err(ScenarioError::new(key("retry_ms"), "must be >= 1".to_string()));
@@ -782,40 +809,42 @@ impl Scenario {
         Ok(())
     }
 
-    fn validate_services(&self) -> Result<(), ScenarioError> {
-        for s in &self.services {
+    fn validate_services<'a>(&'a self, cgroups: &CgroupIndex, mut names: HashSet<&'a str>) -> Result<(), ScenarioError> {
+        for (i, s) in self.services.iter().enumerate() {
+            check_name(&format!("service[{i}].name"), &s.name)?;
             let key = |field: &str| format!("service.{}.{}", s.name, field);
-            if self.tasks.iter().any(|t| t.name == s.name) || self.services.iter().filter(|o| o.name == s.name).count() > 1 {
+            if !names.insert(s.name.as_str()) {
                 return Err(ScenarioError::new(key("name"), "duplicate task or service name".to_string()));
             }
-            self.check_cgroup_ref(key("cgroup"), &s.cgroup)?;
+            let group_cpus = cgroups.cpus_of(cgroups.get(key("cgroup"), &s.cgroup)?);
             if !(1..=100_000).contains(&s.workers) {
                 return Err(ScenarioError::new(key("workers"), format!("must be in 1..=100000, got {}", s.workers)));
             }
             if !(s.rate_per_s > 0.0 && s.rate_per_s <= 1e6) {
                 return Err(ScenarioError::new(key("rate_per_s"), format!("must be in (0, 1e6], got {}", s.rate_per_s)));
             }
+            check_time(&key("cost_us"), s.cost_us, 1_000, "us")?;
             if s.cost_us == 0 {
                 return Err(ScenarioError::new(key("cost_us"), "must be > 0".to_string()));
             }
-            self.validate_cpus(&key("cpus"), &s.cpus)?;
+            self.check_member_cpus(&key("cpus"), &s.cpus, group_cpus)?;
         }
         Ok(())
     }
 
-    fn validate_writes(&self) -> Result<(), ScenarioError> {
+    fn validate_writes(&self, cgroups: &CgroupIndex) -> Result<(), ScenarioError> {
         for (i, w) in self.writes.iter().enumerate() {
             let key = |field: &str| format!("write[{i}].{field}");
-            let Some(cg) = self.cgroup_index(&w.cgroup) else {
-                return Err(ScenarioError::new(key("cgroup"), format!("unknown cgroup {:?}", w.cgroup)));
+            let Some(&cg) = cgroups.by_name.get(w.cgroup.as_str()) else {
+                return Err(ScenarioError::new(key("cgroup"), format!("unknown cgroup {}", shown(&w.cgroup))));
             };
             match (w.at_ms, w.start_ms, w.every_ms) {
-                (Some(at), None, None) if at >= 0.0 => {}
-                (None, Some(start), Some(every)) if start >= 0.0 && every >= 1.0 => {}
+                (Some(at), None, None) if (0.0..=MAX_TIME_MS).contains(&at) => {}
+                (None, Some(start), Some(every)) if (0.0..=MAX_TIME_MS).contains(&start) && (1.0..=MAX_TIME_MS).contains(&every) => {}
                 _ => {
                     return Err(ScenarioError::new(
                         key("at_ms"),
-                        "give at_ms >= 0, or start_ms >= 0 with every_ms >= 1".to_string(),
+                        format!("give at_ms, or start_ms with every_ms >= 1, each at most {MAX_TIME_MS} (about 116 days)"),
                     ))
                 }
             }
@@ -827,6 +856,148 @@ impl Scenario {
         }
         Ok(())
     }
+    /// Bound the products of keys that a run keeps in memory; each error
+    /// names the key that contributes most.
+    fn validate_totals(&self) -> Result<(), ScenarioError> {
+        let too_many = |key: String, what: String, limit: u64, fix: &str| {
+            Err(ScenarioError::new(key, format!("{what}, more than the {limit} a run may have; {fix}")))
+        };
+        let key = |(table, name, field): (&str, &str, &str)| format!("{table}.{name}.{field}");
+        let task_threads = self.tasks.iter().map(|t| (("task", t.name.as_str(), "threads"), TaskPhases::threads(t) as u64));
+        let workers = self.services.iter().map(|s| (("service", s.name.as_str(), "workers"), s.workers as u64));
+        let (threads, biggest) = largest_sum(task_threads.chain(workers));
+        if threads > MAX_THREADS {
+            let what = format!("the tasks and services have {threads} threads in all");
+            return too_many(key(biggest.expect("threads")), what, MAX_THREADS, "use fewer threads");
+        }
+        let cfs_rqs = (self.cgroups.len() as u64 + 1) * self.machine.cpus as u64;
+        if cfs_rqs > MAX_CFS_RQS {
+            let what = format!("{} cgroups and the root on {} CPUs need {cfs_rqs} runqueues", self.cgroups.len(), self.machine.cpus);
+            return too_many("machine.cpus".into(), what, MAX_CFS_RQS, "use fewer cgroups or CPUs");
+        }
+        if self.sample_ms > 0 {
+            let samples = self.duration_ns() / (self.sample_ms * 1_000_000) * self.tasks.len() as u64;
+            if samples > MAX_SAMPLES {
+                let what = format!("{} tasks sampled every {} ms for {} s keep {samples} samples", self.tasks.len(), self.sample_ms, self.duration_ns() as f64 / 1e9);
+                return too_many("sample_ms".into(), what, MAX_SAMPLES, "raise sample_ms or shorten duration_s");
+            }
+        }
+        let duration_s = self.duration_ns() as f64 / 1e9;
+        let expected = self.services.iter().map(|s| (("service", s.name.as_str(), "rate_per_s"), (s.rate_per_s * duration_s) as u64));
+        let (requests, biggest) = largest_sum(expected);
+        if requests > MAX_REQUESTS {
+            let what = format!("the services expect {requests} requests in {duration_s} s, each one's latency kept");
+            return too_many(key(biggest.expect("requests")), what, MAX_REQUESTS, "lower rate_per_s or shorten duration_s");
+        }
+        Ok(())
+    }
+}
+
+/// The sum of the values, and the key of the largest.
+fn largest_sum<K>(items: impl Iterator<Item = (K, u64)>) -> (u64, Option<K>) {
+    let (mut sum, mut largest) = (0u64, None::<(K, u64)>);
+    for (key, v) in items {
+        sum = sum.saturating_add(v);
+        match &largest {
+            Some((_, l)) if *l >= v => {}
+            _ => largest = Some((key, v)),
+        }
+    }
+    (sum, largest.map(|(key, _)| key))
+}
+
+/// A time key, in units of `ns_per_unit`, at most [`MAX_TIME_NS`].
+fn check_time(key: &str, value: u64, ns_per_unit: u64, unit: &str) -> Result<(), ScenarioError> {
+    let max = MAX_TIME_NS / ns_per_unit;
+    if value > max {
+        return Err(ScenarioError::new(key, format!("must be at most {max} {unit} (about 116 days), got {value}")));
+    }
+    Ok(())
+}
+
+/// Every time a task gives, before anything converts one to nanoseconds.
+fn validate_task_times(t: &TaskSpec) -> Result<(), ScenarioError> {
+    let check = |prefix: &str, fields: &[(&str, Option<u64>)], ns_per_unit: u64, unit: &str| {
+        fields.iter().try_for_each(|&(field, v)| match v {
+            Some(v) => check_time(&format!("{prefix}.{field}"), v, ns_per_unit, unit),
+            None => Ok(()),
+        })
+    };
+    let task = format!("task.{}", t.name);
+    let us = [
+        ("start_us", Some(t.start_us)),
+        ("start_spread_us", Some(t.start_spread_us)),
+        ("runtime_us", t.runtime_us),
+        ("deadline_us", t.deadline_us),
+        ("period_us", t.period_us),
+    ];
+    check(&task, &us, 1_000, "us")?;
+    check(&task, &[("retry_ms", Some(t.retry_ms)), ("profile_ms", t.profile_ms)], 1_000_000, "ms")?;
+    for (j, p) in t.phases.iter().enumerate() {
+        check(&format!("{task}.phases[{j}]"), &[("run_us", p.run_us), ("sleep_us", p.sleep_us), ("timer_us", p.timer_us)], 1_000, "us")?;
+    }
+    let max_s = (MAX_TIME_NS / 1_000_000_000) as f64;
+    if let Some((i, w)) = t.windows.iter().enumerate().find(|(_, w)| !(0.0..=max_s).contains(&w[0]) || !(0.0..=max_s).contains(&w[1])) {
+        let msg = format!("start_s and end_s must be in [0, {max_s}] (about 116 days), got [{}, {}]", w[0], w[1]);
+        return Err(ScenarioError::new(format!("task.{}.windows[{i}]", t.name), msg));
+    }
+    Ok(())
+}
+
+/// The cgroups as validated, for checking what refers to them: their indices
+/// by name, and each one's effective cpus (its own `cpus`, else its nearest
+/// ancestor's; `None`: every CPU of the machine).
+struct CgroupIndex<'a> {
+    by_name: HashMap<&'a str, usize>,
+    effective_cpus: Vec<Option<Rc<CpuList>>>,
+}
+
+impl CgroupIndex<'_> {
+    /// The cgroup a task or service names (at `key`): its index, `None` for the root.
+    fn get(&self, key: String, cgroup: &Option<String>) -> Result<Option<usize>, ScenarioError> {
+        match cgroup {
+            None => Ok(None),
+            Some(name) => match self.by_name.get(name.as_str()) {
+                Some(&i) => Ok(Some(i)),
+                None => Err(ScenarioError::new(key, format!("unknown cgroup {}", shown(name)))),
+            },
+        }
+    }
+
+    fn cpus_of(&self, cgroup: Option<usize>) -> Option<&CpuList> {
+        cgroup.and_then(|i| self.effective_cpus[i].as_deref())
+    }
+}
+
+/// Names of cgroups, tasks and services (and `class` labels): `--set` keys
+/// address them between dots, and the real backend makes directories of them.
+const NAME_MAX_LEN: usize = 64;
+
+fn check_name(key: &str, name: &str) -> Result<(), ScenarioError> {
+    let ok = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+    if name.is_empty() || name.len() > NAME_MAX_LEN || !name.bytes().all(ok) {
+        let msg = format!("must be 1 to {NAME_MAX_LEN} ASCII letters, digits, '_' or '-', got {}", shown(name));
+        return Err(ScenarioError::new(key, msg));
+    }
+    Ok(())
+}
+
+/// The scenario's `name`: free text for reports, without control characters
+/// or markup.
+const SCENARIO_NAME_MAX_LEN: usize = 128;
+const SCENARIO_NAME_PUNCTUATION: &str = " _-.+:,/()";
+
+fn check_scenario_name(name: &str) -> Result<(), ScenarioError> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || SCENARIO_NAME_PUNCTUATION.contains(c);
+    if name.trim().is_empty() || name.len() > SCENARIO_NAME_MAX_LEN || !name.chars().all(ok) {
+        let msg = format!(
+            "must be 1 to {SCENARIO_NAME_MAX_LEN} ASCII letters, digits, spaces or any of {:?}, got {}",
+            SCENARIO_NAME_PUNCTUATION.trim_start(),
+            shown(name)
+        );
+        return Err(ScenarioError::new("name", msg));
+    }
+    Ok(())
 }
 
 /// The checks of `tg_set_cfs_bandwidth` (and burst's availability per profile).
@@ -864,18 +1035,4 @@ fn check_bandwidth(
         ));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,5").unwrap(), vec![0, 1, 2, 3, 5]);
-        assert_eq!(parse_cpu_list("2").unwrap(), vec![2]);
-        assert!(parse_cpu_list("3-1").is_err());
-        assert!(parse_cpu_list("x").is_err());
-        assert!(parse_cpu_list("").is_err());
-    }
 }

@@ -17,6 +17,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use rand_pcg::Pcg64;
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 pub type CpuId = usize;
 pub type ThreadId = usize;
@@ -81,7 +82,8 @@ pub struct Thread {
     pub tg: usize,
     pub se: SeId,
     pub cpu: CpuId,
-    pub allowed: Vec<CpuId>,
+    /// Shared by the threads of a task: a run may have many threads and many CPUs.
+    pub allowed: Rc<[CpuId]>,
     pub state: ThreadState,
     pub phase: usize,
     pub loops_done: i64,
@@ -332,11 +334,11 @@ impl<'s> Sim<'s> {
     }
 
     /// Allowed CPUs: the task's list within its cgroup's cpuset.
-    fn allowed_cpus(&self, tg: usize, cpus: &Option<String>) -> Vec<CpuId> {
+    fn allowed_cpus(&self, tg: usize, cpus: &Option<String>) -> Rc<[CpuId]> {
         let group = self.cpus_of_group(tg);
         match cpus {
-            Some(list) => parse_cpu_list(list).expect("validated").into_iter().filter(|c| group.contains(c)).collect(),
-            None => group,
+            Some(list) => parse_cpu_list(list).expect("validated").into_iter().filter(|c| group.binary_search(c).is_ok()).collect(),
+            None => group.into(),
         }
     }
 
@@ -344,7 +346,7 @@ impl<'s> Sim<'s> {
         cgroup.as_ref().map(|n| self.scenario.cgroup_index(n).expect("validated") + 1).unwrap_or(0)
     }
 
-    fn add_thread(&mut self, driver: Driver, tg: usize, allowed: Vec<CpuId>) -> ThreadId {
+    fn add_thread(&mut self, driver: Driver, tg: usize, allowed: Rc<[CpuId]>) -> ThreadId {
         let tid = self.threads.len();
         let cpu = allowed[0];
         let se = self.new_task_se(tid, tg, cpu);
@@ -375,7 +377,7 @@ impl<'s> Sim<'s> {
             let tg = self.tg_of(&t.cgroup);
             let allowed = self.allowed_cpus(tg, &t.cpus);
             for i in 0..TaskPhases::threads(t) {
-                let cpus = if t.pin { vec![allowed[i % allowed.len()]] } else { allowed.clone() };
+                let cpus = if t.pin { Rc::from([allowed[i % allowed.len()]]) } else { allowed.clone() };
                 let tid = self.add_thread(Driver::Task(ti), tg, cpus);
                 if t.policy == Policy::Deadline {
                     let (runtime, deadline, period) = t.dl_params_ns().expect("validated");
@@ -666,12 +668,15 @@ impl<'s> Sim<'s> {
     }
 
     /// The n-th `sample_ms` boundary: every task's CPU time since the last one.
+    /// One pass over the threads, whatever the number of tasks.
     fn sample(&mut self, n: u64) {
-        for ti in 0..self.scenario.tasks.len() {
-            let total: u64 = (0..self.threads.len())
-                .filter(|&tid| self.threads[tid].driver == Driver::Task(ti))
-                .map(|tid| self.thread_cpu_ns(tid))
-                .sum();
+        let mut totals = vec![0u64; self.scenario.tasks.len()];
+        for tid in 0..self.threads.len() {
+            if let Driver::Task(ti) = self.threads[tid].driver {
+                totals[ti] += self.thread_cpu_ns(tid);
+            }
+        }
+        for (ti, total) in totals.into_iter().enumerate() {
             self.cpu_series[ti].push(total - self.cpu_sampled_ns[ti]);
             self.cpu_sampled_ns[ti] = total;
         }

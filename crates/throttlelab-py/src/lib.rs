@@ -159,9 +159,23 @@ fn features() -> Vec<&'static str> {
     throttlelab_core::Feature::ALL.iter().map(|f| f.as_str()).collect()
 }
 
+/// A panic reaches Python as a `PanicException`, whose message the CLI
+/// prints in one line; Rust's own report of it (several lines) only with
+/// `RUST_BACKTRACE` set.
+fn quiet_panics() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::env::var_os("RUST_BACKTRACE").is_some() {
+            report(info);
+        }
+    }));
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    quiet_panics();
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add("PanicException", m.py().get_type::<pyo3::panic::PanicException>())?;
     m.add("HarnessError", m.py().get_type::<HarnessError>())?;
     m.add("Interrupted", m.py().get_type::<Interrupted>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
