@@ -524,11 +524,15 @@ impl Sim<'_> {
         let b = &self.tgs[tg].cfs_b;
         let (cpu, expires) = (b.timer_cpu, b.period_expires - self.uptime_ns);
         let (before, after) = self.ticks_around(cpu, expires);
-        let (at, irq) = if expires <= before + self.tick_irq_ns {
-            (expires.max(before), Irq::Tick(cpu))
-        } else {
-            let own = expires + self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired);
-            (own.min(after), Irq::Own) // at `after` it runs first: ticks run last at an instant
+        let (at, irq) = match before {
+            Some((index, tick)) if expires <= tick + self.tick_irq_ns => {
+                self.rqs[cpu].tick_timers.push((index, tg));
+                (expires.max(tick), Irq::Tick(cpu))
+            }
+            _ => {
+                let own = expires + self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired);
+                (own.min(after), Irq::Own) // at `after` it runs first: ticks run last at an instant
+            }
         };
         self.events.push(at, Event::PeriodTimer { tg, irq });
     }

@@ -79,15 +79,6 @@ impl EventQueue {
         self.heap.peek().map(|Reverse((t, _, _, _))| *t)
     }
 
-    /// Pop the next event if it is a period timer that runs in the interrupt
-    /// of `cpu`'s tick, due by `until`.
-    pub fn pop_in_tick(&mut self, until: Time, cpu: usize) -> Option<(Time, Event)> {
-        match self.heap.peek() {
-            Some(Reverse((t, _, _, Event::PeriodTimer { irq: Irq::Tick(c), .. }))) if *t <= until && *c == cpu => self.pop(),
-            _ => None,
-        }
-    }
-
     pub fn pop(&mut self) -> Option<(Time, Event)> {
         let Reverse((t, _, _, ev)) = self.heap.pop()?;
         self.processed += 1;
@@ -129,15 +120,9 @@ mod tests {
         q.push(10, timer);
         q.push(10, Event::Tick { cpu: 1, index: 2, gen: 0 });
         q.push(10, Event::Tick { cpu: 0, index: 2, gen: 0 });
-        assert_eq!(q.pop_in_tick(10, 1), None);
         assert_eq!(q.pop(), Some((10, Event::Tick { cpu: 0, index: 2, gen: 0 })));
-        assert_eq!(q.pop_in_tick(10, 0), None);
         assert_eq!(q.pop(), Some((10, Event::Tick { cpu: 1, index: 2, gen: 0 })));
-        assert_eq!(q.pop_in_tick(10, 1), Some((10, timer)));
+        assert_eq!(q.pop(), Some((10, timer)));
         assert_eq!(q.pop(), None);
-        // One expiring a little after the tick, while its interrupt lasts.
-        q.push(15, timer);
-        assert_eq!(q.pop_in_tick(14, 1), None);
-        assert_eq!(q.pop_in_tick(22, 1), Some((15, timer)));
     }
 }

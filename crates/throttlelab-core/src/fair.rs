@@ -712,17 +712,21 @@ impl Sim<'_> {
 
     /// The next tick on `cpu` that can change something: every tick while
     /// more than one entity competes at some level; otherwise the first tick
-    /// at which some level's local runtime is used up (or, on 4.18, expires).
+    /// at which some level's local runtime is used up (or, on 4.18, expires),
+    /// or whose interrupt runs a period timer (a preemption asked for
+    /// meanwhile waits for the timer).
     fn next_interesting_tick(&self, cpu: CpuId) -> Option<u64> {
         let tid = self.fair_curr(cpu)?;
+        let first = self.first_tick_at_or_after(cpu, self.now);
         if !self.skip_ticks {
-            return Some(self.first_tick_at_or_after(cpu, self.now));
+            return Some(first);
         }
+        let timer_tick = self.rqs[cpu].tick_timers.iter().map(|&(k, _)| k).filter(|&k| k >= first).min();
         let mut due: Option<Time> = None;
         for se in self.hierarchy(self.threads[tid].se) {
             let c = &self.cfs_rqs[self.ses[se].cfs_rq];
             if c.nr_running > 1 {
-                return Some(self.first_tick_at_or_after(cpu, self.now));
+                return Some(first);
             }
             if c.runtime_enabled && !c.throttled {
                 let mut t = self.ses[se].exec_start.saturating_add_signed(c.runtime_remaining.max(0));
@@ -732,7 +736,8 @@ impl Sim<'_> {
                 due = Some(due.map_or(t, |d: Time| d.min(t)));
             }
         }
-        due.map(|t| self.first_tick_at_or_after(cpu, t.max(self.now)))
+        let runtime_tick = due.map(|t| self.first_tick_at_or_after(cpu, t.max(self.now)));
+        runtime_tick.into_iter().chain(timer_tick).min()
     }
 
     /// (Re-)arm the next tick event of `cpu` if it changed.

@@ -46,6 +46,13 @@ pub struct Rq {
     pub tick_armed: Option<(u64, Time)>,
     /// Index of the first tick whose effects have not been applied yet.
     pub next_tick: u64,
+    /// Period timers that run in the interrupt of one of this CPU's ticks
+    /// (`Irq::Tick`), until they fire: (tick index, task group).
+    pub tick_timers: Vec<(u64, usize)>,
+    /// The tick whose interrupt is running: it has period timers still to
+    /// run, and a preemption waits for them (the kernel reschedules on the
+    /// return from the interrupt).
+    pub irq_tick: Option<u64>,
     /// Touched during the current event (listed in `Sim::dirty`).
     pub dirty: bool,
     /// The deadline thread global EDF assigned to this CPU; it runs ahead of
@@ -457,13 +464,14 @@ impl<'s> Sim<'s> {
         self.tick_base(cpu) + index * self.tun.tick_ns + noise::uniform(self.seed, Stream::Tick(cpu), index, self.tick_jitter_ns)
     }
 
-    /// When the ticks on `cpu` around an hrtimer expiring at `expires` run:
-    /// the last one expiring before it and the next one (at or after it; at
-    /// equal expiry the tick, re-armed last, runs after the timer).
-    pub(crate) fn ticks_around(&self, cpu: CpuId, expires: Time) -> (Time, Time) {
+    /// The ticks on `cpu` around an hrtimer expiring at `expires`: the last
+    /// one expiring before it (index and when it runs; none before tick 0)
+    /// and when the next one runs (at or after it; at equal expiry the tick,
+    /// re-armed last, runs after the timer).
+    pub(crate) fn ticks_around(&self, cpu: CpuId, expires: Time) -> (Option<(u64, Time)>, Time) {
         let base = self.tick_base(cpu);
         let next = expires.saturating_sub(base).div_ceil(self.tun.tick_ns);
-        let before = if next == 0 { 0 } else { self.tick_time(cpu, next - 1) };
+        let before = next.checked_sub(1).map(|k| (k, self.tick_time(cpu, k)));
         (before, self.tick_time(cpu, next))
     }
 
@@ -560,19 +568,23 @@ impl<'s> Sim<'s> {
                 if self.rqs[cpu].tick_gen == gen {
                     self.rqs[cpu].tick_armed = None;
                     self.scheduler_tick(cpu, index);
-                }
-                // The same interrupt runs the period timers that expire before it ends.
-                while let Some((at, ev)) = self.events.pop_in_tick(self.now + self.tick_irq_ns, cpu) {
-                    self.now = at;
-                    self.dispatch(ev);
+                    // Its interrupt lasts until the period timers expiring
+                    // before it ends have run.
+                    if self.rqs[cpu].tick_timers.iter().any(|&(k, _)| k == index) {
+                        self.rqs[cpu].irq_tick = Some(index);
+                    }
                 }
             }
             Event::PeriodTimer { tg, irq } => {
+                let in_tick_irq = match irq {
+                    Irq::Tick(cpu) => self.run_in_tick_irq(cpu, tg),
+                    _ => false,
+                };
                 let b = &self.tgs[tg].cfs_b;
                 // An idle CPU has no tick to share: the timer takes its own
                 // interrupt, once the CPU has left its idle state.
                 let delay = match irq {
-                    _ if !self.is_idle(b.timer_cpu) => 0,
+                    _ if in_tick_irq || !self.is_idle(b.timer_cpu) => 0,
                     Irq::Own => self.idle_exit_ns,
                     Irq::Tick(_) => self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired) + self.idle_exit_ns,
                     Irq::AfterIdle => 0,
@@ -603,7 +615,7 @@ impl<'s> Sim<'s> {
     /// the ticks of every CPU whose state changed.
     fn finish_event(&mut self) {
         while let Some(cpu) = self.resched.pop() {
-            if self.rqs[cpu].need_resched {
+            if self.rqs[cpu].need_resched && !self.preemption_held(cpu) {
                 self.schedule(cpu);
             }
         }
@@ -620,6 +632,34 @@ impl<'s> Sim<'s> {
             self.rqs[cpu].dirty = true;
             self.dirty.push(cpu);
         }
+    }
+
+    /// A period timer that runs in the interrupt of one of `cpu`'s ticks
+    /// fires: returns whether that interrupt is running (it ran the tick),
+    /// and ends it when no other timer is left to run in it.
+    fn run_in_tick_irq(&mut self, cpu: CpuId, tg: usize) -> bool {
+        let rq = &mut self.rqs[cpu];
+        let pos = rq.tick_timers.iter().position(|&(_, g)| g == tg).expect("armed in a tick");
+        let (index, _) = rq.tick_timers.swap_remove(pos);
+        if rq.irq_tick != Some(index) {
+            return false;
+        }
+        if rq.tick_timers.iter().all(|&(k, _)| k != index) {
+            rq.irq_tick = None;
+            if rq.need_resched {
+                self.resched.push(cpu);
+            }
+        }
+        true
+    }
+
+    /// Whether `cpu`'s reschedule waits for the end of a tick's interrupt:
+    /// a preemption of a thread that is still queued does (the kernel
+    /// preempts on the return from the interrupt); a thread that blocked or
+    /// left the fair class switches at once.
+    fn preemption_held(&self, cpu: CpuId) -> bool {
+        let rq = &self.rqs[cpu];
+        rq.irq_tick.is_some() && rq.curr.is_some_and(|t| !self.is_dl(t) && self.ses[self.threads[t].se].on_rq)
     }
 
     pub fn resched_curr(&mut self, cpu: CpuId) {

@@ -5,8 +5,8 @@
 mod common;
 
 use proptest::prelude::*;
-use throttlelab_core::trace::{Record, TraceKind};
-use throttlelab_core::{load, Output, Scenario, Sim};
+use throttlelab_core::trace::TraceKind;
+use throttlelab_core::{load, Scenario};
 
 #[derive(Debug, Clone)]
 struct Params {
@@ -131,13 +131,6 @@ phases = [{{ run_us = {run} }}, {{ sleep_us = 3000 }}]
     )
 }
 
-fn traced(s: &Scenario, skip_ticks: bool) -> (Output, Vec<Record>) {
-    let mut sim = Sim::new(s);
-    sim.skip_ticks = skip_ticks;
-    let (out, t) = sim.run_traced();
-    (out, t.records)
-}
-
 /// Task groups that contain `tg` (itself and its ancestors), given the
 /// scenario's declaration order (index + 1 = tg).
 fn ancestors(s: &Scenario, tg: usize) -> Vec<usize> {
@@ -170,23 +163,15 @@ proptest! {
     #[test]
     fn skipping_ticks_changes_nothing(p in params()) {
         let s = load(&scenario_text(&p), &[]).unwrap();
-        let (a, ra) = traced(&s, true);
-        let (b, rb) = traced(&s, false);
-        prop_assert_eq!(&a.cgroups, &b.cgroups);
-        prop_assert_eq!(&a.tasks, &b.tasks);
-        let bw = |r: &&Record| !matches!(r.kind, TraceKind::Tick);
-        let ka: Vec<_> = ra.iter().filter(bw).map(|r| (r.time, r.cpu, r.tg, r.kind)).collect();
-        let kb: Vec<_> = rb.iter().filter(bw).map(|r| (r.time, r.cpu, r.tg, r.kind)).collect();
-        if let Some(i) = (0..ka.len().max(kb.len())).find(|&i| ka.get(i) != kb.get(i)) {
-            let around = |v: &[(u64, Option<usize>, usize, TraceKind)]| v[i.saturating_sub(3)..(i + 3).min(v.len())].to_vec();
-            prop_assert!(false, "traces differ at record {}: skipping {:?} vs every tick {:?}", i, around(&ka), around(&kb));
+        if let Some(difference) = common::skipping_difference(&s) {
+            prop_assert!(false, "{}", difference);
         }
     }
 
     #[test]
     fn throttled_cfs_rq_never_runs(p in params()) {
         let s = load(&scenario_text(&p), &[]).unwrap();
-        let (_, recs) = traced(&s, true);
+        let (_, recs) = common::traced(&s, true);
         let mut throttled = std::collections::BTreeSet::new();
         let mut running: Vec<Option<usize>> = vec![None; p.cpus];
         for (i, r) in recs.iter().enumerate() {
@@ -218,7 +203,7 @@ proptest! {
     #[test]
     fn usage_per_period_is_bounded(p in params()) {
         let s = load(&scenario_text(&p), &[]).unwrap();
-        let (_, recs) = traced(&s, true);
+        let (_, recs) = common::traced(&s, true);
         let app = s.cgroup_index("app").unwrap() + 1;
         let c = &s.cgroups[app - 1];
         let quota = c.quota().unwrap() * 1000;

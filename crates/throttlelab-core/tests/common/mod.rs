@@ -1,7 +1,11 @@
-//! What every property test shares: a configuration that is deterministic
-//! unless asked otherwise.
+//! What the simulator's integration tests share: a property-test
+//! configuration that is deterministic unless asked otherwise, and the check
+//! that skipping ticks changes nothing.
+#![allow(dead_code)] // each test binary uses its own part
 
 use proptest::test_runner::{Config, RngSeed};
+use throttlelab_core::trace::{Record, TraceKind};
+use throttlelab_core::{Output, Scenario, Sim};
 
 /// The seed CI draws every property's cases from.
 const CI_SEED: u64 = 0x7468_726f_7474_6c65; // "throttle"
@@ -19,4 +23,33 @@ pub fn proptest_config(default_cases: u32) -> Config {
         config.rng_seed = RngSeed::Fixed(CI_SEED);
     }
     config
+}
+
+/// Run `s` to its end, skipping the ticks that cannot change anything or
+/// simulating every one, with the bandwidth trace.
+pub fn traced(s: &Scenario, skip_ticks: bool) -> (Output, Vec<Record>) {
+    let mut sim = Sim::new(s);
+    sim.skip_ticks = skip_ticks;
+    let (out, t) = sim.run_traced();
+    (out, t.records)
+}
+
+/// How a run that skips ticks differs from one that simulates every tick:
+/// the outputs, or the first record of the trace (ticks aside) that differs,
+/// with its neighbours. `None` when they are identical.
+pub fn skipping_difference(s: &Scenario) -> Option<String> {
+    let (a, ra) = traced(s, true);
+    let (b, rb) = traced(s, false);
+    if (&a.cgroups, &a.tasks) != (&b.cgroups, &b.tasks) {
+        return Some(format!(
+            "outputs differ: skipping {:?} {:?} vs every tick {:?} {:?}",
+            a.cgroups, a.tasks, b.cgroups, b.tasks
+        ));
+    }
+    let untimed = |r: &&Record| !matches!(r.kind, TraceKind::Tick);
+    let ka: Vec<_> = ra.iter().filter(untimed).map(|r| (r.time, r.cpu, r.tg, r.kind)).collect();
+    let kb: Vec<_> = rb.iter().filter(untimed).map(|r| (r.time, r.cpu, r.tg, r.kind)).collect();
+    let i = (0..ka.len().max(kb.len())).find(|&i| ka.get(i) != kb.get(i))?;
+    let around = |v: &[(u64, Option<usize>, usize, TraceKind)]| v[i.saturating_sub(3)..(i + 3).min(v.len())].to_vec();
+    Some(format!("traces differ at record {i}: skipping {:?} vs every tick {:?}", around(&ka), around(&kb)))
 }
