@@ -69,7 +69,10 @@ fn real(py: Python<'_>, scenario: &str, overrides: Vec<String>, python_executabl
 /// The main of a real run's worker process (`python -m throttlelab._worker`).
 #[pyfunction]
 fn worker_main(py: Python<'_>) -> PyResult<()> {
-    py.detach(throttlelab_real::worker_main).map_err(HarnessError::new_err)
+    match py.detach(throttlelab_real::worker_main) {
+        Ok(()) | Err(throttlelab_real::Failure::Told(_)) => Ok(()),
+        Err(throttlelab_real::Failure::Untold(e)) => Err(HarnessError::new_err(e)),
+    }
 }
 
 /// A scenario file's text with its relative `trace_csv` paths made absolute

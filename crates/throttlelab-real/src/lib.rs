@@ -22,7 +22,7 @@ pub mod worker;
 pub use cgroupfs::{Version, ROOT_ENV};
 pub use error::{Error, Result};
 pub use host::Host;
-pub use worker::worker_main;
+pub use worker::{worker_main, Failure};
 
 use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Stale, Tree};
 use lock::RunLock;
