@@ -19,7 +19,16 @@ const WORKER: &str = "throttlelab-worker";
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     println!("cargo:rerun-if-changed=build.rs");
-    for input in ["Cargo.toml", "Cargo.lock", "crates/throttlelab-core", "crates/throttlelab-real"] {
+    // What the worker is built from (not the crates' tests).
+    let inputs = [
+        "Cargo.toml",
+        "Cargo.lock",
+        "crates/throttlelab-core/Cargo.toml",
+        "crates/throttlelab-core/src",
+        "crates/throttlelab-real/Cargo.toml",
+        "crates/throttlelab-real/src",
+    ];
+    for input in inputs {
         println!("cargo:rerun-if-changed={}", root.join(input).display());
     }
     let target = env::var("TARGET").expect("cargo sets TARGET");
@@ -31,6 +40,8 @@ fn main() {
         .arg(root.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(&target_dir)
+        // Our stdout is cargo's instructions: keep the build's messages off it.
+        .stdout(std::io::stderr())
         .status()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", Path::new(&cargo).display()));
     assert!(status.success(), "building {WORKER} failed: {status}");
