@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+import throttlelab
 from helpers import cli, run_json, scenario_text
 from test_errors import assert_error
+from throttlelab.worker import WORKER
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: The lock a run holds; it holds the pid of the last run that took it.
@@ -49,16 +51,22 @@ def leftover_cgroups(pid: int) -> list[Path]:
     return [p for p in [CGROUP_ROOT / name, *CGROUP_ROOT.glob(f"*/{name}"), *tracefs] if p.exists()]
 
 
+def exe(pid: int) -> str:
+    """The executable process `pid` runs ("" if it is gone or a zombie)."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
 def live_workers() -> list[int]:
-    """Pids of running `python -m throttlelab._worker` processes."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and b"throttlelab._worker" in (proc / "cmdline").read_bytes():
-                pids.append(int(proc.name))
-        except OSError:
-            pass  # exited meanwhile
-    return pids
+    """Pids of running `throttlelab-worker` processes."""
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and Path(exe(int(p.name))).name == WORKER.name]
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of process `pid`, of all its threads."""
+    return [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
 
 
 @pytest.fixture(autouse=True)
@@ -239,6 +247,25 @@ def test_a_signal_removes_cgroups_and_workers(write_scenario, sig):
     wait_for(lambda: not live_workers(), "the workers gone", timeout_s=1)
 
 
+def test_the_worker_executable_is_installed_in_the_package():
+    """Not on PATH, not in target/: beside the extension module that runs it."""
+    assert WORKER.parent == Path(throttlelab.__file__).parent
+    assert WORKER.is_file() and os.access(WORKER, os.X_OK)
+
+
+@needs_real
+def test_the_workers_are_the_executable_not_python(write_scenario):
+    """Tasks in two cgroups (app and the root): the run starts two processes, each
+    the installed `throttlelab-worker` (its /proc/PID/exe), no Python."""
+    proc = under_way(write_scenario(task='\n[[task]]\nname = "other"\nphases = [{ run_us = 1_000 }, { sleep_us = 1_000_000 }]'))
+    try:
+        wait_for(lambda: len(children(proc.pid)) == 2, "two workers")
+        assert [exe(c) for c in children(proc.pid)] == [str(WORKER.resolve())] * 2
+    finally:
+        out, err = end(proc, signal.SIGINT, timeout_s=3)
+    assert_interrupted(proc, out, err, signal.SIGINT)
+
+
 @needs_real
 def test_ctrl_c_during_the_probe_stops_the_run_at_once(write_scenario):
     """The probe spins for 0.5 s as soon as the run holds its lock: a Ctrl-C
@@ -369,13 +396,13 @@ def test_a_worker_that_cannot_create_its_threads_says_why(tmp_path):
     group.mkdir()
     try:
         (group / "pids.max").write_text("8")
-        python = tmp_path / "python"
-        python.write_text(f"#!/bin/sh\necho $$ > {group}/cgroup.procs\nexec {sys.executable} \"$@\"\n")
-        python.chmod(0o755)
+        worker = tmp_path / "worker"
+        worker.write_text(f"#!/bin/sh\necho $$ > {group}/cgroup.procs\nexec {WORKER}\n")
+        worker.chmod(0o755)
         from throttlelab import _native
 
         with pytest.raises(_native.HarnessError) as e:
-            _native.real(scenario_text(threads="20"), [], str(python))
+            _native.real(scenario_text(threads="20"), [], str(worker))
         assert str(e.value) == (
             "the worker for cgroup app: cannot create thread 7 of 20 of task spinner: "
             "Resource temporarily unavailable (os error 11)"

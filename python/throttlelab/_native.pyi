@@ -30,11 +30,9 @@ def run(scenario: str, overrides: list[str] = ...) -> str:
 def trace(scenario: str, overrides: list[str] = ...) -> str:
     """Simulate and record; JSON ``{"output": ..., "trace": {"cpus", "groups", "threads", "records"}}``."""
 
-def real(scenario: str, overrides: list[str], python_executable: Union[str, os.PathLike[str]]) -> str:
-    """Run on the host kernel in real cgroups (root); the output document with ``host``."""
-
-def worker_main() -> None:
-    """The main of a real run's worker process (``python -m throttlelab._worker``)."""
+def real(scenario: str, overrides: list[str], worker: Union[str, os.PathLike[str]]) -> str:
+    """Run on the host kernel in real cgroups (root), one ``worker`` executable
+    (``throttlelab-worker``) per cgroup; the output document with ``host``."""
 
 def rebase_paths(scenario: str, base_dir: Union[str, os.PathLike[str]]) -> str:
     """The text with relative ``trace_csv`` paths made absolute against ``base_dir``

@@ -17,6 +17,7 @@ from throttlelab.platforms import PLATFORMS
 from throttlelab.runner import EXECUTORS, Runner, RunnerError
 from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
 from throttlelab.terminal import Terminal, did_you_mean
+from throttlelab.worker import WORKER
 # Modules named like the package's functions throttlelab.sweep and throttlelab.advise: import from them.
 from throttlelab.advise import EXIT_UNMET, AdviseError, advise_text
 from throttlelab.advise import render as render_advice
@@ -113,7 +114,7 @@ def real(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
     error and on Ctrl-C. THROTTLELAB_CGROUP_ROOT overrides where the cgroup
     hierarchies are mounted (default /sys/fs/cgroup)."""
     text, _ = load_scenario_text(scenario)
-    _emit(_native.real(text, list(overrides), sys.executable), as_json)
+    _emit(_native.real(text, list(overrides), WORKER), as_json)
 
 
 def _emit(out: str, as_json: bool) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional, Sequence
@@ -31,6 +30,7 @@ from throttlelab import _native
 from throttlelab.metrics import BY_KEY, CGROUP_METRICS
 from throttlelab.runner import Runner
 from throttlelab.terminal import table
+from throttlelab.worker import WORKER
 
 #: cpu.stat metrics compared, in table order.
 METRICS = tuple(m.key for m in CGROUP_METRICS)
@@ -108,7 +108,7 @@ def compare(
     kernel = []
     for i in range(runs):
         time.sleep(settle_s)
-        kernel.append(json.loads(_native.real(text, [*overrides, f"seed={i + 1}"], sys.executable)))
+        kernel.append(json.loads(_native.real(text, [*overrides, f"seed={i + 1}"], WORKER)))
         step(f"kernel run {i + 1}")
     host = mean_host([d["host"] for d in kernel])
     sim_overrides = [*overrides, *simulator_overrides(host)]

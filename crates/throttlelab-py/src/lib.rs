@@ -101,12 +101,13 @@ impl TraceRun {
 }
 
 /// Run a scenario (TOML text) with `key=value` overrides on the host kernel, in
-/// real cgroups; `python_executable` runs the workers. Returns the output
-/// document as JSON. Releases the GIL while running.
+/// real cgroups; `worker` is the path of the worker executable
+/// (`throttlelab-worker`). Returns the output document as JSON. Releases the
+/// GIL while running.
 #[pyfunction]
-fn real(py: Python<'_>, scenario: &str, overrides: Vec<String>, python_executable: PathBuf) -> PyResult<String> {
+fn real(py: Python<'_>, scenario: &str, overrides: Vec<String>, worker: PathBuf) -> PyResult<String> {
     let s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
-    let out = match py.detach(|| throttlelab_real::run(&s, &python_executable)) {
+    let out = match py.detach(|| throttlelab_real::run(&s, &worker)) {
         Ok(out) => out,
         Err(e @ throttlelab_real::Error::Interrupted(sig)) => {
             let err = Interrupted::new_err(e.to_string());
@@ -116,12 +117,6 @@ fn real(py: Python<'_>, scenario: &str, overrides: Vec<String>, python_executabl
         Err(throttlelab_real::Error::Harness(m)) => return Err(HarnessError::new_err(m)),
     };
     Ok(serde_json::to_string(&out).expect("output serialises"))
-}
-
-/// The main of a real run's worker process (`python -m throttlelab._worker`).
-#[pyfunction]
-fn worker_main(py: Python<'_>) -> PyResult<()> {
-    py.detach(throttlelab_real::worker_main).map_err(HarnessError::new_err)
 }
 
 /// A scenario file's text with its relative `trace_csv` paths made absolute
@@ -184,7 +179,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_class::<TraceRun>()?;
     m.add_function(wrap_pyfunction!(real, m)?)?;
-    m.add_function(wrap_pyfunction!(worker_main, m)?)?;
     m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(features, m)?)?;

@@ -22,7 +22,7 @@ pub mod worker;
 pub use cgroupfs::{Version, ROOT_ENV};
 pub use error::{Error, Result};
 pub use host::Host;
-pub use worker::worker_main;
+pub use worker::{worker_main, Failure};
 
 use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Stale, Tree};
 use lock::RunLock;
@@ -55,12 +55,12 @@ const START_DELAY_NS: u64 = 50_000_000;
 const START_MARGIN_NS: u64 = 5_000_000;
 /// How often the controller looks whether they do.
 const ASLEEP_POLL_NS: u64 = 1_000_000;
-/// How long a worker may take to start Python and read its spec.
+/// How long a worker may take to start and read its spec.
 const READY_TIMEOUT_NS: u64 = 30_000_000_000;
 /// How long workers may take to report after the end.
 const REPORT_TIMEOUT_NS: u64 = 5_000_000_000;
-/// The worker's Python module: `python -m throttlelab._worker`.
-const WORKER_MODULE: &str = "throttlelab._worker";
+/// The file name of the worker executable (src/bin/throttlelab-worker.rs).
+const WORKER_EXE: &str = "throttlelab-worker";
 /// A process that started this long after a stale group's mtime cannot be
 /// the run that made it: /proc/stat's `btime` is whole seconds.
 const PID_REUSE_MARGIN: Duration = Duration::from_secs(1);
@@ -227,10 +227,10 @@ struct Workers {
 }
 
 impl Workers {
-    /// Start `python -m throttlelab._worker` once per plan, each in its own
+    /// Start the worker executable `worker` once per plan, each in its own
     /// process group (a terminal's Ctrl-C reaches the controller only) and
     /// killed by the kernel if the controller dies.
-    fn spawn(python: &Path, n: usize, signals: &mut signals::Guard) -> Result<Workers> {
+    fn spawn(worker: &Path, n: usize, signals: &mut signals::Guard) -> Result<Workers> {
         let (tx, rx) = mpsc::channel();
         let signal = tx.clone();
         signals.wake_with(move || {
@@ -241,9 +241,8 @@ impl Workers {
             wakes: rx,
         };
         for i in 0..n {
-            let mut cmd = Command::new(python);
-            cmd.args(["-m", WORKER_MODULE])
-                .stdin(Stdio::piped())
+            let mut cmd = Command::new(worker);
+            cmd.stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .process_group(0);
             // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
@@ -256,10 +255,7 @@ impl Workers {
                 });
             }
             let mut child = cmd.spawn().map_err(|e| {
-                Error::harness(format!(
-                    "cannot start the worker `{} -m {WORKER_MODULE}`: {e}",
-                    python.display()
-                ))
+                Error::harness(format!("cannot start the worker `{}`: {e}", worker.display()))
             })?;
             let (stdin, stdout) = (
                 child.stdin.take().expect("piped"),
@@ -372,11 +368,16 @@ fn thread_state(stat: &str) -> Option<char> {
     host::stat_fields(stat).first()?.chars().next()
 }
 
-/// Whether process `pid` is a worker of a run (its command line runs the
-/// worker module).
+/// Whether process `pid` is a worker of a run: it runs an executable named
+/// [`WORKER_EXE`], wherever installed, replaced since or not.
 fn is_worker(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|cmdline| cmdline.split(|&b| b == 0).any(|arg| arg == WORKER_MODULE.as_bytes()))
+    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| is_worker_exe(&exe))
+}
+
+/// Whether `exe`, a /proc/PID/exe link's target, is a worker executable.
+fn is_worker_exe(exe: &Path) -> bool {
+    let name = exe.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default();
+    name.strip_suffix(b" (deleted)").unwrap_or(name) == WORKER_EXE.as_bytes()
 }
 
 impl Drop for Workers {
@@ -725,10 +726,10 @@ fn remove_stale(layout: &Layout) {
     }
 }
 
-/// Run a validated scenario on the host kernel; `python` runs the workers
-/// (`python -m throttlelab._worker`). Cgroups go under the hierarchies at
+/// Run a validated scenario on the host kernel; `worker` is the path of the
+/// worker executable ([`WORKER_EXE`]). Cgroups go under the hierarchies at
 /// `$THROTTLELAB_CGROUP_ROOT`, default /sys/fs/cgroup.
-pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
+pub fn run(s: &Scenario, worker: &Path) -> Result<Output> {
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;
     // From here on a signal ends the run within moments, the probe included.
@@ -772,7 +773,7 @@ pub fn run(s: &Scenario, python: &Path) -> Result<Output> {
         })
         .collect();
     signals.check()?;
-    let measured = Workers::spawn(python, plans.len(), &mut signals)
+    let measured = Workers::spawn(worker, plans.len(), &mut signals)
         .and_then(|mut workers| measure(s, &plans, &mut tree, &mut workers, &signals));
     // The workers are dead (dropped) before their cgroups go.
     match (measured, tree.remove()) {
@@ -806,6 +807,18 @@ mod tests {
         assert_eq!(thread_state("4242 (python3) S 1 4242 0"), Some('S'));
         assert_eq!(thread_state("17 (a) b) R 1 17 0"), Some('R'));
         assert_eq!(thread_state("no state"), None);
+    }
+
+    #[test]
+    fn a_worker_is_told_by_its_executables_name() {
+        assert!(is_worker_exe(Path::new("/venv/lib/python3.12/site-packages/throttlelab/throttlelab-worker")));
+        // Reinstalled while a run had it open.
+        assert!(is_worker_exe(Path::new("/init/throttlelab-worker (deleted)")));
+        assert!(!is_worker_exe(Path::new("/usr/bin/python3.12")));
+        assert!(!is_worker_exe(Path::new("/usr/bin/throttlelab-worker2")));
+        assert!(!is_worker_exe(Path::new("/")));
+        // This test binary is not one.
+        assert!(!is_worker(std::process::id()));
     }
 
     #[test]

@@ -824,11 +824,22 @@ fn say(line: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write to the controller: {e}"))
 }
 
-/// The worker process's main: see the module documentation for the
-/// protocol. A failure goes to the controller, which reports it; Err only if
-/// it cannot (the caller prints it).
-pub fn worker_main() -> Result<(), String> {
-    serve().or_else(|e| say(&format!("error {e}")).map_err(|_| e))
+/// How a worker failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// Said to the controller (`error <message>`), which reports it.
+    Told(String),
+    /// Not said: the controller cannot hear it (the caller prints it).
+    Untold(String),
+}
+
+/// The worker process's main (src/bin/throttlelab-worker.rs): see the module
+/// documentation for the protocol. A failure goes to the controller if it can.
+pub fn worker_main() -> Result<(), Failure> {
+    serve().map_err(|e| match say(&format!("error {e}")) {
+        Ok(()) => Failure::Told(e),
+        Err(_) => Failure::Untold(e),
+    })
 }
 
 fn serve() -> Result<(), String> {

@@ -1,0 +1,54 @@
+//! Builds the real backend's worker executable, `throttlelab-worker`
+//! (crates/throttlelab-real/src/bin), and puts it into the Python package
+//! (python/throttlelab/), where maturin ships it beside `_native` as package
+//! data and `throttlelab real` finds it.
+//!
+//! maturin builds this crate's library only, so the worker is a second cargo
+//! build: release always (it measures time), for the same target, from the
+//! same lockfile and the crates the outer build has downloaded (`--frozen`),
+//! in a target directory of its own under OUT_DIR (the outer build holds the
+//! workspace's: sharing it would deadlock).
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const WORKER: &str = "throttlelab-worker";
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    println!("cargo:rerun-if-changed=build.rs");
+    // What the worker is built from (not the crates' tests).
+    let inputs = [
+        "Cargo.toml",
+        "Cargo.lock",
+        "crates/throttlelab-core/Cargo.toml",
+        "crates/throttlelab-core/src",
+        "crates/throttlelab-real/Cargo.toml",
+        "crates/throttlelab-real/src",
+    ];
+    for input in inputs {
+        println!("cargo:rerun-if-changed={}", root.join(input).display());
+    }
+    let target = env::var("TARGET").expect("cargo sets TARGET");
+    let target_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("worker");
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["build", "--release", "--frozen", "-p", "throttlelab-real", "--bin", WORKER, "--target", &target])
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        // Our stdout is cargo's instructions: keep the build's messages off it.
+        .stdout(std::io::stderr())
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", Path::new(&cargo).display()));
+    assert!(status.success(), "building {WORKER} failed: {status}");
+    let built = target_dir.join(&target).join("release").join(WORKER);
+    // A new file renamed into place: a run may be executing the old one (ETXTBSY).
+    let package = root.join("python/throttlelab");
+    let staged = package.join(format!(".{WORKER}.tmp"));
+    fs::copy(&built, &staged).unwrap_or_else(|e| panic!("cannot copy {}: {e}", built.display()));
+    fs::rename(&staged, package.join(WORKER)).unwrap_or_else(|e| panic!("cannot install {WORKER}: {e}"));
+}
