@@ -209,3 +209,11 @@ def test_advise_bad_input_is_one_line_exit_2(args, message):
     result = cli("advise", "two-spinners", *args)
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and message in result.stderr
+
+
+def test_a_bad_run_fails_in_the_runner_before_any_runs():
+    from throttlelab.runner import Runner
+
+    text = throttlelab.scenario_text("two-spinners")
+    with Runner(workers=2) as runner, pytest.raises(throttlelab.ScenarioError, match="machine.background_us"):
+        runner.run_many([(text, ["seed=1"]), (text, ["machine.background_us=2000000"])])

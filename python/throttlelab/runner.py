@@ -66,7 +66,11 @@ class Runner:
 
     def run_many(self, runs: Sequence[Run], step: Optional[Step] = None) -> list[Output]:
         """The output document of every run, in the order of ``runs``; ``step()``
-        after each one completes (in any order)."""
+        after each one completes (in any order). Every run is validated here
+        first, so that a bad key or value fails at once, in this process, with
+        the core's one-line message (a worker's ScenarioError cannot be pickled)."""
+        for text, overrides in runs:
+            _native.validate(text, list(overrides))
         return self.map(simulate, runs, step)
 
     def map(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], step: Optional[Step] = None) -> list[Any]:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from rich.table import Table
 
-from throttlelab import _native
 from throttlelab.metrics import BY_KEY
 from throttlelab.runner import Runner, Step
 from throttlelab.scenarios import PathArg
@@ -127,13 +126,11 @@ def sweep_rows(
 ) -> list[Row]:
     """Run scenario ``text`` once per grid combination; one row each, in grid order.
 
-    Every combination is validated before any runs, so that a bad key or value fails
-    at once, in this process, with the core's one-line message."""
+    The runner validates every combination before any runs, so that a bad key or
+    value fails at once with the core's one-line message."""
     with Runner(executor, address, workers) as runner:
         combos = combinations(grid)
         runs = [(text, [*overrides, *(f"{k}={_toml(v)}" for k, v in combo.items())]) for combo in combos]
-        for _, run_overrides in runs:
-            _native.validate(text, run_overrides)
         docs = runner.run_many(runs, step)
     return [{**combo, **flatten(doc)} for combo, doc in zip(combos, docs)]
 

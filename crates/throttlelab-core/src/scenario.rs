@@ -549,8 +549,11 @@ impl Scenario {
         if !(0.0..=10_000.0).contains(&m.background_per_s) {
             return err("machine.background_per_s".into(), format!("must be in [0, 10000], got {}", m.background_per_s));
         }
-        if !(m.background_us >= 0.0 && m.background_us <= 10_000.0) {
-            return err("machine.background_us".into(), format!("must be in [0, 10000], got {}", m.background_us));
+        // Up to a second: the real backend's probe hands compare what it
+        // measured, and on a busy host one preemption by other work averaged
+        // over 10 ms (10.9 ms with two compilers on this 2-CPU machine).
+        if !(m.background_us >= 0.0 && m.background_us <= 1_000_000.0) {
+            return err("machine.background_us".into(), format!("must be in [0, 1000000] (1 s), got {}", m.background_us));
         }
         if let Some(u) = m.uptime_s {
             if !(1.0..=1e7).contains(&u) {

@@ -3,7 +3,7 @@
 //! that skipping ticks changes nothing.
 #![allow(dead_code)] // each test binary uses its own part
 
-use proptest::test_runner::{Config, RngSeed};
+use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 use throttlelab_core::trace::{Record, TraceKind};
 use throttlelab_core::{Output, Scenario, Sim};
 
@@ -13,9 +13,11 @@ const CI_SEED: u64 = 0x7468_726f_7474_6c65; // "throttle"
 /// `default_cases` cases drawn from a fixed seed, so a test run passes or
 /// fails the same way every time; `PROPTEST_CASES` and `PROPTEST_RNG_SEED`
 /// (as `scripts/explore.sh` sets them) override either. Cases in the
-/// `.proptest-regressions` files run first in both modes.
+/// `.proptest-regressions` files beside each test run first in both modes.
 pub fn proptest_config(default_cases: u32) -> Config {
-    let mut config = Config::default();
+    // Beside the test file (tests/NAME.proptest-regressions), where proptest's
+    // default looks too, after warning that tests/ has no lib.rs.
+    let mut config = Config { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..Config::default() };
     if std::env::var_os("PROPTEST_CASES").is_none() {
         config.cases = default_cases;
     }
