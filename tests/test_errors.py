@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -215,15 +216,18 @@ def test_panic_is_one_line_exit_3(monkeypatch):
     )
 
 
-@pytest.mark.parametrize("signal, code", [("SIGINT", 130), ("SIGTERM", 143)])
-def test_interrupted_exit_codes(monkeypatch, signal, code):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT])
+def test_interrupted_exit_codes(monkeypatch, sig):
     def interrupted(*args):
-        raise _native.Interrupted(f"interrupted by {signal}; cgroups removed, workers killed")
+        # As the binding raises it: the signal's number in `signal`.
+        e = _native.Interrupted(f"interrupted by {sig.name}; cgroups removed, workers killed")
+        e.signal = int(sig)
+        raise e
 
     monkeypatch.setattr(_native, "run", interrupted)
     result = cli("run", "two-spinners")
-    assert result.exit_code == code
-    assert result.stderr == f"throttlelab: error: interrupted by {signal}; cgroups removed, workers killed\n"
+    assert result.exit_code == 128 + int(sig)  # 130, 143, 129, 131
+    assert result.stderr == f"throttlelab: error: interrupted by {sig.name}; cgroups removed, workers killed\n"
 
 
 def test_deadline_task_in_a_smaller_cpuset(write_scenario):
