@@ -162,7 +162,7 @@ fn apply_override(table: &mut Table, spec: &str) -> Result<(), ScenarioError> {
         return Err(ScenarioError::new("--set", format!("expected dotted.key=value, got {spec:?}")));
     };
     let key = key.trim();
-    let value = parse_value(raw.trim());
+    let value = parse_value(key, raw.trim());
     let parts: Vec<&str> = key.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
         return Err(ScenarioError::new("--set", format!("bad key {key:?}")));
@@ -200,8 +200,25 @@ fn set_path(table: &mut Table, first: &str, rest: &[&str], value: Value, key: &s
     }
 }
 
-/// A TOML value (`5`, `"x"`, `["a"]`, `true`); anything else is taken as a bare string.
-fn parse_value(raw: &str) -> Value {
+/// Fields of `[[cgroup]]`, `[[task]]` and `[[service]]` whose values are text.
+const TEXT_FIELDS: [&str; 9] = ["name", "parent", "cgroup", "cpus", "class", "policy", "arrival", "on_refused", "trace_csv"];
+
+/// Whether `key` holds text, so that a bare `kernel.profile=5.10` or
+/// `cgroup.app.cpus=0` stays the text it reads as, not the number 5.1 or 0.
+fn is_text_key(key: &str) -> bool {
+    match key.split('.').collect::<Vec<_>>().as_slice() {
+        ["name"] | ["kernel", "profile"] => true,
+        [arr, _, field] => NAMED_ARRAYS.contains(arr) && TEXT_FIELDS.contains(field),
+        _ => false,
+    }
+}
+
+/// A TOML value (`5`, `"x"`, `["a"]`, `true`), or text for a text key or
+/// where the value is not TOML (a bare string).
+fn parse_value(key: &str, raw: &str) -> Value {
+    if is_text_key(key) && !raw.starts_with(['"', '\'', '[']) {
+        return Value::String(raw.to_string());
+    }
     format!("v = {raw}")
         .parse::<Table>()
         .ok()
@@ -242,6 +259,26 @@ phases = [{ run_us = 1000 }]
         assert_eq!(s.cgroups[0].quota(), None);
         assert_eq!(s.kernel.profile.as_str(), "5.4");
         assert_eq!(s.seed, 7);
+    }
+
+    #[test]
+    fn quota_max_is_cpu_max_word_for_no_limit() {
+        assert_eq!(load(BASE, &["cgroup.app.quota_us=max".into()]).unwrap().cgroups[0].quota(), None);
+        assert_eq!(load(&BASE.replace("quota_us = 20000", "quota_us = \"max\""), &[]).unwrap().cgroups[0].quota(), None);
+        let e = err(BASE, &["cgroup.app.quota_us=min"]);
+        assert_eq!(e.key, "cgroup.app.quota_us");
+        assert!(e.message.contains("expected microseconds, -1 or \"max\""), "{e}");
+    }
+
+    #[test]
+    fn text_keys_keep_their_text() {
+        // 5.10 is not a profile, and it must not read as 5.1 either.
+        let e = err(BASE, &["kernel.profile=5.10"]);
+        assert_eq!(e.key, "kernel.profile");
+        assert!(e.message.contains("unknown profile \"5.10\""), "{e}");
+        assert_eq!(load(BASE, &["kernel.profile=5.14".into()]).unwrap().kernel.profile.as_str(), "5.14");
+        let s = load(BASE, &["cgroup.app.cpus=1".into(), "machine.cpus=3".into()]).unwrap();
+        assert_eq!((s.cgroups[0].cpus.as_deref(), s.machine.cpus), (Some("1"), 3));
     }
 
     #[test]

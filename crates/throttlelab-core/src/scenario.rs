@@ -229,8 +229,8 @@ pub struct CgroupSpec {
     pub parent: Option<String>,
     #[serde(default = "default_period_us")]
     pub period_us: u64,
-    /// Absent or -1: unlimited.
-    #[serde(default)]
+    /// Absent, -1 or "max" (cpu.max's word): unlimited.
+    #[serde(default, deserialize_with = "quota_us")]
     pub quota_us: Option<i64>,
     #[serde(default)]
     pub burst_us: u64,
@@ -482,10 +482,34 @@ pub struct WriteSpec {
     pub every_ms: Option<f64>,
     #[serde(default)]
     pub period_us: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "quota_us")]
     pub quota_us: Option<i64>,
     #[serde(default)]
     pub burst_us: Option<u64>,
+}
+
+/// A quota in microseconds, or cpu.max's `"max"` for none, which reads as -1.
+fn quota_us<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    struct Quota;
+    impl serde::de::Visitor<'_> for Quota {
+        type Value = Option<i64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("microseconds, -1 or \"max\" (no limit)")
+        }
+        fn visit_i64<E: serde::de::Error>(self, q: i64) -> Result<Self::Value, E> {
+            Ok(Some(q))
+        }
+        fn visit_u64<E: serde::de::Error>(self, q: u64) -> Result<Self::Value, E> {
+            i64::try_from(q).map(Some).map_err(|_| E::custom(format!("{q} is too large")))
+        }
+        fn visit_str<E: serde::de::Error>(self, word: &str) -> Result<Self::Value, E> {
+            match word {
+                "max" => Ok(Some(-1)),
+                _ => Err(E::invalid_value(serde::de::Unexpected::Str(word), &self)),
+            }
+        }
+    }
+    d.deserialize_any(Quota)
 }
 
 /// Seconds (float, from the file) to integer nanoseconds.
