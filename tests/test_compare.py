@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -136,6 +137,20 @@ def test_compare_two_spinners(tmp_path, capfd):
     assert human.exit_code == 0, human.stderr
     assert "throttled %" in human.stdout and "verdict" in human.stdout
     assert "as in its kernel run" in " ".join(human.stdout.split())
+    assert "cpu.max 10000 10000 (1 CPU, 1000m)" in " ".join(human.stdout.split())
+
+
+def test_compare_refuses_before_it_waits(write_scenario, monkeypatch):
+    """What the real backend refuses (here more CPUs than the host has, or no
+    root) is refused before compare lets the host settle for the first run."""
+
+    def no_sleep(_s):
+        raise AssertionError("compare waited before refusing")
+
+    monkeypatch.setattr(throttlelab.compare.time, "sleep", no_sleep)
+    cpus = str(os.cpu_count() + 1)
+    word = "machine.cpus" if os.geteuid() == 0 else "root"
+    assert_error(cli("compare", write_scenario(), "--set", f"machine.cpus={cpus}"), word)
 
 
 def test_compare_unknown_scenario():

@@ -49,3 +49,6 @@ def profile_for_release(release: str) -> str:
 
 def profile_has_burst(profile: str) -> bool:
     """Whether ``profile`` has ``cpu.max.burst``; ValueError for an unknown profile."""
+
+def real_preflight(scenario: str, overrides: list[str] = ...) -> None:
+    """Raise HarnessError for what ``real`` would refuse before it starts (not root, more CPUs than the host, no cpu controller)."""

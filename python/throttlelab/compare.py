@@ -27,7 +27,7 @@ from rich.console import RenderableType
 from rich.markup import escape
 
 from throttlelab import _native
-from throttlelab.metrics import BY_KEY, CGROUP_METRICS
+from throttlelab.metrics import BY_KEY, CGROUP_METRICS, limit
 from throttlelab.runner import Runner
 from throttlelab.terminal import table
 from throttlelab.worker import WORKER
@@ -105,6 +105,7 @@ def compare(
     of quiet, and over ``runs`` seeds in the simulator; ``step(label)`` is called
     after each run (progress)."""
     step = step or (lambda _label: None)
+    _native.real_preflight(text, list(overrides))  # refused now, not after the first settle
     kernel = []
     for i in range(runs):
         time.sleep(settle_s)
@@ -146,7 +147,8 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
            else " each run started as in its kernel run (period timers not traced)")
     ]
     for name, rows in result["cgroups"].items():
-        t = table(escape(f"cgroup {name}: mean (sd) [range]"), ("metric", "kernel", "simulator", "verdict"), left=("metric", "verdict"))
+        limit_text = limit(**result["kernel_runs"][0]["cgroups"][name]["limit"])
+        t = table(escape(f"cgroup {name}, {limit_text}: mean (sd) [range]"), ("metric", "kernel", "simulator", "verdict"), left=("metric", "verdict"))
         for metric, row in rows.items():
             shown = BY_KEY[metric]
             cells = [_stats_cell(row[side], shown.scale) for side in ("kernel", "sim")]

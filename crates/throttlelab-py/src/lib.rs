@@ -119,6 +119,15 @@ fn real(py: Python<'_>, scenario: &str, overrides: Vec<String>, worker: PathBuf)
     Ok(serde_json::to_string(&out).expect("output serialises"))
 }
 
+/// Refuse, in one line, what `real` would refuse before it starts (not root,
+/// more CPUs than the host, no cpu controller), touching nothing.
+#[pyfunction]
+#[pyo3(signature = (scenario, overrides = Vec::new()))]
+fn real_preflight(scenario: &str, overrides: Vec<String>) -> PyResult<()> {
+    let s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
+    throttlelab_real::preflight(&s).map_err(|e| HarnessError::new_err(e.to_string()))
+}
+
 /// A scenario file's text with its relative `trace_csv` paths made absolute
 /// against `base_dir`, the file's directory.
 #[pyfunction]
@@ -179,6 +188,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_class::<TraceRun>()?;
     m.add_function(wrap_pyfunction!(real, m)?)?;
+    m.add_function(wrap_pyfunction!(real_preflight, m)?)?;
     m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(features, m)?)?;

@@ -726,19 +726,31 @@ fn remove_stale(layout: &Layout) {
     }
 }
 
+/// Refuse, touching nothing, what `run` refuses before it starts: not root,
+/// more CPUs than the host has, no cpu controller. `compare` asks first, so
+/// that it does not let the host settle only to be refused.
+pub fn preflight(s: &Scenario) -> Result<()> {
+    // SAFETY: geteuid cannot fail.
+    host::check_root(unsafe { libc::geteuid() })?;
+    host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
+    Layout::detect(&cgroup_root())?;
+    Ok(())
+}
+
+/// Where the cgroup hierarchies are mounted (THROTTLELAB_CGROUP_ROOT overrides).
+fn cgroup_root() -> PathBuf {
+    std::env::var_os(ROOT_ENV).map_or(PathBuf::from(cgroupfs::DEFAULT_ROOT), PathBuf::from)
+}
+
 /// Run a validated scenario on the host kernel; `worker` is the path of the
 /// worker executable ([`WORKER_EXE`]). Cgroups go under the hierarchies at
 /// `$THROTTLELAB_CGROUP_ROOT`, default /sys/fs/cgroup.
 pub fn run(s: &Scenario, worker: &Path) -> Result<Output> {
-    // SAFETY: geteuid cannot fail.
-    host::check_root(unsafe { libc::geteuid() })?;
+    preflight(s)?;
     // From here on a signal ends the run within moments, the probe included.
     let mut signals = signals::Guard::install()?;
     let _lock = RunLock::acquire(Path::new(lock::LOCK_PATH))?;
-    host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
-    let root =
-        std::env::var_os(ROOT_ENV).map_or(PathBuf::from(cgroupfs::DEFAULT_ROOT), PathBuf::from);
-    let layout = Layout::detect(&root)?;
+    let layout = Layout::detect(&cgroup_root())?;
     remove_stale(&layout);
     let release = host::release()?;
     let hz = host::config_hz(&release);
