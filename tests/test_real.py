@@ -87,15 +87,19 @@ def real_json(path: str, *overrides: str) -> dict:
 
 
 @needs_real
-def test_two_spinners_at_twice_the_period(write_scenario):
-    """2 threads, quota 20 ms per 10 ms period on 2 CPUs, 2 s."""
-    path = write_scenario()
+def test_two_spinners_at_one_and_a_half_times_the_period(write_scenario):
+    """2 threads, quota 15 ms per 10 ms period on 2 CPUs, 2 s: they want 20 ms
+    a period, so every period throttles. (At 20 ms, exactly their demand,
+    whether any period throttles depends on where the period timer falls
+    against the ticks: one fresh-clone run of this test saw none of 200
+    periods throttled, four reruns saw them throttled.)"""
+    path = write_scenario(quota_us="15000")
     doc = real_json(path, "duration_s=2")
     app = doc["cgroups"]["app"]
     assert abs(app["nr_periods"] - 200) <= 20, app
-    assert app["nr_throttled"] > 0, app
-    # Two CPUs for 2 s is 4 s at most, and at most one quota (20 ms) per period.
-    assert 0.8 * 4e6 <= app["usage_usec"] <= min(4e6, app["nr_periods"] * 20_000) * 1.02, app
+    assert app["nr_throttled"] >= 0.9 * app["nr_periods"], app
+    # One quota (15 ms) per period, and the CPUs' last overrun of a tick each.
+    assert 0.9 * app["nr_periods"] * 15_000 <= app["usage_usec"] <= app["nr_periods"] * 15_000 * 1.02 + 2 * 4_000, app
     assert app["throttled_ratio"] == pytest.approx(app["nr_throttled"] / app["nr_periods"])
     spinner = doc["tasks"]["spinner"]
     assert spinner["threads"] == 2 and spinner["finished_s"] is None
