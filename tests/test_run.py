@@ -128,3 +128,37 @@ def test_default_scenario():
 
     assert DEFAULT_SCENARIO in throttlelab.builtin_names()
     assert run_json()["scenario"] == DEFAULT_SCENARIO
+
+
+def test_the_limit_is_beside_its_throttling():
+    """The JSON carries each cgroup's effective limit (after every write); the
+    tables show it as cpu.max with CPUs and millicores."""
+    cg = run_json("two-spinners", "--set", "duration_s=1")["cgroups"]["app"]
+    assert cg["limit"] == {"quota_us": 20000, "period_us": 10000, "burst_us": 0}
+    text = throttlelab.scenario_text("two-spinners") + '\n[[write]]\ncgroup = "app"\nat_ms = 500\nquota_us = 15000\n'
+    rewritten = throttlelab.run(text, set=["duration_s=1", "cgroup.app.burst_us=5000"])["cgroups"]["app"]
+    assert rewritten["limit"] == {"quota_us": 15000, "period_us": 10000, "burst_us": 5000}
+    unlimited = run_json("two-spinners", "--set", "duration_s=1", "--set", "cgroup.app.quota_us=max")["cgroups"]["app"]
+    assert unlimited["limit"]["quota_us"] is None and unlimited["nr_throttled"] == 0
+    table = cli("run", "two-spinners", "--set", "duration_s=1").stdout
+    assert "cpu.max 20000 10000 (2 CPUs, 2000m)" in " ".join(table.split())
+
+
+def test_one_vocabulary_across_commands():
+    """cpu.stat's names and the same unit for throttled time in run, sweep and
+    reproduce; --runs repeats and -o/--out writes wherever a command does either."""
+    run_table = cli("run", "two-spinners", "--set", "duration_s=1").stdout
+    sweep_table = cli("sweep", "two-spinners", "--grid", "seed=1,2", "--set", "duration_s=1").stdout
+    # (A long header takes two lines.)
+    for words in ("nr_periods", "nr_throttled", "throttled %", "throttled ms", "(all CPUs)"):
+        assert words in run_table, words
+    assert "app throttled ms" in sweep_table and "(all CPUs)" in sweep_table
+    from throttlelab.cli import main
+
+    def options(command: str) -> set[str]:
+        return {opt for p in main.commands[command].params for opt in getattr(p, "opts", [])}
+
+    for command in ("bench", "compare", "advise"):
+        assert "--runs" in options(command) and not {"--repeat", "--seeds"} & options(command), command
+    for command in ("trace", "report", "sweep"):
+        assert {"-o", "--out"} <= options(command) and "--csv" not in options(command), command
