@@ -256,11 +256,14 @@ def _demand_figure(name: str, cg: dict[str, Any], demand_ns: list[int]) -> tuple
     period_s = cg["period_us"] / 1e6
     colors = [THROTTLED_COLOR if d > quota_ms else "#1f77b4" for d in demand_ms]
     left.bar([i * period_s for i in range(len(demand_ms))], demand_ms, width=period_s, align="edge", color=colors, linewidth=0)
-    right.hist(demand_ms, bins=30, orientation="horizontal", color="#1f77b4")
+    # Headroom above the highest bar and line, so that a demand equal to the quota still shows.
+    top_ms = 1.1 * max(max(demand_ms, default=0), quota_ms + burst_ms)
+    right.hist(demand_ms, bins=[top_ms * i / 30 for i in range(31)], orientation="horizontal", color="#1f77b4")
     for ax in (left, right):
         ax.axhline(quota_ms, color="black", linewidth=1, label="quota")
         if burst_ms:
             ax.axhline(quota_ms + burst_ms, color="black", linestyle=":", linewidth=1, label="quota + burst")
+    left.set_ylim(0, top_ms)
     left.set_xlabel("period start (s)")
     left.set_ylabel("demand per period (ms, all CPUs)")
     right.set_xlabel("periods")
