@@ -10,12 +10,13 @@ throttles marked), the throttled time of every period, and what each CPU did
 from __future__ import annotations
 
 import base64
+import bisect
 import html
 import io
 import json
 import os
 from collections import defaultdict
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import matplotlib
 
@@ -153,12 +154,8 @@ def _periods_figure(trace: Trace, tg: int, output: dict[str, Any], until_ns: int
     name = trace["groups"][tg]
     refills = [r["t_ns"] for r in instants(trace, ("refill",)) if r["tg"] == tg]
     bounds = [0, *refills, until_ns]
-    throttled_ms = [0.0] * (len(bounds) - 1)
-    for _cpu, start, end in _throttled_intervals(trace, tg, until_ns):
-        for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
-            overlap = min(end, b) - max(start, a)
-            if overlap > 0:
-                throttled_ms[i] += overlap / 1e6
+    spans = ((start, end) for _cpu, start, end in _throttled_intervals(trace, tg, until_ns))
+    throttled_ms = [ns / 1e6 for ns in _time_per_bin_ns(bounds, spans)]
     starts_s = [a / 1e9 for a in bounds[:-1]]
     widths_s = [(b - a) / 1e9 for a, b in zip(bounds, bounds[1:])]
     fig, ax = plt.subplots(figsize=(11, 3))
@@ -220,31 +217,31 @@ def _timeline_figure(trace: Trace, window: tuple[int, int]) -> tuple[Figure, str
     return fig, caption
 
 
-def _demand_per_period_ns(trace: Trace, groups: set[int], period_ns: int, until_ns: int) -> list[int]:
-    """CPU time the threads of ``groups`` ran in each period from the start (all CPUs)."""
-    demand = [0] * max(1, -(-until_ns // period_ns))
+def _running_intervals(trace: Trace, groups: set[int], until_ns: int) -> Iterator[tuple[int, int]]:
+    """``(start_ns, end_ns)`` of every stretch a thread of ``groups`` ran on a CPU."""
     since: dict[int, int] = {}  # cpu -> when one of the groups' threads began to run
     for r in trace["records"]:
         if r["kind"] != "switch" or r["cpu"] is None:
             continue
         start = since.pop(r["cpu"], None)
         if start is not None:
-            _add_spread(demand, start, r["t_ns"], period_ns)
+            yield start, r["t_ns"]
         if r["arg"] is not None and r["tg"] in groups:
             since[r["cpu"]] = r["t_ns"]
     for start in since.values():
-        _add_spread(demand, start, until_ns, period_ns)
-    return demand
+        yield start, until_ns
 
 
-def _add_spread(bins: list[int], start: int, end: int, width: int) -> None:
-    """Add [start, end) to the bins of ``width`` it overlaps."""
-    while start < end:
-        i = start // width
-        stop = min(end, (i + 1) * width)
-        if i < len(bins):
-            bins[i] += stop - start
-        start = stop
+def _time_per_bin_ns(bounds: list[int], spans: Iterable[tuple[int, int]]) -> list[int]:
+    """How much of ``spans`` falls in each bin ``[bounds[i], bounds[i + 1])``
+    (added up where spans overlap, as over CPUs)."""
+    bins = [0] * (len(bounds) - 1)
+    for start, end in spans:
+        i = max(0, bisect.bisect_right(bounds, start) - 1)
+        while i < len(bins) and bounds[i] < end:
+            bins[i] += max(0, min(end, bounds[i + 1]) - max(start, bounds[i]))
+            i += 1
+    return bins
 
 
 def _demand_figure(name: str, cg: dict[str, Any], demand_ns: list[int]) -> tuple[Figure, str]:
@@ -333,7 +330,9 @@ def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[
         name = trace["groups"][tg]
         cg = groups[name]
         unlimited, unlimited_trace = simulate(text, [*overrides, f"cgroup.{name}.quota_us=-1"])
-        demand = _demand_per_period_ns(unlimited_trace, _subtree(trace, groups, name), cg["period_us"] * 1000, end_ns(unlimited))
+        period_ns, until_ns = cg["period_us"] * 1000, end_ns(unlimited)
+        bounds = [*range(0, until_ns, period_ns), until_ns]
+        demand = _time_per_bin_ns(bounds, _running_intervals(unlimited_trace, _subtree(trace, groups, name), until_ns))
         body += [
             f"<h2>cgroup {html.escape(name)}: {html.escape(limit(cg['quota_us'], cg['period_us'], cg['burst_us']))}</h2>",
             _figure(_demand_figure(name, cg, demand)),
