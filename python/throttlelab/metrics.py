@@ -36,6 +36,12 @@ CGROUP_METRICS = (
 BY_KEY = {m.key: m for m in CGROUP_METRICS}
 
 
+def millicores(quota_us: int, period_us: int) -> int:
+    """The fewest millicores whose quota (millicores × period / 1000, as the
+    kubelet writes it) is at least ``quota_us``."""
+    return -(-quota_us * 1000 // period_us)
+
+
 def limit(quota_us: Optional[int], period_us: int, burst_us: int = 0) -> str:
     """A cgroup's limit as cpu.max reads, with CPUs and Kubernetes millicores:
     ``cpu.max 50000 100000 (0.5 CPUs, 500m)``; ``cpu.max max`` without one."""
@@ -43,4 +49,4 @@ def limit(quota_us: Optional[int], period_us: int, burst_us: int = 0) -> str:
         return "cpu.max max"
     burst = f", cpu.max.burst {burst_us}" if burst_us else ""
     cpus = quota_us / period_us
-    return f"cpu.max {quota_us} {period_us} ({cpus:.3g} CPU{'s' if cpus != 1 else ''}, {-(-quota_us * 1000 // period_us)}m){burst}"
+    return f"cpu.max {quota_us} {period_us} ({cpus:.3g} CPU{'s' if cpus != 1 else ''}, {millicores(quota_us, period_us)}m){burst}"

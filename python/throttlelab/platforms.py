@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from throttlelab.metrics import millicores
+
 #: The kubelet's and Docker's default CFS period.
 DEFAULT_PERIOD_US = 100_000
 
@@ -49,12 +51,12 @@ class Kubernetes(Platform):
     burst: bool = False
 
     def setting(self, quota_us: int, period_us: int, burst_us: int) -> str:
-        return f"limits.cpu {_millicores(quota_us, period_us)}m"
+        return f"limits.cpu {millicores(quota_us, period_us)}m"
 
     def snippet(self, quota_us: Optional[int], period_us: int, burst_us: int) -> str:
         if quota_us is None:
             return "resources:\n  limits: {}  # no cpu limit"
-        return f"resources:\n  limits:\n    cpu: {_millicores(quota_us, period_us)}m"
+        return f"resources:\n  limits:\n    cpu: {millicores(quota_us, period_us)}m"
 
 
 @dataclass(frozen=True)
@@ -79,17 +81,15 @@ class Systemd(Platform):
     burst: bool = False
 
     def setting(self, quota_us: int, period_us: int, burst_us: int) -> str:
-        return f"CPUQuota={_percent(quota_us, period_us)} CPUQuotaPeriodSec={period_us // 1000}ms"
+        return " ".join(self._directives(quota_us, period_us))
 
     def snippet(self, quota_us: Optional[int], period_us: int, burst_us: int) -> str:
-        if quota_us is None:
-            return "# systemctl edit UNIT\n[Service]\nCPUQuota="
-        return f"# systemctl edit UNIT\n[Service]\nCPUQuota={_percent(quota_us, period_us)}\nCPUQuotaPeriodSec={period_us // 1000}ms"
+        directives = ["CPUQuota="] if quota_us is None else self._directives(quota_us, period_us)
+        return "\n".join(["# systemctl edit UNIT", "[Service]", *directives])
 
-
-def _millicores(quota_us: int, period_us: int) -> int:
-    """The fewest millicores whose quota (millicores × period / 1000) is at least ``quota_us``."""
-    return -(-quota_us * 1000 // period_us)
+    @staticmethod
+    def _directives(quota_us: int, period_us: int) -> list[str]:
+        return [f"CPUQuota={_percent(quota_us, period_us)}", f"CPUQuotaPeriodSec={period_us // 1000}ms"]
 
 
 def _percent(quota_us: int, period_us: int) -> str:
