@@ -32,7 +32,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from throttlelab import _native
-from throttlelab.platforms import PLATFORMS, Platform
+from throttlelab.platforms import PLATFORMS
 from throttlelab.runner import Run, Runner
 from throttlelab.scenarios import PathArg
 from throttlelab.terminal import table

@@ -532,6 +532,30 @@ impl Scenario {
         self.cgroups.iter().position(|c| c.name == name)
     }
 
+    /// The CPUs of cgroup `cgroup` (an index; None is the root): its nearest
+    /// ancestor's `cpus`, itself included, else every CPU of the machine.
+    pub fn cgroup_cpus(&self, cgroup: Option<usize>) -> Vec<usize> {
+        let mut g = cgroup;
+        while let Some(i) = g {
+            let c = &self.cgroups[i];
+            if let Some(list) = &c.cpus {
+                return parse_cpu_list(list).expect("validated");
+            }
+            g = c.parent.as_ref().map(|p| self.cgroup_index(p).expect("validated"));
+        }
+        (0..self.machine.cpus).collect()
+    }
+
+    /// Where a task or service in `cgroup` may run: its own `cpus` within its
+    /// cgroup's. Never empty once validated (`check_member_cpus`).
+    pub fn allowed_cpus(&self, cgroup: Option<usize>, cpus: &Option<String>) -> Vec<usize> {
+        let group = self.cgroup_cpus(cgroup);
+        match cpus {
+            Some(list) => parse_cpu_list(list).expect("validated").into_iter().filter(|c| group.binary_search(c).is_ok()).collect(),
+            None => group,
+        }
+    }
+
     /// Check every value against its allowed range; `Ok` means the simulator
     /// and the real backend can both take it as is.
     pub fn validate(&self) -> Result<(), ScenarioError> {

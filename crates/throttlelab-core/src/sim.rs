@@ -9,7 +9,7 @@ use crate::event::{Event, EventQueue, Irq, Time};
 use crate::noise::{self, Stream};
 use crate::output::{self, Output};
 use crate::profile::{Feature, Profile};
-use crate::scenario::{dl_capacity_bw, ms_to_ns, parse_cpu_list, secs_to_ns, Arrival, Phase, Policy, Scenario};
+use crate::scenario::{dl_capacity_bw, ms_to_ns, secs_to_ns, Arrival, Phase, Policy, Scenario};
 use crate::phases::TaskPhases;
 use crate::smt::{self, Smt};
 use crate::trace::{Trace, TraceKind, TraceOptions};
@@ -327,26 +327,9 @@ impl<'s> Sim<'s> {
         self.rqs.len()
     }
 
-    fn cpus_of_group(&self, tg: usize) -> Vec<CpuId> {
-        let mut g = Some(tg);
-        while let Some(i) = g {
-            if i > 0 {
-                if let Some(list) = &self.scenario.cgroups[i - 1].cpus {
-                    return parse_cpu_list(list).expect("validated");
-                }
-            }
-            g = self.tgs[i].parent;
-        }
-        (0..self.nr_cpus()).collect()
-    }
-
-    /// Allowed CPUs: the task's list within its cgroup's cpuset.
+    /// Allowed CPUs: the task's list within its cgroup's cpuset (tg 0 is the root).
     fn allowed_cpus(&self, tg: usize, cpus: &Option<String>) -> Rc<[CpuId]> {
-        let group = self.cpus_of_group(tg);
-        match cpus {
-            Some(list) => parse_cpu_list(list).expect("validated").into_iter().filter(|c| group.binary_search(c).is_ok()).collect(),
-            None => group.into(),
-        }
+        self.scenario.allowed_cpus(tg.checked_sub(1), cpus).into()
     }
 
     fn tg_of(&self, cgroup: &Option<String>) -> usize {

@@ -38,7 +38,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, SystemTime};
 use throttlelab_core::output::{latency, CgroupStats, Output, TaskStats};
-use throttlelab_core::scenario::{ms_to_ns, parse_cpu_list, Policy, Scenario};
+use throttlelab_core::scenario::{ms_to_ns, Policy, Scenario};
 use throttlelab_core::TaskPhases;
 use worker::{
     nanosleep_until, now_ns, DlParams, DlPlan, DriverReport, ServicePlan, TaskPlan, ThreadPlan,
@@ -69,41 +69,6 @@ const PID_REUSE_MARGIN: Duration = Duration::from_secs(1);
 struct WorkerPlan {
     group: GroupId,
     spec: WorkerSpec,
-}
-
-/// CPUs of a group: its nearest ancestor's `cpus`, else 0..machine.cpus-1.
-fn group_cpus(s: &Scenario, g: GroupId) -> Vec<usize> {
-    let mut g = g;
-    while let Some(i) = g {
-        let c = &s.cgroups[i];
-        if let Some(list) = &c.cpus {
-            return parse_cpu_list(list).expect("validated");
-        }
-        g = c
-            .parent
-            .as_ref()
-            .map(|p| s.cgroup_index(p).expect("validated"));
-    }
-    (0..s.machine.cpus).collect()
-}
-
-/// Allowed CPUs of a task or service (`key` names it): its `cpus` within its group's.
-fn allowed_cpus(s: &Scenario, g: GroupId, cpus: &Option<String>, key: &str) -> Result<Vec<usize>> {
-    let group = group_cpus(s, g);
-    let allowed: Vec<usize> = match cpus {
-        Some(list) => parse_cpu_list(list)
-            .expect("validated")
-            .into_iter()
-            .filter(|c| group.contains(c))
-            .collect(),
-        None => group,
-    };
-    if allowed.is_empty() {
-        return Err(Error::harness(format!(
-            "{key}.cpus: no CPU in common with its cgroup's cpus"
-        )));
-    }
-    Ok(allowed)
 }
 
 fn group_of(s: &Scenario, cgroup: &Option<String>) -> GroupId {
@@ -138,7 +103,7 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
     };
     for t in s.tasks.iter().filter(|t| TaskPhases::threads(t) > 0) {
         let g = group_of(s, &t.cgroup);
-        let allowed = allowed_cpus(s, g, &t.cpus, &format!("task.{}", t.name))?;
+        let allowed = s.allowed_cpus(g, &t.cpus);
         let threads = (0..TaskPhases::threads(t))
             .map(|i| ThreadPlan {
                 start_cpu: if t.pin { allowed[i % allowed.len()] } else { start_cpu(&allowed) },
@@ -177,7 +142,7 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
     }
     for svc in &s.services {
         let g = group_of(s, &svc.cgroup);
-        let allowed = allowed_cpus(s, g, &svc.cpus, &format!("service.{}", svc.name))?;
+        let allowed = s.allowed_cpus(g, &svc.cpus);
         let cpus = svc.cpus.as_ref().map(|_| allowed.clone());
         plans[g.map_or(0, |i| i + 1)]
             .spec
