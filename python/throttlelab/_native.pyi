@@ -27,6 +27,21 @@ def validate(scenario: str, overrides: list[str] = ...) -> str:
 def run(scenario: str, overrides: list[str] = ...) -> str:
     """Simulate; the output document as JSON (deterministic for a seed, engine aside)."""
 
+class Document:
+    """A scenario's TOML text parsed once, for many runs with different overrides."""
+
+    def __init__(self, text: str) -> None: ...
+    def validate(self, overrides: list[str] = ...) -> str:
+        """Like the module's ``validate``."""
+    def run(self, overrides: list[str] = ..., like_host: str | None = None, placed: bool = False) -> str:
+        """Like the module's ``run``; with ``like_host`` (a real run's ``host`` block as
+        JSON), set up like that host, and ``placed``, started and with its period
+        timers where that kernel run had them."""
+
+def override_value(key: str, raw: str) -> str:
+    """How ``--set key=raw`` reads ``raw``, as JSON: a TOML value, or text (for a
+    text key such as ``kernel.profile``, or a bare word such as ``max``)."""
+
 def trace(scenario: str, overrides: list[str] = ...) -> str:
     """Simulate and record; JSON ``{"output": ..., "trace": {"cpus", "groups", "threads", "records"}}``."""
 

@@ -14,6 +14,7 @@ mod deadline;
 mod error;
 mod event;
 mod fair;
+mod like_host;
 mod load;
 mod noise;
 mod phases;
@@ -26,7 +27,7 @@ pub mod trace;
 mod usage_csv;
 
 pub use error::ScenarioError;
-pub use load::{load, rebase_paths};
+pub use load::{load, parse_value, rebase_paths, Document};
 pub use output::Output;
 pub use phases::TaskPhases;
 pub use profile::{Feature, Profile};

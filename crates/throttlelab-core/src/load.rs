@@ -3,6 +3,7 @@
 use crate::error::{line_of_offset, shown, ScenarioError};
 use crate::scenario::Scenario;
 use crate::usage_csv;
+use serde::Deserialize;
 use std::path::Path;
 use toml::de::{DeTable, DeValue};
 use toml::{Table, Value};
@@ -14,13 +15,36 @@ const NAMED_ARRAYS: [&str; 3] = ["cgroup", "task", "service"];
 /// `trace_csv` files and validate. Relative paths are read from the working
 /// directory; [`rebase_paths`] makes a scenario file's own relative to it.
 pub fn load(text: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-    let mut scenario = if overrides.is_empty() {
-        deserialize(text).map_err(|e| {
-            let line = line_of_key(text, &e.key);
-            e.at_line(line)
-        })?
-    } else {
-        let mut table: Table = toml::from_str(text).map_err(|e| syntax_error(text, &e))?;
+    Document::parse(text)?.load(overrides)
+}
+
+/// A scenario file parsed once, to be loaded many times with different
+/// overrides (a sweep's grid, an advice's bisection, a comparison's seeds).
+#[derive(Debug, Clone)]
+pub struct Document {
+    text: String,
+    /// The text as a table, or why it is not one: TOML's integers stop at
+    /// i64::MAX, where the scenario's own deserializer reads any u64 (and
+    /// then says which key is out of range).
+    table: Result<Table, ScenarioError>,
+}
+
+impl Document {
+    /// Parse TOML text; a syntax error names its line.
+    pub fn parse(text: &str) -> Result<Document, ScenarioError> {
+        DeTable::parse(text).map_err(|e| syntax_error(text, &e))?;
+        let table = toml::from_str(text).map_err(|e| syntax_error(text, &e));
+        Ok(Document { text: text.to_string(), table })
+    }
+
+    /// The scenario with `overrides` applied, its `trace_csv` files read, validated.
+    /// An error in the file itself names its line; one an override caused does not.
+    pub fn load(&self, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+        let mut table = match &self.table {
+            Ok(table) => table.clone(),
+            Err(_) if overrides.is_empty() => return self.load_from_text(),
+            Err(e) => return Err(e.clone()),
+        };
         let mut seed = None;
         for o in overrides {
             match seed_override(o) {
@@ -31,20 +55,37 @@ pub fn load(text: &str, overrides: &[String]) -> Result<Scenario, ScenarioError>
         if seed.is_some() {
             table.remove("seed");
         }
-        let edited = toml::to_string(&table).expect("a TOML table serialises");
-        let mut scenario = deserialize(&edited).map_err(|e| ScenarioError { line: None, ..e })?;
+        // From the parsed table; on an error, again from text, whose
+        // deserializer names the element.
+        let mut scenario = match Scenario::deserialize(Value::Table(table.clone())) {
+            Ok(scenario) => scenario,
+            Err(_) if overrides.is_empty() => return self.load_from_text(),
+            Err(_) => {
+                let edited = toml::to_string(&table).expect("a TOML table serialises");
+                return Err(ScenarioError { line: None, ..deserialize(&edited).unwrap_err() });
+            }
+        };
         scenario.seed = seed.unwrap_or(scenario.seed);
-        scenario
-    };
-    read_trace_files(&mut scenario).map_err(|e| {
-        let line = if overrides.is_empty() { line_of_key(text, &e.key) } else { None };
-        e.at_line(line)
-    })?;
-    scenario.validate().map_err(|e| {
-        let line = if overrides.is_empty() { line_of_key(text, &e.key) } else { None };
-        e.at_line(line)
-    })?;
-    Ok(scenario)
+        if overrides.is_empty() {
+            return self.checked(scenario);
+        }
+        read_trace_files(&mut scenario)?;
+        scenario.validate()?;
+        Ok(scenario)
+    }
+
+    /// The file alone, deserialized from its text, whose deserializer locates
+    /// an error (the file's line, the element's name).
+    fn load_from_text(&self) -> Result<Scenario, ScenarioError> {
+        self.checked(deserialize(&self.text).map_err(|e| located(&self.text, e))?)
+    }
+
+    /// The file alone with its `trace_csv` files read, validated; an error names its line.
+    fn checked(&self, mut scenario: Scenario) -> Result<Scenario, ScenarioError> {
+        read_trace_files(&mut scenario).map_err(|e| located(&self.text, e))?;
+        scenario.validate().map_err(|e| located(&self.text, e))?;
+        Ok(scenario)
+    }
 }
 
 /// Fill the `windows` (and a missing `class`) of tasks that name a `trace_csv`.
@@ -79,6 +120,12 @@ pub fn rebase_paths(text: &str, base_dir: &Path) -> String {
         *item = toml_edit::Item::Value(value);
     }
     doc.to_string()
+}
+
+/// `e` with the line in `text` where its key is written, when it is.
+fn located(text: &str, e: ScenarioError) -> ScenarioError {
+    let line = line_of_key(text, &e.key);
+    e.at_line(line)
 }
 
 fn syntax_error(text: &str, e: &toml::de::Error) -> ScenarioError {
@@ -213,9 +260,10 @@ fn is_text_key(key: &str) -> bool {
     }
 }
 
-/// A TOML value (`5`, `"x"`, `["a"]`, `true`), or text for a text key or
-/// where the value is not TOML (a bare string).
-fn parse_value(key: &str, raw: &str) -> Value {
+/// How `--set key=raw` reads `raw`: a TOML value (`5`, `"x"`, `["a"]`,
+/// `true`), or text for a text key or where the value is not TOML (a bare
+/// string).
+pub fn parse_value(key: &str, raw: &str) -> Value {
     if is_text_key(key) && !raw.starts_with(['"', '\'', '[']) {
         return Value::String(raw.to_string());
     }

@@ -3,7 +3,7 @@
 
 use crate::phases::TaskPhases;
 use crate::sim::{Driver, Sim};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -22,14 +22,14 @@ pub struct Output {
 }
 
 /// The machine a real run measured.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Host {
     /// `uname -r`.
     pub release: String,
     /// CONFIG_HZ from /boot/config-<release> or /proc/config.gz; None if neither is readable.
     pub hz: Option<u32>,
     /// "v1" or "v2".
-    pub cgroup: &'static str,
+    pub cgroup: String,
     /// Other work on the host, measured before the run by a spinner on each
     /// CPU: its involuntary context switches per second, and the mean time
     /// each took from it (the simulator's `machine.background_per_s` and
@@ -39,7 +39,7 @@ pub struct Host {
     /// Per limited cgroup, where the kernel put its period timer: expiries
     /// fall on this offset plus whole periods of CLOCK_MONOTONIC (the
     /// simulator's `period_timer_offset_us`). Empty without tracefs.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub period_timer_offset_us: BTreeMap<String, f64>,
     /// CLOCK_MONOTONIC when the workers started, which places the run
     /// against the tick and period timer grids (the simulator's

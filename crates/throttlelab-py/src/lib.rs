@@ -28,8 +28,7 @@ fn scenario_err(e: throttlelab_core::ScenarioError) -> PyErr {
 #[pyfunction]
 #[pyo3(signature = (scenario, overrides = Vec::new()))]
 fn validate(scenario: &str, overrides: Vec<String>) -> PyResult<String> {
-    let s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
-    Ok(serde_json::to_string(&s).expect("scenario serialises"))
+    Document::new(scenario)?.validate(overrides)
 }
 
 /// Simulate a scenario (TOML text) with `key=value` overrides applied;
@@ -37,9 +36,48 @@ fn validate(scenario: &str, overrides: Vec<String>) -> PyResult<String> {
 #[pyfunction]
 #[pyo3(signature = (scenario, overrides = Vec::new()))]
 fn run(py: Python<'_>, scenario: &str, overrides: Vec<String>) -> PyResult<String> {
-    let s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
-    let out = py.detach(|| throttlelab_core::simulate(&s));
-    Ok(serde_json::to_string(&out).expect("output serialises"))
+    Document::new(scenario)?.run(py, overrides, None, false)
+}
+
+/// A scenario's TOML text parsed once, for many runs with different overrides.
+#[pyclass(frozen, module = "throttlelab._native")]
+struct Document(throttlelab_core::Document);
+
+#[pymethods]
+impl Document {
+    #[new]
+    fn new(text: &str) -> PyResult<Self> {
+        throttlelab_core::Document::parse(text).map(Document).map_err(scenario_err)
+    }
+
+    /// Like the module's `validate`.
+    #[pyo3(signature = (overrides = Vec::new()))]
+    fn validate(&self, overrides: Vec<String>) -> PyResult<String> {
+        let s = self.0.load(&overrides).map_err(scenario_err)?;
+        Ok(serde_json::to_string(&s).expect("scenario serialises"))
+    }
+
+    /// Like the module's `run`; with `like_host` (a real run's `host` block as
+    /// JSON), set up like that host, and `placed`, started and with its period
+    /// timers where that kernel run had them.
+    #[pyo3(signature = (overrides = Vec::new(), like_host = None, placed = false))]
+    fn run(&self, py: Python<'_>, overrides: Vec<String>, like_host: Option<&str>, placed: bool) -> PyResult<String> {
+        let mut s = self.0.load(&overrides).map_err(scenario_err)?;
+        if let Some(host) = like_host {
+            let host: throttlelab_core::output::Host =
+                serde_json::from_str(host).map_err(|e| ScenarioError::new_err(format!("host: {e}")))?;
+            s.set_like(&host, placed).map_err(scenario_err)?;
+        }
+        let out = py.detach(|| throttlelab_core::simulate(&s));
+        Ok(serde_json::to_string(&out).expect("output serialises"))
+    }
+}
+
+/// How `--set key=raw` reads `raw`, as JSON: a TOML value, or text (for a
+/// text key such as `kernel.profile`, or a bare word such as `max`).
+#[pyfunction]
+fn override_value(key: &str, raw: &str) -> String {
+    serde_json::to_string(&throttlelab_core::parse_value(key, raw)).expect("a TOML value serialises")
 }
 
 /// Records cross to Python in chunks of `trace::CHUNK_RECORDS`; this many wait
@@ -187,6 +225,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_class::<TraceRun>()?;
+    m.add_class::<Document>()?;
+    m.add_function(wrap_pyfunction!(override_value, m)?)?;
     m.add_function(wrap_pyfunction!(real, m)?)?;
     m.add_function(wrap_pyfunction!(real_preflight, m)?)?;
     m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;

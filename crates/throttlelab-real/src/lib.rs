@@ -729,7 +729,7 @@ pub fn run(s: &Scenario, worker: &Path) -> Result<Output> {
     let background =
         probe::background(&cpus, PROBE_NS, &|| signals.interrupted()).map_err(Error::harness)?;
     signals.check()?;
-    let cgroup = layout.version.as_str();
+    let cgroup = layout.version.as_str().to_string();
     // Calibration takes milliseconds: a check after it is soon enough.
     let plans = plan(s, worker::calibrate())?;
     signals.check()?;

@@ -1,0 +1,90 @@
+//! A scenario set up like a host the real backend measured, so that the
+//! simulator's runs can be held against the kernel's (`compare`).
+
+use crate::error::ScenarioError;
+use crate::output::Host;
+use crate::profile::Profile;
+use crate::scenario::Scenario;
+
+impl Scenario {
+    /// Take the host's kernel (the profile of its release, its CONFIG_HZ when
+    /// known) and its measured background activity. `placed`: also start where
+    /// that kernel run started against the tick grid and put each group's
+    /// period timer where the kernel had it (a paired run, a diagnostic); else
+    /// the simulator draws both itself.
+    pub fn set_like(&mut self, host: &Host, placed: bool) -> Result<(), ScenarioError> {
+        self.kernel.profile = Profile::for_release(&host.release)
+            .ok_or_else(|| ScenarioError::new("host.release", format!("no kernel version in {:?}", host.release)))?;
+        if let Some(hz) = host.hz {
+            self.machine.hz = hz;
+        }
+        self.machine.background_per_s = host.background_per_s;
+        self.machine.background_us = host.background_us;
+        if placed {
+            self.machine.uptime_s = Some(host.uptime_s);
+            for cgroup in &mut self.cgroups {
+                if let Some(&offset_us) = host.period_timer_offset_us.get(&cgroup.name) {
+                    cgroup.period_timer_offset_us = Some(offset_us);
+                }
+            }
+        }
+        self.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    const SCENARIO: &str = r#"
+name = "t"
+duration_s = 1
+[machine]
+cpus = 2
+[[cgroup]]
+name = "app"
+quota_us = 20000
+period_us = 10000
+[[task]]
+name = "spin"
+cgroup = "app"
+phases = [{ run_us = 1000 }]
+"#;
+
+    fn host() -> Host {
+        Host {
+            release: "6.1.0-56-amd64".into(),
+            hz: Some(1000),
+            cgroup: "v2".into(),
+            background_per_s: 12.5,
+            background_us: 40.0,
+            period_timer_offset_us: BTreeMap::from([("app".into(), 4321.5)]),
+            uptime_s: 1234.5,
+        }
+    }
+
+    #[test]
+    fn takes_the_hosts_kernel_and_background() {
+        let mut s = crate::load(SCENARIO, &[]).unwrap();
+        s.set_like(&host(), false).unwrap();
+        assert_eq!((s.kernel.profile, s.machine.hz), (Profile::for_release("6.1").unwrap(), 1000));
+        assert_eq!((s.machine.background_per_s, s.machine.background_us), (12.5, 40.0));
+        assert_eq!((s.machine.uptime_s, s.cgroups[0].period_timer_offset_us), (None, None), "unplaced: drawn");
+        s.set_like(&host(), true).unwrap();
+        assert_eq!((s.machine.uptime_s, s.cgroups[0].period_timer_offset_us), (Some(1234.5), Some(4321.5)));
+    }
+
+    #[test]
+    fn a_host_is_read_back_from_the_real_backends_json() {
+        let json = serde_json::to_string(&host()).unwrap();
+        assert_eq!(serde_json::from_str::<Host>(&json).unwrap(), host());
+    }
+
+    #[test]
+    fn a_release_without_a_version_is_refused() {
+        let mut s = crate::load(SCENARIO, &[]).unwrap();
+        let e = s.set_like(&Host { release: "custom".into(), ..host() }, false).unwrap_err();
+        assert_eq!(e.to_string(), "host.release: no kernel version in \"custom\"");
+    }
+}
