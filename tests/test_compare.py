@@ -12,8 +12,16 @@ from test_errors import assert_error
 from test_real import needs_real
 import throttlelab.compare
 from throttlelab import _native
-from throttlelab.compare import SETTLE_S, Stats, compare, mean_host, simulator_overrides, timer_overrides
+from throttlelab.compare import SETTLE_S, Stats, compare, mean_host
+from throttlelab.runner import simulate as simulate_with_engine
 from throttlelab._native import profile_for_release
+
+
+def simulate(*args, **kwargs) -> dict:
+    """A simulation's output without its wall time, to compare with another's."""
+    doc = simulate_with_engine(*args, **kwargs)
+    del doc["engine"]
+    return doc
 
 
 @pytest.mark.parametrize(
@@ -31,10 +39,15 @@ def test_profile_for_unreadable_release():
 
 
 def test_simulator_is_set_up_like_the_host():
-    assert simulator_overrides({"release": "6.6.1", "hz": 1000, "cgroup": "v2"}) == ['kernel.profile="6.6"', "machine.hz=1000"]
-    assert simulator_overrides({"release": "5.4.0", "hz": None, "cgroup": "v1"}) == ['kernel.profile="5.4"']
-    host = {"release": "6.18.4", "hz": 250, "cgroup": "v1", "background_per_s": 21.5, "background_us": 48.25}
-    assert simulator_overrides(host)[2:] == ["machine.background_per_s=21.500", "machine.background_us=48.250"]
+    """A run set up like a host is the run the scenario's own keys would give."""
+    text = scenario_text(top="", period_us="10000", quota_us="10000")
+    host = {"release": "5.4.0-1-amd64", "hz": 1000, "cgroup": "v2", "background_per_s": 21.5, "background_us": 48.25, "uptime_s": 19317.123456789}
+    like = simulate(text, ["seed=3"], json.dumps(host))
+    keys = ['kernel.profile="5.4"', "machine.hz=1000", "machine.background_per_s=21.5", "machine.background_us=48.25", "seed=3"]
+    assert like == simulate(text, keys)
+    assert like["profile"] == "5.4"
+    # Without its CONFIG_HZ the host keeps the scenario's.
+    assert simulate(text, [], json.dumps({**host, "hz": None})) == simulate(text, keys[:1] + keys[2:4])
 
 
 def test_background_averages_over_runs():
@@ -49,19 +62,20 @@ def test_background_averages_over_runs():
 
 
 def test_each_simulator_run_gets_its_kernel_runs_timer_offsets():
+    text = scenario_text(top="", period_us="10000", quota_us="10000")
     host = {
         "release": "6.18",
+        "hz": 250,
+        "cgroup": "v1",
         "background_per_s": 1.0,
         "background_us": 1.0,
-        "period_timer_offset_us": {"app": 19989.5, "web": 0.25},
+        "period_timer_offset_us": {"app": 1989.5, "web": 0.25},
         "uptime_s": 19317.123456789,
     }
-    assert timer_overrides(host) == [
-        "machine.uptime_s=19317.123456789",
-        "cgroup.app.period_timer_offset_us=19989.5",
-        "cgroup.web.period_timer_offset_us=0.25",
-    ]
-    assert timer_overrides({"release": "6.18"}) == []
+    keys = ["machine.background_per_s=1.0", "machine.background_us=1.0"]
+    placed = ["machine.uptime_s=19317.123456789", "cgroup.app.period_timer_offset_us=1989.5"]
+    assert simulate(text, [], json.dumps(host), placed=True) == simulate(text, keys + placed)
+    assert simulate(text, [], json.dumps(host)) == simulate(text, keys), "not placed: drawn"
     # They differ per run, so the summary of the host leaves them out.
     assert not {"period_timer_offset_us", "uptime_s"} & set(mean_host([host]))
 
@@ -70,7 +84,7 @@ def test_each_kernel_run_waits_for_the_host_to_settle(monkeypatch):
     """The teardown of one kernel run must not count as the next one's background."""
     text = scenario_text(top="", period_us="10000", quota_us="10000")
     doc = json.loads(_native.run(text, []))
-    host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0}
+    host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0, "uptime_s": 100.0}
     kernel_doc = json.dumps({**doc, "backend": "real", "host": host})
     calls = []
     monkeypatch.setattr(throttlelab.compare.time, "sleep", calls.append)
@@ -119,7 +133,7 @@ def test_compare_two_spinners(tmp_path, capfd):
     assert doc["runs"] == 2 and len(doc["kernel_runs"]) == 2 and len(doc["sim_runs"]) == 2
     assert all(r["backend"] == "real" for r in doc["kernel_runs"])
     assert all(r["backend"] == "sim" for r in doc["sim_runs"])
-    assert f"machine.hz={doc['host']['hz']}" in doc["sim_overrides"]
+    assert all(r["profile"] == profile_for_release(doc["host"]["release"]) for r in doc["sim_runs"])
     # The kernel's timer offsets, read from tracefs, are within a period;
     # where there is no tracefs to be had, the run said why and went on.
     if doc["timers_placed"]:

@@ -1,8 +1,9 @@
 """``throttlelab compare``: the same scenario on the host kernel and in the simulator.
 
 The real backend runs N times; the simulator runs N seeds set up like the host
-(CONFIG_HZ, the profile of the host's kernel release, and the background activity
-the real backend's probe measured before each run). Simulator run i also starts
+by the core (``Scenario::set_like``: CONFIG_HZ, the profile of the host's kernel
+release, and the background activity the real backend's probe measured before
+each run). Simulator run i also starts
 where kernel run i started against the tick grid (`machine.uptime_s`) and puts
 each group's period timer where kernel run i found it (`period_timer_offset_us`,
 read from tracefs), so both sides draw the same timer phases; where a kernel run
@@ -28,7 +29,7 @@ from rich.markup import escape
 
 from throttlelab import _native
 from throttlelab.metrics import BY_KEY, CGROUP_METRICS, limit
-from throttlelab.runner import Runner
+from throttlelab.runner import Run, Runner
 from throttlelab.terminal import table
 from throttlelab.worker import WORKER
 
@@ -58,26 +59,6 @@ class Stats:
         # statistics.mean is exact, then rounded once: fmean of five runs of
         # 399/400 gives 0.9975000000000002, above the range it comes from.
         return cls(statistics.mean(values), sd, min(values), max(values))
-
-
-def simulator_overrides(host: dict[str, Any]) -> list[str]:
-    """``--set`` overrides that make the simulator look like the host: its kernel's
-    profile and CONFIG_HZ, and the background activity its probe measured."""
-    overrides = [f'kernel.profile="{_native.profile_for_release(host["release"])}"']
-    if host.get("hz"):
-        overrides.append(f"machine.hz={host['hz']}")
-    if "background_per_s" in host:
-        overrides.append(f"machine.background_per_s={host['background_per_s']:.3f}")
-        overrides.append(f"machine.background_us={host['background_us']:.3f}")
-    return overrides
-
-
-def timer_overrides(host: dict[str, Any]) -> list[str]:
-    """``--set`` overrides that place the simulator's run where one kernel run
-    was: its start against the tick grid, each cgroup's period timer."""
-    overrides = [f"machine.uptime_s={host['uptime_s']!r}"] if "uptime_s" in host else []
-    offsets = host.get("period_timer_offset_us", {})
-    return overrides + [f"cgroup.{name}.period_timer_offset_us={us!r}" for name, us in offsets.items()]
 
 
 def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -112,8 +93,11 @@ def compare(
         kernel.append(json.loads(_native.real(text, [*overrides, f"seed={i + 1}"], WORKER)))
         step(f"kernel run {i + 1}")
     host = mean_host([d["host"] for d in kernel])
-    sim_overrides = [*overrides, *simulator_overrides(host)]
-    seeds = [(text, [*sim_overrides, *timer_overrides(run["host"]), f"seed={i + 1}"]) for i, run in enumerate(kernel)]
+    seeds = [
+        # Like the host on average; started, with its period timers, where kernel run i was.
+        Run(text, [*overrides, f"seed={i + 1}"], json.dumps({**run["host"], **host}), placed=True)
+        for i, run in enumerate(kernel)
+    ]
     with Runner() as runner:
         sim = runner.run_many(seeds, lambda: step("simulator"))
     cgroups = {}
@@ -128,7 +112,6 @@ def compare(
         "scenario": kernel[0]["scenario"],
         "runs": runs,
         "host": host,
-        "sim_overrides": sim_overrides,
         # Whether every kernel run traced its period timers, and each simulator run got them.
         "timers_placed": all("period_timer_offset_us" in run["host"] for run in kernel),
         "cgroups": cgroups,
@@ -142,7 +125,8 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
     host = result["host"]
     parts: list[RenderableType] = [
         f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"
-        f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: {' '.join(result['sim_overrides'])};"
+        f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: profile {result['sim_runs'][0]['profile']},"
+        f" the host's HZ and background ({host['background_per_s']:.1f}/s x {host['background_us']:.0f} us);"
         + (" each run started and its period timers placed as in its kernel run" if result["timers_placed"]
            else " each run started as in its kernel run (period timers not traced)")
     ]

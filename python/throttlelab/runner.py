@@ -1,8 +1,10 @@
 """Many simulations at once: the one runner behind ``sweep``, ``advise``,
 ``reproduce`` and ``compare``.
 
-A run is a scenario's TOML text and its ``--set`` overrides; its result is the
-output document. The simulator is deterministic, so the results are the same,
+A run is a scenario's TOML text and its ``--set`` overrides (and, for
+``compare``, the host to set the simulator up like); its result is the output
+document. Each process parses a scenario's text once and keeps it
+(:func:`document`) for every run of it. The simulator is deterministic, so the results are the same,
 in the order of the runs, whichever executor ran them:
 
 - ``local``: a process pool over this machine's cores (``workers`` processes),
@@ -14,18 +16,28 @@ in the order of the runs, whichever executor ran them:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from throttlelab import _native
 
 EXECUTORS = ("local", "ray")
 
-#: One simulation: scenario text and ``--set`` overrides.
-Run = tuple[str, Sequence[str]]
+class Run(NamedTuple):
+    """One simulation; a plain ``(text, overrides)`` tuple is one too."""
+
+    text: str
+    overrides: Sequence[str] = ()
+    #: A real run's ``host`` block as JSON: set the simulator up like that host.
+    like_host: Optional[str] = None
+    #: With ``like_host``: start, and put the period timers, where that kernel run had them.
+    placed: bool = False
+
+
 Output = dict[str, Any]
 Step = Callable[[], None]
 
@@ -34,9 +46,15 @@ class RunnerError(ValueError):
     """An executor that cannot run here, or options that do not fit it (a user error: exit code 2)."""
 
 
-def simulate(text: str, overrides: Sequence[str]) -> Output:
+@functools.lru_cache(maxsize=16)
+def document(text: str) -> _native.Document:
+    """Scenario ``text`` parsed, once per process."""
+    return _native.Document(text)
+
+
+def simulate(text: str, overrides: Sequence[str] = (), like_host: Optional[str] = None, placed: bool = False) -> Output:
     """One simulation's output document (runs inside a pool or Ray worker)."""
-    return json.loads(_native.run(text, list(overrides)))
+    return json.loads(document(text).run(list(overrides), like_host, placed))
 
 
 class Runner:
@@ -64,13 +82,14 @@ class Runner:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
 
-    def run_many(self, runs: Sequence[Run], step: Optional[Step] = None) -> list[Output]:
+    def run_many(self, runs: Sequence[Run | tuple[str, Sequence[str]]], step: Optional[Step] = None) -> list[Output]:
         """The output document of every run, in the order of ``runs``; ``step()``
         after each one completes (in any order). Every run is validated here
         first, so that a bad key or value fails at once, in this process, with
         the core's one-line message (a worker's ScenarioError cannot be pickled)."""
-        for text, overrides in runs:
-            _native.validate(text, list(overrides))
+        runs = [Run(*run) for run in runs]
+        for run in runs:
+            document(run.text).validate(list(run.overrides))
         return self.map(simulate, runs, step)
 
     def map(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], step: Optional[Step] = None) -> list[Any]:
