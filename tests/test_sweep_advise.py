@@ -73,6 +73,8 @@ def test_sweep_csv_holds_the_json_rows(tmp_path):
         ("=1,2", "expected KEY=V1,V2,..."),
         ("cgroup.app.quotax=1000,2000", "cgroup.app.quotax: unknown field"),
         ("cgroup.app.quota_us=20000,500", "cgroup.app.quota_us: must be >= 1000"),
+        # A text key's value stays the text it reads as, as for --set: not the number 5.1.
+        ("kernel.profile=5.4,5.10", 'kernel.profile: unknown profile "5.10"'),
     ],
 )
 def test_sweep_bad_grid_is_one_line_exit_2(grid, message):

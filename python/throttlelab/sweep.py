@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import tomllib
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from rich.table import Table
 
+from throttlelab import _native
 from throttlelab.metrics import BY_KEY
 from throttlelab.runner import Runner, Step
 from throttlelab.scenarios import PathArg
@@ -34,47 +36,38 @@ class SweepError(ValueError):
 
 
 def parse_grid(spec: str) -> tuple[str, list[Any]]:
-    """``key=v1,v2,...`` (values in TOML syntax, as for ``--set``) → ``(key, values)``.
-
-    Commas inside brackets or quotes do not split (``kernel.features=[],["slush_fund"]``);
-    numbers and booleans become Python values, so that the rows' columns are typed."""
+    """``key=v1,v2,...`` → ``(key, values)``, each value read as ``--set key=v``
+    reads it (the core's rule: TOML syntax, text for a text key such as
+    ``kernel.profile`` and for a bare word such as ``max``), so that the rows'
+    columns are typed. Commas inside brackets or quotes do not split
+    (``kernel.features=[],["slush_fund"]``)."""
     key, sep, rest = spec.partition("=")
     key = key.strip()
-    values = _split_top_level(rest)
+    values = _split_values(rest)
     if not sep or not key or any(c.isspace() for c in key) or not all(values):
         raise SweepError(f"--grid {spec!r}: expected KEY=V1,V2,... (e.g. cgroup.app.quota_us=50000,100000)")
-    return key, [_typed(v) for v in values]
+    return key, [json.loads(_native.override_value(key, v)) for v in values]
 
 
-def _split_top_level(text: str) -> list[str]:
-    """``text`` split at the commas outside brackets, braces and quotes; parts stripped."""
-    parts, depth, quote, start = [], 0, "", 0
-    for i, c in enumerate(text):
-        if quote:
-            quote = "" if c == quote else quote
-        elif c in "\"'":
-            quote = c
-        elif c in "[{":
-            depth += 1
-        elif c in "]}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return parts
+def _split_values(text: str) -> list[str]:
+    """``text`` split at its top-level commas: a value that opens a bracket, brace
+    or quote runs on until it is a whole TOML value; parts stripped."""
+    values: list[str] = []
+    pending: Optional[str] = None
+    for part in text.split(","):
+        pending = part if pending is None else f"{pending},{part}"
+        if not any(c in pending for c in "[{\"'") or _is_toml_value(pending):
+            values.append(pending.strip())
+            pending = None
+    return values if pending is None else [*values, ""]  # an unclosed value: malformed
 
 
-def _typed(text: str) -> Any:
-    """A TOML integer, float or boolean as a Python value; anything else stays text."""
-    if text in ("true", "false"):
-        return text == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+def _is_toml_value(text: str) -> bool:
+    try:
+        tomllib.loads(f"v = {text}")
+    except tomllib.TOMLDecodeError:
+        return False
+    return True
 
 
 def _toml(value: Any) -> str:
