@@ -26,7 +26,8 @@ impl TaskPhases {
     /// What every thread of `task` runs, given how many threads share it.
     pub fn of(task: &TaskSpec, threads: usize) -> Self {
         if task.windows.is_empty() {
-            return TaskPhases::List(task.phases.iter().map(|p| p.phase().expect("validated")).collect());
+            let timers = task.timer_names();
+            return TaskPhases::List(task.phases.iter().map(|p| p.phase(&timers).expect("validated")).collect());
         }
         let mut stretches = Vec::new();
         let mut end = 0;

@@ -382,6 +382,17 @@ pub fn dl_capacity_bw(cpus: usize, profile: Profile) -> u64 {
 }
 
 impl TaskSpec {
+    /// The names of the timers its phases use, each once, in order of first use.
+    pub fn timer_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for t in self.phases.iter().filter_map(|p| p.timer.as_ref()) {
+            if !names.contains(&t.name.as_str()) {
+                names.push(&t.name);
+            }
+        }
+        names
+    }
+
     /// Times the phases run, -1 = forever; a trace runs once unless `loop` says more.
     pub fn effective_loops(&self) -> i64 {
         if self.loops == -1 && !self.windows.is_empty() {
@@ -412,9 +423,42 @@ pub struct PhaseSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_us: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sleep_us: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer: Option<TimerSpec>,
+}
+
+/// rt-app's `timer` event: wake `period_us` after the timer's last expiry,
+/// the first counted from the thread's start.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimerSpec {
+    pub period_us: u64,
+    /// The timer's name: the phases of a thread that name the same timer
+    /// share it (each thread has its own, as rt-app's `unique` refs).
+    #[serde(default = "default_timer_ref", rename = "ref")]
+    pub name: String,
+    #[serde(default)]
+    pub mode: TimerMode,
+}
+
+fn default_timer_ref() -> String {
+    "unique".to_string()
+}
+
+/// What a late timer does (rt-app's `mode`). It does not sleep; then
+/// `relative` counts the next period from now, `absolute` from the missed
+/// expiry, so that the thread catches up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimerMode {
+    #[default]
+    Relative,
+    Absolute,
 }
 
 /// A validated phase.
@@ -422,18 +466,30 @@ pub struct PhaseSpec {
 pub enum Phase {
     /// Work worth this many ns of CPU at nominal speed.
     Run(u64),
+    /// Busy for this many ns of wall time, however much CPU that gets
+    /// (rt-app's `runtime`).
+    Runtime(u64),
     /// Sleep this many ns.
     Sleep(u64),
-    /// Sleep until the next multiple of this many ns (rt-app's `timer`).
+    /// Sleep until the next multiple of this many ns.
     Timer(u64),
+    /// rt-app's `timer`: the thread's timer number `timer`, of this period.
+    RtTimer { period: u64, timer: usize, mode: TimerMode },
 }
 
 impl PhaseSpec {
-    pub fn phase(&self) -> Option<Phase> {
-        match (self.run_us, self.sleep_us, self.timer_us) {
-            (Some(r), None, None) => Some(Phase::Run(r * 1_000)),
-            (None, Some(s), None) => Some(Phase::Sleep(s * 1_000)),
-            (None, None, Some(t)) => Some(Phase::Timer(t * 1_000)),
+    /// The phase, given the names of its task's timers ([`TaskSpec::timer_names`]).
+    pub fn phase(&self, timers: &[&str]) -> Option<Phase> {
+        match (self.run_us, self.runtime_us, self.sleep_us, self.timer_us, &self.timer) {
+            (Some(r), None, None, None, None) => Some(Phase::Run(r * 1_000)),
+            (None, Some(r), None, None, None) => Some(Phase::Runtime(r * 1_000)),
+            (None, None, Some(s), None, None) => Some(Phase::Sleep(s * 1_000)),
+            (None, None, None, Some(t), None) => Some(Phase::Timer(t * 1_000)),
+            (None, None, None, None, Some(t)) => Some(Phase::RtTimer {
+                period: t.period_us * 1_000,
+                timer: timers.iter().position(|n| *n == t.name)?,
+                mode: t.mode,
+            }),
             _ => None,
         }
     }
@@ -737,22 +793,26 @@ impl Scenario {
             if t.phases.is_empty() {
                 return Err(ScenarioError::new(key("phases"), "must list at least one phase".to_string()));
             }
+            let timers = t.timer_names();
             for (j, p) in t.phases.iter().enumerate() {
-                match p.phase() {
+                let at = |field: &str| format!("task.{}.phases[{j}].{field}", t.name);
+                match p.phase(&timers) {
                     None => {
                         return Err(ScenarioError::new(
                             format!("task.{}.phases[{j}]", t.name),
-                            "must have exactly one of run_us, sleep_us, timer_us".to_string(),
+                            "must have exactly one of run_us, runtime_us, sleep_us, timer_us, timer".to_string(),
                         ))
                     }
-                    Some(Phase::Timer(0)) => {
-                        return Err(ScenarioError::new(format!("task.{}.phases[{j}].timer_us", t.name), "must be > 0".to_string()))
+                    Some(Phase::Timer(0)) => return Err(ScenarioError::new(at("timer_us"), "must be > 0".to_string())),
+                    Some(Phase::RtTimer { period: 0, .. }) => {
+                        return Err(ScenarioError::new(at("timer.period_us"), "must be > 0".to_string()))
                     }
                     Some(_) => {}
                 }
             }
-            if !t.phases.iter().any(|p| matches!(p.phase(), Some(Phase::Run(r)) if r > 0)) {
-                return Err(ScenarioError::new(key("phases"), "must contain a run_us phase > 0".to_string()));
+            let works = |p: &PhaseSpec| matches!(p.phase(&timers), Some(Phase::Run(r) | Phase::Runtime(r)) if r > 0);
+            if !t.phases.iter().any(works) {
+                return Err(ScenarioError::new(key("phases"), "must contain a run_us or runtime_us phase > 0".to_string()));
             }
             self.check_member_cpus(&key("cpus"), &t.cpus, group_cpus)?;
             self.validate_deadline(t, group_cpus)?;
@@ -985,7 +1045,9 @@ fn validate_task_times(t: &TaskSpec) -> Result<(), ScenarioError> {
     check(&task, &us, 1_000, "us")?;
     check(&task, &[("retry_ms", Some(t.retry_ms)), ("profile_ms", t.profile_ms)], 1_000_000, "ms")?;
     for (j, p) in t.phases.iter().enumerate() {
-        check(&format!("{task}.phases[{j}]"), &[("run_us", p.run_us), ("sleep_us", p.sleep_us), ("timer_us", p.timer_us)], 1_000, "us")?;
+        let times = [("run_us", p.run_us), ("runtime_us", p.runtime_us), ("sleep_us", p.sleep_us), ("timer_us", p.timer_us)];
+        check(&format!("{task}.phases[{j}]"), &times, 1_000, "us")?;
+        check(&format!("{task}.phases[{j}].timer"), &[("period_us", p.timer.as_ref().map(|t| t.period_us))], 1_000, "us")?;
     }
     let max_s = (MAX_TIME_NS / 1_000_000_000) as f64;
     if let Some((i, w)) = t.windows.iter().enumerate().find(|(_, w)| !(0.0..=max_s).contains(&w[0]) || !(0.0..=max_s).contains(&w[1])) {

@@ -9,7 +9,7 @@ use crate::event::{Event, EventQueue, Irq, Time};
 use crate::noise::{self, Stream};
 use crate::output::{self, Output};
 use crate::profile::{Feature, Profile};
-use crate::scenario::{dl_capacity_bw, ms_to_ns, secs_to_ns, Arrival, Phase, Policy, Scenario};
+use crate::scenario::{dl_capacity_bw, ms_to_ns, secs_to_ns, Arrival, Phase, Policy, Scenario, TimerMode};
 use crate::phases::TaskPhases;
 use crate::smt::{self, Smt};
 use crate::trace::{Trace, TraceKind, TraceOptions};
@@ -29,6 +29,10 @@ pub const NSEC_PER_USEC: u64 = 1_000;
 /// Simulated time 0 is uniformly between this and twice this after boot.
 const UPTIME_MIN_NS: u64 = 600 * 1_000_000_000;
 pub const NSEC_PER_MSEC: u64 = 1_000_000;
+/// A `runtime` phase of `ns` gives its thread this many times `ns` of work:
+/// at full speed (1, the most `smt_speed` allows) it cannot finish before
+/// its `RuntimeEnd`.
+const RUNTIME_WORK_BOUND: u64 = 2;
 
 /// Per-CPU state: `struct rq`.
 #[derive(Debug, Default)]
@@ -108,6 +112,10 @@ pub struct Thread {
     pub dl: Option<DlEntity>,
     /// When the thread started (its first wake-up).
     pub started_at: Time,
+    /// Each of its task's rt-app timers: the last expiry, until first used.
+    pub timers: Vec<Option<Time>>,
+    /// Counts `runtime` phases begun, so that a `RuntimeEnd` meets its own.
+    pub runtime_gen: u64,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.
@@ -357,6 +365,8 @@ impl<'s> Sim<'s> {
             stall_left: 0,
             dl: None,
             started_at: 0,
+            timers: Vec::new(),
+            runtime_gen: 0,
         });
         tid
     }
@@ -542,6 +552,7 @@ impl<'s> Sim<'s> {
                 self.advance(tid, true, false)
             }
             Event::Wake(tid) => self.advance(tid, true, true),
+            Event::RuntimeEnd { tid, gen } => self.runtime_end(tid, gen),
             Event::RunDone { cpu, gen } => {
                 if self.rqs[cpu].run_gen == gen {
                     self.run_done(cpu);
@@ -722,6 +733,25 @@ impl<'s> Sim<'s> {
         }
     }
 
+    /// A `runtime` phase's wall time is up: a running thread ends it now, a
+    /// waiting one as soon as it runs again (rt-app reads the clock between
+    /// chunks of 32 us of work, here taken as none).
+    fn runtime_end(&mut self, tid: ThreadId, gen: u64) {
+        let th = &self.threads[tid];
+        if th.runtime_gen != gen || th.state == ThreadState::Done {
+            return;
+        }
+        let cpu = th.cpu;
+        if self.rqs[cpu].curr == Some(tid) {
+            self.touch(cpu);
+            self.account_thread_time(cpu);
+            self.threads[tid].work_left = 0;
+            self.run_done(cpu);
+        } else {
+            self.threads[tid].work_left = 0;
+        }
+    }
+
     /// The running thread finished its run phase.
     fn run_done(&mut self, cpu: CpuId) {
         self.touch(cpu);
@@ -771,7 +801,7 @@ impl<'s> Sim<'s> {
                 }
             }
             match phases.get(th.phase) {
-                Phase::Run(0) | Phase::Sleep(0) => th.phase += 1,
+                Phase::Run(0) | Phase::Runtime(0) | Phase::Sleep(0) => th.phase += 1,
                 Phase::Run(w) => {
                     th.work_left = w;
                     // 004 3.3: a deadline thread's runtime follows each window's rate.
@@ -785,10 +815,35 @@ impl<'s> Sim<'s> {
                     self.events.push(self.now + d, Event::Wake(tid));
                     return false;
                 }
+                Phase::Runtime(ns) => {
+                    // Work it cannot finish in `ns` of wall time; `RuntimeEnd` ends it.
+                    th.work_left = ns.saturating_mul(RUNTIME_WORK_BOUND);
+                    th.runtime_gen += 1;
+                    self.events.push(self.now + ns, Event::RuntimeEnd { tid, gen: th.runtime_gen });
+                    return true;
+                }
                 Phase::Timer(p) => {
                     th.state = ThreadState::Sleeping;
                     self.events.push((self.now / p + 1) * p, Event::Wake(tid));
                     return false;
+                }
+                Phase::RtTimer { period, timer, mode } => {
+                    if th.timers.is_empty() {
+                        th.timers = vec![None; task.timer_names().len()];
+                    }
+                    let expiry = th.timers[timer].unwrap_or(th.started_at) + period;
+                    if self.now < expiry {
+                        th.timers[timer] = Some(expiry);
+                        th.state = ThreadState::Sleeping;
+                        self.events.push(expiry, Event::Wake(tid));
+                        return false;
+                    }
+                    // Late: no sleep (rt-app's `timer` event).
+                    th.timers[timer] = Some(match mode {
+                        TimerMode::Relative => self.now,
+                        TimerMode::Absolute => expiry,
+                    });
+                    th.phase += 1;
                 }
             }
         }

@@ -182,10 +182,14 @@ fn plausible(kind: Kind) -> BoxedStrategy<String> {
         Features => subsequence(&["slush_fund", "noop_update", "atomic_pool", "interleave_timers"][..], 0..=2)
             .prop_map(|f| toml::Value::from(f).to_string())
             .boxed(),
-        Phases => (int(1..20_000), prop::collection::vec((select(&["run_us", "sleep_us", "timer_us"][..]), int(1..20_000)), 0..3))
+        Phases => (int(1..20_000), prop::collection::vec((select(&["run_us", "runtime_us", "sleep_us", "timer_us", "timer"][..]), int(1..20_000)), 0..3))
             .prop_map(|(run, ps)| {
                 let first = format!("{{ run_us = {run} }}");
-                let items: Vec<String> = std::iter::once(first).chain(ps.iter().map(|(k, v)| format!("{{ {k} = {v} }}"))).collect();
+                let phase = |k: &str, v: &String| match k {
+                    "timer" => format!("{{ timer = {{ period_us = {v}, mode = \"absolute\" }} }}"),
+                    _ => format!("{{ {k} = {v} }}"),
+                };
+                let items: Vec<String> = std::iter::once(first).chain(ps.iter().map(|(k, v)| phase(k, v))).collect();
                 format!("[{}]", items.join(", "))
             })
             .boxed(),
@@ -221,7 +225,16 @@ fn edge(kind: Kind) -> BoxedStrategy<String> {
         Windows => word(&["[[0, 1e300, 1]]", "[[-1e300, 1e300, 1024]]", "[[1, 0, 1]]", "[[0, 1, nan]]", "[[0, 86400, 1024], [1e9, 2e9, 1]]"])
             .prop_map(|w| w.trim_matches('"').to_string())
             .boxed(),
-        Phases => word(&["[]", "[{ run_us = 0 }]", "[{ timer_us = 0 }]", "[{ run_us = 18446744073709 }, { sleep_us = 18446744073709 }]"])
+        Phases => word(&[
+            "[]",
+            "[{ run_us = 0 }]",
+            "[{ timer_us = 0 }]",
+            "[{ run_us = 18446744073709 }, { sleep_us = 18446744073709 }]",
+            "[{ runtime_us = 0 }]",
+            "[{ runtime_us = 18446744073709 }]",
+            "[{ run_us = 1 }, { timer = { period_us = 0 } }]",
+            "[{ run_us = 1 }, { timer = { period_us = 18446744073709, mode = \"sometimes\" } }]",
+        ])
             .prop_map(|w| w.trim_matches('"').to_string())
             .boxed(),
         _ => select(&["0", "-1", "1", "4095", "4096", "100000", "1000000000000", "9223372036854775807", "0.5", "1e20"][..])

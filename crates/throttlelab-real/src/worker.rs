@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
-use throttlelab_core::scenario::{dl_runtime_at_rate, Arrival, OnRefused, Phase, TaskSpec};
+use throttlelab_core::scenario::{dl_runtime_at_rate, Arrival, OnRefused, Phase, TaskSpec, TimerMode};
 use throttlelab_core::TaskPhases;
 
 /// Calibrated work runs in chunks of this many us between checks for the end.
@@ -356,6 +356,20 @@ impl Run {
         true
     }
 
+    /// Work until `until_ns` (absolute), however much CPU that gets; adds
+    /// the iterations done to `iters`. False if the run ended first.
+    fn work_until(&self, until_ns: u64, iters: &mut u64) -> bool {
+        let chunk = ((CHUNK_US * self.loops_per_us) as u64).max(1);
+        while now_ns() < until_ns {
+            if self.over() {
+                return false;
+            }
+            spin(chunk);
+            *iters += chunk;
+        }
+        true
+    }
+
     fn work_ns(&self, iters: u64) -> u64 {
         (iters as f64 * 1_000.0 / self.loops_per_us) as u64
     }
@@ -474,6 +488,8 @@ fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResul
     let mut r = ThreadResult::default();
     let mut loops_done = 0;
     let mut released = false;
+    let started_ns = now_ns();
+    let mut timers = vec![None; task.spec.timer_names().len()];
     while going {
         for i in 0..phases.len() {
             if let Some(res) = reservation.as_mut() {
@@ -483,9 +499,13 @@ fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResul
                 Phase::Run(ns) => {
                     let start = now_ns();
                     let done = run.work(ns, &mut r.iters);
-                    if let (Some(d), true, true) = (deadline_ns, released, done) {
-                        r.misses += u64::from(now_ns() > start + d);
-                    }
+                    r.misses += u64::from(done && released && deadline_ns.is_some_and(|d| now_ns() > start + d));
+                    done
+                }
+                Phase::Runtime(ns) => {
+                    let start = now_ns();
+                    let done = run.work_until(start + ns, &mut r.iters);
+                    r.misses += u64::from(done && released && deadline_ns.is_some_and(|d| now_ns() > start + d));
                     done
                 }
                 Phase::Sleep(ns) => {
@@ -496,6 +516,17 @@ fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResul
                     released = true;
                     let since = now_ns().saturating_sub(run.start_ns);
                     run.sleep_until(run.start_ns + (since / period + 1) * period)
+                }
+                Phase::RtTimer { period, timer, mode } => {
+                    released = true;
+                    let expiry = timers[timer].unwrap_or(started_ns) + period;
+                    let now = now_ns();
+                    // Late: no sleep (rt-app's `timer` event).
+                    timers[timer] = Some(match mode {
+                        TimerMode::Relative if now >= expiry => now,
+                        _ => expiry,
+                    });
+                    run.sleep_until(expiry)
                 }
             };
             if !going {
