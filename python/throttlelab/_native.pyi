@@ -38,6 +38,9 @@ class Document:
         JSON), set up like that host, and ``placed``, started and with its period
         timers where that kernel run had them."""
 
+def rt_app_scenario(json: str, name: str) -> str:
+    """The scenario (TOML text) for an rt-app workload (JSON text), named ``name``."""
+
 def override_value(key: str, raw: str) -> str:
     """How ``--set key=raw`` reads ``raw``, as JSON: a TOML value, or text (for a
     text key such as ``kernel.profile``, or a bare word such as ``max``)."""

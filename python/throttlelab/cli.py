@@ -159,8 +159,9 @@ def scenarios(ctx: click.Context) -> None:
 @scenarios.command("show")
 @click.argument("name")
 def scenarios_show(name: str) -> None:
-    """Print built-in scenario NAME's TOML, to copy and change."""
-    if name not in builtin_names():
+    """Print built-in scenario NAME's TOML, or the scenario an rt-app workload
+    (a .json file) becomes, to copy and change."""
+    if name not in builtin_names() and not name.endswith(".json"):
         raise ScenarioNotFound(f"no built-in scenario '{name}'; {did_you_mean(name, builtin_names(), 'built-ins')}")
     click.echo(load_scenario_text(name)[0], nl=False)
 
@@ -169,7 +170,7 @@ def scenarios_show(name: str) -> None:
 @click.argument("scenario")
 @set_option
 def validate(scenario: str, overrides: tuple[str, ...]) -> None:
-    """Check SCENARIO (a TOML file or a built-in name) without simulating it."""
+    """Check SCENARIO (a TOML file, an rt-app .json or a built-in name) without simulating it."""
     text, _ = load_scenario_text(scenario)
     resolved = json.loads(_native.validate(text, list(overrides)))
     click.echo(f"ok: {resolved['name']} ({len(resolved['cgroups'])} cgroups, {len(resolved['tasks'])} tasks)")

@@ -1,5 +1,6 @@
 """Resolution of scenario arguments: a built-in name (a ``scenarios/*.toml`` file
-shipped in the package) or a path to a TOML file."""
+shipped in the package), a path to a TOML file, or a path to an rt-app workload
+(``*.json``), which the core turns into a scenario."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 from importlib.resources import files
 from typing import Union
 
-from throttlelab._native import rebase_paths
+from throttlelab._native import rebase_paths, rt_app_scenario
 from throttlelab.terminal import did_you_mean
 
 PathArg = Union[str, os.PathLike]
@@ -37,17 +38,18 @@ def description(text: str) -> str:
 
 
 def _looks_like_path(arg: str) -> bool:
-    return os.sep in arg or "/" in arg or arg.endswith(".toml")
+    return os.sep in arg or "/" in arg or arg.endswith((".toml", ".json"))
 
 
 def load_scenario_text(name_or_path: PathArg) -> tuple[str, str]:
-    """Return ``(toml_text, origin)`` for a built-in name or a file path.
+    """Return ``(toml_text, origin)`` for a built-in name or a file path; an
+    rt-app workload (``.json``) as the scenario the core makes of it.
 
     A file's relative ``trace_csv`` paths are made absolute against its directory,
     so that the text runs the same from anywhere (a sweep's pool, a Ray worker).
 
     A built-in name wins over a file of the same name in the working directory only
-    when the argument does not look like a path (no separator, no ``.toml``), so
+    when the argument does not look like a path (no separator, no ``.toml`` or ``.json``), so
     ``./x.toml`` always means the file. Raises ScenarioNotFound with close matches
     for an unknown built-in name, or the reason a file cannot be read.
     """
@@ -56,13 +58,17 @@ def load_scenario_text(name_or_path: PathArg) -> tuple[str, str]:
         return (_builtin_dir() / f"{arg}.toml").read_text(encoding="utf-8"), f"built-in:{arg}"
     try:
         with open(arg, encoding="utf-8") as f:
-            return rebase_paths(f.read(), os.path.dirname(os.path.abspath(arg))), arg
+            text = f.read()
     except FileNotFoundError:
         if _looks_like_path(arg):
             raise ScenarioNotFound(f"no such scenario file: {arg}") from None
         raise ScenarioNotFound(_unknown_builtin_message(arg)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise ScenarioNotFound(f"cannot read scenario file {arg}: {e}") from None
+    if arg.endswith(".json"):
+        name = os.path.splitext(os.path.basename(arg))[0]
+        return rt_app_scenario(text, name), arg
+    return rebase_paths(text, os.path.dirname(os.path.abspath(arg))), arg
 
 
 def _unknown_builtin_message(name: str) -> str:

@@ -20,6 +20,7 @@ mod noise;
 mod phases;
 pub mod output;
 mod profile;
+pub mod rt_app;
 pub mod scenario;
 mod sim;
 mod smt;

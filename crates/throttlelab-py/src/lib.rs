@@ -73,6 +73,12 @@ impl Document {
     }
 }
 
+/// The scenario (TOML text) for an rt-app workload (JSON text), named `name`.
+#[pyfunction]
+fn rt_app_scenario(json: &str, name: &str) -> PyResult<String> {
+    throttlelab_core::rt_app::to_scenario(json, name).map_err(scenario_err)
+}
+
 /// How `--set key=raw` reads `raw`, as JSON: a TOML value, or text (for a
 /// text key such as `kernel.profile`, or a bare word such as `max`).
 #[pyfunction]
@@ -227,6 +233,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TraceRun>()?;
     m.add_class::<Document>()?;
     m.add_function(wrap_pyfunction!(override_value, m)?)?;
+    m.add_function(wrap_pyfunction!(rt_app_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(real, m)?)?;
     m.add_function(wrap_pyfunction!(real_preflight, m)?)?;
     m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;
