@@ -102,12 +102,41 @@ def test_kernel_runs_without_traced_timers_leave_them_to_the_simulator(monkeypat
     host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0, "uptime_s": 100.0}
     monkeypatch.setattr(throttlelab.compare.time, "sleep", lambda _s: None)
     monkeypatch.setattr(throttlelab.compare._native, "real", lambda *args: json.dumps({**doc, "backend": "real", "host": host}))
-    result = compare(text, runs=1)
+    result = compare(text, runs=1, paired=True)
     assert result["timers_placed"] is False
     assert result["sim_runs"][0]["cgroups"]["app"]["nr_periods"] > 0
-    human = cli("compare", "two-spinners", "--runs", "1")
+    human = cli("compare", "two-spinners", "--runs", "1", "--paired")
     assert human.exit_code == 0, human.stderr
-    assert "each run started as in its kernel run (period timers not traced)" in " ".join(human.stdout.split())
+    assert "paired: each run started as in its kernel run (period timers not traced)" in " ".join(human.stdout.split())
+
+
+def test_unpaired_by_default_the_simulator_draws_its_own_phases(monkeypatch):
+    """A user predicting a limit has no kernel run to pair with: by default each
+    simulator seed draws its start and timer phases, whatever the kernel's were."""
+    text = scenario_text(top="", period_us="10000", quota_us="10000")
+    doc = json.loads(_native.run(text, []))
+    host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0}
+    runs = iter([{**host, "uptime_s": 100.0, "period_timer_offset_us": {"app": 5.0}}, {**host, "uptime_s": 200.0, "period_timer_offset_us": {"app": 7.0}}])
+    monkeypatch.setattr(throttlelab.compare.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(throttlelab.compare._native, "real", lambda *args: json.dumps({**doc, "backend": "real", "host": next(runs)}))
+    result = compare(text, runs=2)
+    assert (result["paired"], result["timers_placed"]) == (False, False)
+    assert "Mann-Whitney U" in result["verdict"]
+    drawn = [simulate(text, [f"seed={i}", "machine.background_per_s=1.0", "machine.background_us=1.0"]) for i in (1, 2)]
+    assert [{k: v for k, v in r.items() if k != "engine"} for r in result["sim_runs"]] == drawn
+
+
+@pytest.mark.parametrize(
+    "kernel, sim, alike",
+    [
+        ([0.5] * 5, [0.5] * 5, True),  # one value on both sides
+        ([0.0] * 5, [0.0] * 5, True),  # never throttled on either side
+        ([0.49, 0.5, 0.5, 0.5, 0.49], [0.5, 0.5, 0.0, 0.49, 0.5], True),  # the odd seed of a marginal case
+        ([0.1, 0.11, 0.12, 0.13, 0.14], [0.2, 0.21, 0.22, 0.23, 0.24], False),  # every seed above every run
+    ],
+)
+def test_the_verdict_compares_distributions(kernel, sim, alike):
+    assert throttlelab.compare.same_distribution(kernel, sim) is alike
 
 
 def test_the_mean_of_equal_runs_is_their_value():
@@ -136,7 +165,7 @@ def test_compare_two_spinners(tmp_path, capfd):
     assert all(r["profile"] == profile_for_release(doc["host"]["release"]) for r in doc["sim_runs"])
     # The kernel's timer offsets, read from tracefs, are within a period;
     # where there is no tracefs to be had, the run said why and went on.
-    if doc["timers_placed"]:
+    if all("period_timer_offset_us" in run["host"] for run in doc["kernel_runs"]):
         for run in doc["kernel_runs"]:
             assert 0 <= run["host"]["period_timer_offset_us"]["app"] < 10000
     else:
@@ -146,11 +175,14 @@ def test_compare_two_spinners(tmp_path, capfd):
     for side in ("kernel", "sim"):
         assert 0.4e6 < row[side]["mean"] < 0.6e6, row
         assert row[side]["lo"] <= row[side]["mean"] <= row[side]["hi"]
-    assert row["inside"] == (row["kernel"]["lo"] <= row["sim"]["mean"] <= row["kernel"]["hi"])
+    assert row["mean_in_range"] == (row["kernel"]["lo"] <= row["sim"]["mean"] <= row["kernel"]["hi"])
+    assert row["alike"] == throttlelab.compare.same_distribution(
+        [r["cgroups"]["app"]["usage_usec"] for r in doc["kernel_runs"]], [r["cgroups"]["app"]["usage_usec"] for r in doc["sim_runs"]]
+    )
     human = cli("compare", str(path), "--runs", "1")
     assert human.exit_code == 0, human.stderr
     assert "throttled %" in human.stdout and "verdict" in human.stdout
-    assert "as in its kernel run" in " ".join(human.stdout.split())
+    assert "unpaired: each seed draws its own start and period timer phases" in " ".join(human.stdout.split())
     assert "cpu.max 10000 10000 (1 CPU, 1000m)" in " ".join(human.stdout.split())
 
 

@@ -130,17 +130,21 @@ def _emit(out: str, as_json: bool) -> None:
 @click.argument("scenario")
 @set_option
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(min=1), help="Kernel runs, and simulator seeds.")
+@click.option("--paired", is_flag=True, help="Diagnostic: start each simulator run, with its period timers, where its kernel run was.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison (with every run) as JSON.")
-def compare(scenario: str, overrides: tuple[str, ...], runs: int, as_json: bool) -> None:
+def compare(scenario: str, overrides: tuple[str, ...], runs: int, paired: bool, as_json: bool) -> None:
     """Run SCENARIO on the host kernel and in the simulator, side by side (needs root).
 
-    The simulator gets the host's CONFIG_HZ and the profile of its kernel release;
-    the verdict says whether its mean lies inside the kernel's own run-to-run range."""
+    The simulator gets the host's CONFIG_HZ, the profile of its kernel release and
+    its background, and draws its own timer phases (unless --paired); the verdict
+    says whether the simulator's seeds and the kernel's runs could come from one
+    distribution (Mann-Whitney U, 5 %)."""
     text, _ = load_scenario_text(scenario)
     terminal = Terminal()
     with terminal.progress() as progress:
         bar = progress.add_task("compare", total=2 * runs)
-        result = comparison.compare(text, overrides, runs, lambda label: progress.update(bar, advance=1, description=label))
+        step = lambda label: progress.update(bar, advance=1, description=label)  # noqa: E731
+        result = comparison.compare(text, overrides, runs, step, paired=paired)
     if as_json:
         click.echo(json.dumps(result))
         return

@@ -3,13 +3,18 @@
 The real backend runs N times; the simulator runs N seeds set up like the host
 by the core (``Scenario::set_like``: CONFIG_HZ, the profile of the host's kernel
 release, and the background activity the real backend's probe measured before
-each run). Simulator run i also starts
-where kernel run i started against the tick grid (`machine.uptime_s`) and puts
-each group's period timer where kernel run i found it (`period_timer_offset_us`,
-read from tracefs), so both sides draw the same timer phases; where a kernel run
-could not trace its timers, the simulator draws them. Per cgroup metric
-the result holds both sides' mean, standard deviation and range, and whether the
-simulator's mean lies inside the band the kernel itself spans.
+each run). By default the simulator draws its own start against the tick grid
+and its own period timer phases, as a user predicting a limit must: the
+comparison is of two distributions, the kernel's over runs and the simulator's
+over seeds. ``paired`` (a diagnostic) instead starts simulator run i where
+kernel run i started (`machine.uptime_s`) and puts each group's period timer
+where kernel run i found it (`period_timer_offset_us`, read from tracefs).
+
+Per cgroup metric the result holds both sides' mean, standard deviation and
+range, and the verdict: whether the two samples could come from one
+distribution (the Mann-Whitney U test, two-sided, at 5 %), beside the older
+and stricter reading, whether the simulator's mean lies inside the kernel's
+range.
 
 Each kernel run waits ``settle_s`` first: the host is busy for a while after
 the run before ends (traced: DAMON), and the probe and the next run would count
@@ -25,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from rich.console import RenderableType
+from scipy.stats import mannwhitneyu
 from rich.markup import escape
 
 from throttlelab import _native
@@ -35,6 +41,10 @@ from throttlelab.worker import WORKER
 
 #: cpu.stat metrics compared, in table order.
 METRICS = tuple(m.key for m in CGROUP_METRICS)
+
+#: The verdict's test and its level.
+TEST = "Mann-Whitney U, two-sided"
+ALPHA = 0.05
 
 #: Seconds each kernel run waits for the host to settle. Traced on the
 #: fidelity host: after a run, DAMON took about 50 ms of CPU in the next
@@ -75,16 +85,15 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return host
 
 
-def compare(
+def kernel_runs(
     text: str,
     overrides: Sequence[str] = (),
     runs: int = 3,
     step: Optional[Callable[[str], None]] = None,
     settle_s: float = SETTLE_S,
-) -> dict[str, Any]:
+) -> list[dict[str, Any]]:
     """Run scenario ``text`` ``runs`` times on the host, each after ``settle_s``
-    of quiet, and over ``runs`` seeds in the simulator; ``step(label)`` is called
-    after each run (progress)."""
+    of quiet; ``step(label)`` after each run."""
     step = step or (lambda _label: None)
     _native.real_preflight(text, list(overrides))  # refused now, not after the first settle
     kernel = []
@@ -92,29 +101,77 @@ def compare(
         time.sleep(settle_s)
         kernel.append(json.loads(_native.real(text, [*overrides, f"seed={i + 1}"], WORKER)))
         step(f"kernel run {i + 1}")
+    return kernel
+
+
+def simulator_runs(
+    text: str,
+    kernel: Sequence[dict[str, Any]],
+    overrides: Sequence[str] = (),
+    paired: bool = False,
+    step: Optional[Callable[[str], None]] = None,
+    seeds: Optional[int] = None,
+) -> list[dict[str, Any]]:
+    """Simulator seeds 1..``seeds`` (default: one per kernel run), set up like
+    the host on average; ``paired``: seed i started, with its period timers,
+    where kernel run i was (one seed per kernel run)."""
     host = mean_host([d["host"] for d in kernel])
-    seeds = [
-        # Like the host on average; started, with its period timers, where kernel run i was.
-        Run(text, [*overrides, f"seed={i + 1}"], json.dumps({**run["host"], **host}), placed=True)
-        for i, run in enumerate(kernel)
-    ]
+    hosts = [run["host"] for run in kernel] if paired else [kernel[0]["host"]] * (seeds or len(kernel))
+    runs = [Run(text, [*overrides, f"seed={i + 1}"], json.dumps({**h, **host}), placed=paired) for i, h in enumerate(hosts)]
     with Runner() as runner:
-        sim = runner.run_many(seeds, lambda: step("simulator"))
+        return runner.run_many(runs, lambda: (step or (lambda _label: None))("simulator"))
+
+
+def same_distribution(kernel: Sequence[float], sim: Sequence[float]) -> bool:
+    """Whether the simulator's values and the kernel's could come from one
+    distribution: the U test does not reject it at ``ALPHA`` (samples that
+    are one and the same value on both sides are)."""
+    if len(set(kernel)) == 1 and set(kernel) == set(sim):
+        return True
+    return bool(mannwhitneyu(kernel, sim, alternative="two-sided").pvalue >= ALPHA)
+
+
+def verdicts(kernel: Sequence[dict[str, Any]], sim: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per cgroup and metric: both sides' statistics, and the verdicts."""
     cgroups = {}
     for name in kernel[0]["cgroups"]:
         rows = {}
         for metric in METRICS:
-            k = Stats.of([float(d["cgroups"][name][metric]) for d in kernel])
-            s = Stats.of([float(d["cgroups"][name][metric]) for d in sim])
-            rows[metric] = {"kernel": asdict(k), "sim": asdict(s), "inside": k.lo <= s.mean <= k.hi}
+            k_values = [float(d["cgroups"][name][metric]) for d in kernel]
+            s_values = [float(d["cgroups"][name][metric]) for d in sim]
+            k, s = Stats.of(k_values), Stats.of(s_values)
+            rows[metric] = {
+                "kernel": asdict(k),
+                "sim": asdict(s),
+                "alike": same_distribution(k_values, s_values),
+                "mean_in_range": k.lo <= s.mean <= k.hi,
+            }
         cgroups[name] = rows
+    return cgroups
+
+
+def compare(
+    text: str,
+    overrides: Sequence[str] = (),
+    runs: int = 3,
+    step: Optional[Callable[[str], None]] = None,
+    settle_s: float = SETTLE_S,
+    paired: bool = False,
+) -> dict[str, Any]:
+    """Run scenario ``text`` ``runs`` times on the host and over ``runs`` seeds
+    in the simulator (drawing its own phases unless ``paired``); ``step(label)``
+    after each run (progress)."""
+    kernel = kernel_runs(text, overrides, runs, step, settle_s)
+    sim = simulator_runs(text, kernel, overrides, paired, step)
     return {
         "scenario": kernel[0]["scenario"],
         "runs": runs,
-        "host": host,
-        # Whether every kernel run traced its period timers, and each simulator run got them.
-        "timers_placed": all("period_timer_offset_us" in run["host"] for run in kernel),
-        "cgroups": cgroups,
+        "host": mean_host([d["host"] for d in kernel]),
+        "paired": paired,
+        # Paired: whether every kernel run traced its period timers, and each simulator run got them.
+        "timers_placed": paired and all("period_timer_offset_us" in run["host"] for run in kernel),
+        "verdict": f"{TEST}, p >= {ALPHA}: the simulator's seeds and the kernel's runs could be one distribution",
+        "cgroups": verdicts(kernel, sim),
         "kernel_runs": kernel,
         "sim_runs": sim,
     }
@@ -127,8 +184,10 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
         f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"
         f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: profile {result['sim_runs'][0]['profile']},"
         f" the host's HZ and background ({host['background_per_s']:.1f}/s x {host['background_us']:.0f} us);"
-        + (" each run started and its period timers placed as in its kernel run" if result["timers_placed"]
-           else " each run started as in its kernel run (period timers not traced)")
+        + (" unpaired: each seed draws its own start and period timer phases" if not result["paired"]
+           else " paired: each run started and its period timers placed as in its kernel run" if result["timers_placed"]
+           else " paired: each run started as in its kernel run (period timers not traced)"),
+        f"verdict: {result['verdict']}",
     ]
     for name, rows in result["cgroups"].items():
         limit_text = limit(**result["kernel_runs"][0]["cgroups"][name]["limit"])
@@ -136,7 +195,7 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
         for metric, row in rows.items():
             shown = BY_KEY[metric]
             cells = [_stats_cell(row[side], shown.scale) for side in ("kernel", "sim")]
-            t.add_row(shown.header, *cells, "inside" if row["inside"] else "[red]outside[/red]")
+            t.add_row(shown.header, *cells, "alike" if row["alike"] else "[red]differs[/red]")
         parts.append(t)
     return parts
 
