@@ -11,6 +11,10 @@ paired, a diagnostic (seed i starts, with its timer, where kernel run i did).
 Needs root and a cpu controller.
 
     python scripts/fidelity_grid.py --runs 3 --duration-s 2
+
+``--regrade docs/fidelity-grid.json`` measures nothing: it holds the current
+simulator against the kernel runs a grid stored, so that a change to the
+simulator is checked against kernel samples it was not tuned on.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from throttlelab.compare import kernel_runs, simulator_runs, verdicts
+from throttlelab.compare import Stats, kernel_runs, same_distribution, simulator_runs
 
 SCENARIO = """name = "fidelity-{threads}t-{period_us}-{quota_us}-{burst_us}"
 duration_s = {duration_s}
@@ -57,23 +61,13 @@ def configurations():
         yield dict(threads=threads, period_us=period_us, quota_us=quota_us, burst_us=quota_us // 2 if burst else 0)
 
 
-def row(config: dict, kernel: list[dict], unpaired: list[dict], paired: list[dict]) -> dict:
-    ratio = lambda docs: [d["cgroups"]["app"]["throttled_ratio"] for d in docs]  # noqa: E731
-    mean = lambda docs, metric: statistics.fmean(d["cgroups"]["app"][metric] for d in docs)  # noqa: E731
-    drawn, placed = verdicts(kernel, unpaired)["app"]["throttled_ratio"], verdicts(kernel, paired)["app"]["throttled_ratio"]
+def measured(kernel: list[dict]) -> dict:
+    """What a configuration's kernel runs measured, as a grid row keeps it."""
+    app = lambda metric: [d["cgroups"]["app"][metric] for d in kernel]  # noqa: E731
     return {
-        **config,
-        "kernel_ratio": ratio(kernel),
-        "sim_ratio": ratio(unpaired),
-        "sim_ratio_paired": ratio(paired),
-        "alike": drawn["alike"],
-        "mean_in_range": drawn["mean_in_range"],
-        "alike_paired": placed["alike"],
-        "mean_in_range_paired": placed["mean_in_range"],
-        "kernel_throttled_ms": mean(kernel, "throttled_usec") / 1e3,
-        "sim_throttled_ms": mean(unpaired, "throttled_usec") / 1e3,
-        "kernel_usage_s": mean(kernel, "usage_usec") / 1e6,
-        "sim_usage_s": mean(unpaired, "usage_usec") / 1e6,
+        "kernel_ratio": app("throttled_ratio"),
+        "kernel_throttled_ms": statistics.fmean(app("throttled_usec")) / 1e3,
+        "kernel_usage_s": statistics.fmean(app("usage_usec")) / 1e6,
         "background_per_s": statistics.fmean(r["host"]["background_per_s"] for r in kernel),
         "background_us": statistics.fmean(r["host"]["background_us"] for r in kernel),
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in kernel],
@@ -81,12 +75,49 @@ def row(config: dict, kernel: list[dict], unpaired: list[dict], paired: list[dic
     }
 
 
-def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict) -> str:
+def stored_runs(host: dict, row: dict) -> list[dict]:
+    """A stored row's kernel runs, as far as the simulator's setup needs them:
+    each run's host (the configuration's mean background, its start, its timer)."""
+    runs = []
+    for ratio, uptime_s, offset_us in zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"]):
+        run_host = {**host, "background_per_s": row["background_per_s"], "background_us": row["background_us"], "uptime_s": uptime_s}
+        if offset_us is not None:
+            run_host["period_timer_offset_us"] = {"app": offset_us}
+        runs.append({"host": run_host, "cgroups": {"app": {"throttled_ratio": ratio}}})
+    return runs
+
+
+def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) -> dict:
+    """A grid row: what the kernel measured, and the simulator's runs unpaired and paired."""
+    app = lambda docs, metric: [d["cgroups"]["app"][metric] for d in docs]  # noqa: E731
+    sim, sim_paired = app(unpaired, "throttled_ratio"), app(paired, "throttled_ratio")
+    in_range = lambda xs: min(kernel["kernel_ratio"]) <= Stats.of(xs).mean <= max(kernel["kernel_ratio"])  # noqa: E731
+    return {
+        **config,
+        **kernel,
+        "sim_ratio": sim,
+        "sim_ratio_paired": sim_paired,
+        "alike": same_distribution(kernel["kernel_ratio"], sim),
+        "mean_in_range": in_range(sim),
+        "alike_paired": same_distribution(kernel["kernel_ratio"], sim_paired),
+        "mean_in_range_paired": in_range(sim_paired),
+        "sim_throttled_ms": statistics.fmean(app(unpaired, "throttled_usec")) / 1e3,
+        "sim_usage_s": statistics.fmean(app(unpaired, "usage_usec")) / 1e6,
+    }
+
+
+#: What a grid row keeps of the kernel's runs (`measured`).
+KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "timer_offset_us", "uptime_s")
+
+
+def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None) -> str:
     count = lambda key: sum(r[key] for r in rows)  # noqa: E731
     lines = [
         f"Host {host['release']}, HZ={host['hz']}, cgroup {host['cgroup']}; {runs} kernel runs and "
         f"{seeds} simulator seeds ({runs} paired) of {duration_s:g} s per configuration "
-        f"(`python scripts/fidelity_grid.py --runs {runs} --seeds {seeds} --duration-s {duration_s:g}`).",
+        + (f"(the kernel runs of an earlier grid, held against this simulator: `python scripts/fidelity_grid.py --regrade "
+           f"{regraded} --seeds {seeds} --out {regraded.with_suffix('.md')}`)." if regraded else
+           f"(`python scripts/fidelity_grid.py --runs {runs} --seeds {seeds} --duration-s {duration_s:g}`)."),
         f"**Unpaired** (each seed draws its own start and period timer phases): the simulator's throttled ratios and "
         f"the kernel's could be one distribution (Mann-Whitney U, two-sided, 5 %) in {count('alike')} of {len(rows)} "
         f"configurations; the simulator's mean lies inside the kernel's range in {count('mean_in_range')}.",
@@ -118,19 +149,31 @@ def main() -> None:
     parser.add_argument("--duration-s", type=float, default=2.0)
     parser.add_argument("--seeds", type=int, default=20, help="Simulator seeds per configuration, unpaired.")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "fidelity-grid.md")
+    parser.add_argument(
+        "--regrade",
+        type=Path,
+        metavar="GRID.json",
+        help="Measure nothing: hold the current simulator against a stored grid's kernel runs (needs no root).",
+    )
     args = parser.parse_args()
+    stored = json.loads(args.regrade.read_text()) if args.regrade else None
     configs = list(configurations())
-    rows, host = [], None
+    rows, host = [], stored["host"] if stored else None
     with Progress(transient=True) as progress:
         bar = progress.add_task("fidelity grid", total=len(configs))
-        for config in configs:
+        for i, config in enumerate(configs):
             text = SCENARIO.format(duration_s=args.duration_s, **config)
-            kernel = kernel_runs(text, runs=args.runs)
-            host = kernel[0]["host"]
+            if stored:
+                assert {k: stored["rows"][i][k] for k in config} == config, "a grid of other configurations"
+                kernel, measurement = stored_runs(host, stored["rows"][i]), {k: v for k, v in stored["rows"][i].items() if k in KERNEL_KEYS}
+            else:
+                kernel = kernel_runs(text, runs=args.runs)
+                host, measurement = kernel[0]["host"], measured(kernel)
             unpaired = simulator_runs(text, kernel, seeds=args.seeds)
-            rows.append(row(config, kernel, unpaired, simulator_runs(text, kernel, paired=True)))
+            rows.append(row(config, measurement, unpaired, simulator_runs(text, kernel, paired=True)))
             progress.advance(bar)
-    args.out.write_text(markdown(rows, args.runs, args.seeds, args.duration_s, host))
+    runs = len(rows[0]["kernel_ratio"])
+    args.out.write_text(markdown(rows, runs, args.seeds, args.duration_s, host, args.regrade))
     args.out.with_suffix(".json").write_text(json.dumps({"host": host, "rows": rows}, indent=1))
     print(f"wrote {args.out}")
 
