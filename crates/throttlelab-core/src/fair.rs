@@ -14,8 +14,9 @@
 //! - load balancing is limited to wake-up placement and pulling by CPUs that
 //!   go idle.
 
-use crate::event::{Event, Time};
-use crate::sim::{CfsRqId, CpuId, SeId, Sim, ThreadId, ThreadState, NSEC_PER_USEC};
+use crate::event::Event;
+use crate::sim::{Sim, ThreadState};
+use crate::types::{CfsRqId, CpuId, SeId, ThreadId, Time, NSEC_PER_USEC};
 use crate::trace::TraceKind;
 use smallvec::SmallVec;
 

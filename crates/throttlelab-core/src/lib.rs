@@ -23,6 +23,7 @@ pub mod scenario;
 mod sim;
 mod smt;
 pub mod trace;
+mod types;
 mod usage_csv;
 
 pub use error::ScenarioError;

@@ -5,7 +5,7 @@
 
 use crate::bandwidth::CfsBandwidth;
 use crate::deadline::DlEntity;
-use crate::event::{Event, EventQueue, Irq, Time};
+use crate::event::{Event, EventQueue, Irq};
 use crate::noise::{self, Stream};
 use crate::output::{self, Output};
 use crate::profile::{Feature, Profile};
@@ -13,22 +13,15 @@ use crate::scenario::{dl_capacity_bw, ms_to_ns, secs_to_ns, Arrival, Phase, Poli
 use crate::phases::TaskPhases;
 use crate::smt::{self, Smt};
 use crate::trace::{Trace, TraceKind, TraceOptions};
+use crate::types::{CpuId, SeId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use rand_pcg::Pcg64;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-pub type CpuId = usize;
-pub type ThreadId = usize;
-pub type SeId = usize;
-/// `cfs_rq` index: `tg * nr_cpus + cpu`; task group 0 is the root.
-pub type CfsRqId = usize;
-
-pub const NSEC_PER_USEC: u64 = 1_000;
 /// Simulated time 0 is uniformly between this and twice this after boot.
 const UPTIME_MIN_NS: u64 = 600 * 1_000_000_000;
-pub const NSEC_PER_MSEC: u64 = 1_000_000;
 
 /// Per-CPU state: `struct rq`.
 #[derive(Debug, Default)]
