@@ -15,9 +15,8 @@
 //!   go idle.
 
 use crate::event::Event;
-use crate::sim::{Sim, ThreadState};
+use crate::sim::Sim;
 use crate::types::{CfsRqId, CpuId, SeId, ThreadId, Time, NSEC_PER_USEC};
-use crate::trace::TraceKind;
 use smallvec::SmallVec;
 
 /// `MIN_SHARES`: the smallest weight a group entity can get.
@@ -147,7 +146,7 @@ impl Sim<'_> {
     }
 
     /// Entities from a task's up to the root's child, bottom-up (`for_each_sched_entity`).
-    fn hierarchy(&self, se: SeId) -> SmallVec<[SeId; 4]> {
+    pub(crate) fn hierarchy(&self, se: SeId) -> SmallVec<[SeId; 4]> {
         let mut v = SmallVec::new();
         v.push(se);
         let mut s = se;
@@ -401,7 +400,7 @@ impl Sim<'_> {
 
     /// `put_prev_entity` on every level of the running task's hierarchy,
     /// where over-runtime groups get throttled.
-    fn put_prev_task(&mut self, tid: ThreadId) {
+    pub(crate) fn put_prev_task(&mut self, tid: ThreadId) {
         for se in self.hierarchy(self.threads[tid].se) {
             let rq = self.ses[se].cfs_rq;
             let on_rq = self.ses[se].on_rq;
@@ -419,7 +418,7 @@ impl Sim<'_> {
 
     /// `pick_next_task_fair`: walk down from the root runqueue, throttling
     /// groups found without runtime on the way.
-    fn pick_next_task_fair(&mut self, cpu: CpuId) -> Option<ThreadId> {
+    pub(crate) fn pick_next_task_fair(&mut self, cpu: CpuId) -> Option<ThreadId> {
         'again: loop {
             let mut rq = self.cfs_rq_id(0, cpu);
             if self.cfs_rqs[rq].nr_running == 0 {
@@ -445,82 +444,9 @@ impl Sim<'_> {
         }
     }
 
-    /// `__schedule`: put the running thread back, pick the next one, pull
-    /// work from a busy CPU when there is none.
-    pub fn schedule(&mut self, cpu: CpuId) {
-        self.touch(cpu);
-        self.rqs[cpu].need_resched = false;
-        self.account_thread_time(cpu);
-        let prev_busy = self.rqs[cpu].curr.is_some();
-        if let Some(prev) = self.rqs[cpu].curr.take() {
-            // A fair thread (or one that just left the fair class) is still
-            // its runqueue's current entity until put back.
-            let se = self.threads[prev].se;
-            if self.cfs_rqs[self.ses[se].cfs_rq].curr == Some(se) {
-                self.put_prev_task(prev);
-            }
-        }
-        let next = match self.rqs[cpu].dl {
-            Some(dl) => Some(dl),
-            None => loop {
-                match self.pick_next_task_fair(cpu) {
-                    Some(t) => break Some(t),
-                    None if self.newidle_balance(cpu) => continue,
-                    None => break None,
-                }
-            },
-        };
-        let rq = &mut self.rqs[cpu];
-        rq.curr = next;
-        rq.since = self.now;
-        let pending = std::mem::take(&mut rq.pending_stall);
-        if let Some(t) = next {
-            self.threads[t].stall_left += pending;
-        }
-        if prev_busy != next.is_some() {
-            self.core_load_changed(cpu, next.is_some());
-        }
-        self.arm_run_done(cpu);
-        if let Some(t) = next {
-            self.record(Some(cpu), self.threads[t].tg, TraceKind::Switch(Some(t)));
-        } else {
-            self.record(Some(cpu), 0, TraceKind::Switch(None));
-        }
-    }
-
-    /// A hardware thread became busy or idle: its running siblings change
-    /// speed, so their work so far is accounted and their completion re-armed.
-    fn core_load_changed(&mut self, cpu: CpuId, busy: bool) {
-        if self.hw.is_uniform() {
-            self.hw.set_busy(cpu, busy);
-            return;
-        }
-        let siblings: SmallVec<[CpuId; 8]> = self.hw.siblings(cpu).filter(|&c| self.rqs[c].curr.is_some()).collect();
-        for &c in &siblings {
-            self.account_thread_time(c);
-        }
-        self.hw.set_busy(cpu, busy);
-        for &c in &siblings {
-            self.arm_run_done(c);
-        }
-    }
-
-    /// The running thread on its CPU sleeps or exits.
-    pub(crate) fn block(&mut self, tid: ThreadId) {
-        let cpu = self.threads[tid].cpu;
-        self.touch(cpu);
-        self.dequeue_task(tid);
-        self.resched_curr(cpu);
-    }
-
-    pub(crate) fn is_idle(&self, cpu: CpuId) -> bool {
-        let rq = &self.rqs[cpu];
-        rq.curr.is_none() && rq.dl.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running == 0
-    }
-
     /// The running thread if the fair class runs it (ticks and preemption
     /// concern only those).
-    fn fair_curr(&self, cpu: CpuId) -> Option<ThreadId> {
+    pub(crate) fn fair_curr(&self, cpu: CpuId) -> Option<ThreadId> {
         self.rqs[cpu].curr.filter(|&t| !self.is_dl(t))
     }
 
@@ -528,7 +454,7 @@ impl Sim<'_> {
     /// idle allowed CPU on the least busy core (a wholly idle core first, as
     /// `select_idle_core` does; SMT load balancing evens out the rest), the
     /// first after the previous CPU among equals; else the previous CPU.
-    fn select_task_rq(&self, tid: ThreadId) -> CpuId {
+    pub(crate) fn select_task_rq(&self, tid: ThreadId) -> CpuId {
         let th = &self.threads[tid];
         let prev = if th.allowed.contains(&th.cpu) { th.cpu } else { th.allowed[0] };
         if self.is_idle(prev) {
@@ -544,43 +470,9 @@ impl Sim<'_> {
             .unwrap_or(prev)
     }
 
-    /// `set_task_cpu`: move a (not queued) thread's entity to another CPU,
-    /// carrying its vruntime relative to the runqueues' min_vruntime.
-    fn set_task_cpu(&mut self, tid: ThreadId, dst: CpuId) {
-        let src = self.threads[tid].cpu;
-        if src == dst {
-            return;
-        }
-        // Both min_vruntimes as the ticks so far left them.
-        self.touch(src);
-        self.touch(dst);
-        let th = &self.threads[tid];
-        let (tg, se) = (th.tg, th.se);
-        let src_rq = self.cfs_rq_id(tg, th.cpu);
-        let dst_rq = self.cfs_rq_id(tg, dst);
-        let v = self.ses[se].vruntime.saturating_sub(self.cfs_rqs[src_rq].min_vruntime) + self.cfs_rqs[dst_rq].min_vruntime;
-        let parent = self.group_se(dst_rq);
-        let s = &mut self.ses[se];
-        s.vruntime = v;
-        s.cfs_rq = dst_rq;
-        s.parent = parent;
-        self.threads[tid].cpu = dst;
-    }
-
-    /// `try_to_wake_up`: place the thread, enqueue it, maybe preempt.
-    pub(crate) fn try_to_wake_up(&mut self, tid: ThreadId) {
-        let initial = self.threads[tid].cpu_ns == 0 && self.threads[tid].state != ThreadState::Runnable;
-        let cpu = self.select_task_rq(tid);
-        self.set_task_cpu(tid, cpu);
-        self.touch(cpu);
-        self.threads[tid].state = ThreadState::Runnable;
-        self.enqueue_task(tid, true, initial);
-        self.check_preempt_wakeup(cpu, tid);
-    }
-
     /// `check_preempt_wakeup_fair`: compare the woken task with the running
     /// one at the level where their hierarchies meet.
-    fn check_preempt_wakeup(&mut self, cpu: CpuId, tid: ThreadId) {
+    pub(crate) fn check_preempt_wakeup(&mut self, cpu: CpuId, tid: ThreadId) {
         if self.rqs[cpu].dl.is_some() {
             return;
         }
@@ -634,7 +526,7 @@ impl Sim<'_> {
     }
 
     /// `check_preempt_tick` (CFS; EEVDF reschedules from `update_curr`).
-    fn check_preempt_tick(&mut self, rq: CfsRqId) {
+    pub(crate) fn check_preempt_tick(&mut self, rq: CfsRqId) {
         let Some(curr) = self.cfs_rqs[rq].curr else { return };
         let ideal = self.sched_slice(rq, curr).min(self.tun.latency_ns);
         let s = &self.ses[curr];
@@ -652,22 +544,6 @@ impl Sim<'_> {
                 self.resched_curr(cpu);
             }
         }
-    }
-
-    /// `sched_tick` → `task_tick_fair`: charge every level of the running
-    /// hierarchy, bottom-up, and check for preemption.
-    pub(crate) fn scheduler_tick(&mut self, cpu: CpuId, index: u64) {
-        self.touch(cpu);
-        self.rqs[cpu].next_tick = index + 1;
-        let Some(tid) = self.fair_curr(cpu) else { return };
-        for se in self.hierarchy(self.threads[tid].se) {
-            let rq = self.ses[se].cfs_rq;
-            self.update_curr(rq, self.now);
-            if !self.profile.has_eevdf() && self.cfs_rqs[rq].nr_running > 1 {
-                self.check_preempt_tick(rq);
-            }
-        }
-        self.record(Some(cpu), self.threads[tid].tg, TraceKind::Tick);
     }
 
     /// Apply the ticks that were skipped because they could not change
@@ -761,7 +637,7 @@ impl Sim<'_> {
 
     /// Newly idle balance: pull a waiting thread from the busiest CPU,
     /// unless either side's group hierarchy is throttled (`throttled_lb_pair`).
-    fn newidle_balance(&mut self, cpu: CpuId) -> bool {
+    pub(crate) fn newidle_balance(&mut self, cpu: CpuId) -> bool {
         let n = self.nr_cpus();
         let mut best: Option<(u32, CpuId, ThreadId)> = None;
         for src in (1..n).map(|i| (cpu + i) % n) {

@@ -9,6 +9,7 @@
 //! ```
 
 mod bandwidth;
+mod core;
 mod cpulist;
 mod deadline;
 mod error;

@@ -543,7 +543,7 @@ impl<'s> Sim<'s> {
             Event::Tick { cpu, index, gen } => {
                 if self.rqs[cpu].tick_gen == gen {
                     self.rqs[cpu].tick_armed = None;
-                    self.scheduler_tick(cpu, index);
+                    self.sched_tick(cpu, index);
                     // Its interrupt lasts until the period timers expiring
                     // before it ends have run.
                     if self.rqs[cpu].tick_timers.iter().any(|&(k, _)| k == index) {
@@ -636,13 +636,6 @@ impl<'s> Sim<'s> {
     fn preemption_held(&self, cpu: CpuId) -> bool {
         let rq = &self.rqs[cpu];
         rq.irq_tick.is_some() && rq.curr.is_some_and(|t| !self.is_dl(t) && self.ses[self.threads[t].se].on_rq)
-    }
-
-    pub fn resched_curr(&mut self, cpu: CpuId) {
-        if !self.rqs[cpu].need_resched {
-            self.rqs[cpu].need_resched = true;
-            self.resched.push(cpu);
-        }
     }
 
     /// Account the running thread's CPU time and work up to now.
