@@ -14,7 +14,6 @@
 //! - load balancing is limited to wake-up placement and pulling by CPUs that
 //!   go idle.
 
-use crate::event::Event;
 use crate::sim::Sim;
 use crate::types::{CfsRqId, CpuId, SeId, ThreadId, Time, NSEC_PER_USEC};
 use smallvec::SmallVec;
@@ -22,7 +21,7 @@ use smallvec::SmallVec;
 /// `MIN_SHARES`: the smallest weight a group entity can get.
 const MIN_SHARES: u64 = 2;
 /// `NICE_0_LOAD` (without the fixed-point shift).
-const NICE_0_LOAD: u64 = 1024;
+pub(crate) const NICE_0_LOAD: u64 = 1024;
 
 /// A runqueue of the fair class: `struct cfs_rq`.
 #[derive(Debug, Clone, Default)]
@@ -543,95 +542,6 @@ impl Sim<'_> {
             if s.vruntime as i64 - self.ses[first].vruntime as i64 > ideal as i64 {
                 self.resched_curr(cpu);
             }
-        }
-    }
-
-    /// Apply the ticks that were skipped because they could not change
-    /// anything but the charged time: one `update_curr` per level at the
-    /// last such tick. Idle CPUs have no tick (NOHZ).
-    pub(crate) fn catch_up_ticks(&mut self, cpu: CpuId) {
-        let Some(tid) = self.fair_curr(cpu) else {
-            self.rqs[cpu].next_tick = self.first_tick_at_or_after(cpu, self.now + 1);
-            return;
-        };
-        let rq = &self.rqs[cpu];
-        let limit = rq.tick_armed.map(|(k, _)| k).unwrap_or(u64::MAX);
-        let first = rq.next_tick;
-        if first >= limit || self.tick_time(cpu, first) > self.now {
-            return;
-        }
-        // The last tick before `limit` that is due by now.
-        let mut k = self.first_tick_at_or_after(cpu, self.now + 1).min(limit) - 1;
-        while k > first && self.tick_time(cpu, k) > self.now {
-            k -= 1;
-        }
-        let at = self.tick_time(cpu, k);
-        for se in self.hierarchy(self.threads[tid].se) {
-            let rq = self.ses[se].cfs_rq;
-            if self.profile.has_eevdf() {
-                // Replay the skipped ticks at which the deadline was passed,
-                // so that it moves on exactly as it would have.
-                loop {
-                    let s = &self.ses[se];
-                    let vdelta = s.deadline.saturating_sub(s.vruntime) as u128;
-                    let wall = (vdelta * s.weight as u128).saturating_sub(s.vruntime_rem as u128).div_ceil(NICE_0_LOAD as u128);
-                    let crossing = self.first_tick_at_or_after(cpu, s.exec_start + wall as u64);
-                    if crossing >= k {
-                        break;
-                    }
-                    self.update_curr(rq, self.tick_time(cpu, crossing));
-                }
-            }
-            self.update_curr(rq, at);
-        }
-        self.rqs[cpu].next_tick = k + 1;
-    }
-
-    /// The next tick on `cpu` that can change something: every tick while
-    /// more than one entity competes at some level; otherwise the first tick
-    /// at which some level's local runtime is used up (or, on 4.18, expires),
-    /// or whose interrupt runs a period timer (a preemption asked for
-    /// meanwhile waits for the timer).
-    fn next_interesting_tick(&self, cpu: CpuId) -> Option<u64> {
-        let tid = self.fair_curr(cpu)?;
-        let first = self.first_tick_at_or_after(cpu, self.now);
-        if !self.skip_ticks {
-            return Some(first);
-        }
-        let timer_tick = self.rqs[cpu].tick_timers.iter().map(|&(k, _)| k).filter(|&k| k >= first).min();
-        let mut due: Option<Time> = None;
-        for se in self.hierarchy(self.threads[tid].se) {
-            let c = &self.cfs_rqs[self.ses[se].cfs_rq];
-            if c.nr_running > 1 {
-                return Some(first);
-            }
-            if c.runtime_enabled && !c.throttled {
-                let mut t = self.ses[se].exec_start.saturating_add_signed(c.runtime_remaining.max(0));
-                if self.profile.has_expiry() && c.runtime_remaining >= 0 {
-                    t = t.min(c.runtime_expires);
-                }
-                due = Some(due.map_or(t, |d: Time| d.min(t)));
-            }
-        }
-        let runtime_tick = due.map(|t| self.first_tick_at_or_after(cpu, t.max(self.now)));
-        runtime_tick.into_iter().chain(timer_tick).min()
-    }
-
-    /// (Re-)arm the next tick event of `cpu` if it changed.
-    pub(crate) fn arm_tick(&mut self, cpu: CpuId) {
-        let next = self.next_interesting_tick(cpu);
-        let rq = &mut self.rqs[cpu];
-        if rq.tick_armed.map(|(k, _)| k) == next {
-            return;
-        }
-        rq.tick_gen += 1;
-        rq.tick_armed = None;
-        if let Some(index) = next {
-            let at = self.tick_time(cpu, index);
-            let rq = &mut self.rqs[cpu];
-            rq.tick_armed = Some((index, at));
-            let gen = rq.tick_gen;
-            self.events.push(at, Event::Tick { cpu, index, gen });
         }
     }
 

@@ -23,6 +23,7 @@ mod profile;
 pub mod scenario;
 mod sim;
 mod smt;
+mod tick;
 pub mod trace;
 mod types;
 mod usage_csv;

@@ -210,14 +210,14 @@ pub struct Sim<'s> {
     /// Skip ticks that cannot change the outcome (off only to check that
     /// skipping changes nothing).
     pub skip_ticks: bool,
-    tick_jitter_ns: u64,
-    timer_jitter_ns: u64,
+    pub(crate) tick_jitter_ns: u64,
+    pub(crate) timer_jitter_ns: u64,
     idle_exit_ns: u64,
     pub(crate) tick_irq_ns: u64,
     /// CLOCK_MONOTONIC at simulated time 0: how long the machine has been up.
     pub uptime_ns: u64,
     /// Offset of the first tick after time 0.
-    tick_phase: u64,
+    pub(crate) tick_phase: u64,
 }
 
 impl<'s> Sim<'s> {
@@ -428,44 +428,6 @@ impl<'s> Sim<'s> {
         self.now + (gap.round() as u64).max(1)
     }
 
-    /// Expiry of tick 0 on `cpu`: the jiffy grid, skewed per CPU with `skew_tick`.
-    fn tick_base(&self, cpu: CpuId) -> Time {
-        let tick = self.tun.tick_ns;
-        let skew = if self.scenario.kernel.skew_tick { tick / 2 / self.nr_cpus() as u64 * cpu as u64 } else { 0 };
-        self.tick_phase + skew
-    }
-
-    /// Time of tick `index` on `cpu`: its expiry plus a seeded interrupt latency.
-    pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
-        self.tick_base(cpu) + index * self.tun.tick_ns + noise::uniform(self.seed, Stream::Tick(cpu), index, self.tick_jitter_ns)
-    }
-
-    /// The ticks on `cpu` around an hrtimer expiring at `expires`: the last
-    /// one expiring before it (index and when it runs; none before tick 0)
-    /// and when the next one runs (at or after it; at equal expiry the tick,
-    /// re-armed last, runs after the timer).
-    pub(crate) fn ticks_around(&self, cpu: CpuId, expires: Time) -> (Option<(u64, Time)>, Time) {
-        let base = self.tick_base(cpu);
-        let next = expires.saturating_sub(base).div_ceil(self.tun.tick_ns);
-        let before = next.checked_sub(1).map(|k| (k, self.tick_time(cpu, k)));
-        (before, self.tick_time(cpu, next))
-    }
-
-    /// The first tick index on `cpu` at or after `t` (and not before `next_tick`).
-    pub fn first_tick_at_or_after(&self, cpu: CpuId, t: Time) -> u64 {
-        let tick = self.tun.tick_ns;
-        let mut k = (t.saturating_sub(self.tick_phase + self.tick_jitter_ns + tick) / tick).max(self.rqs[cpu].next_tick);
-        while self.tick_time(cpu, k) < t {
-            k += 1;
-        }
-        k
-    }
-
-    /// Latency of an hrtimer (period or slack) expiry.
-    pub fn timer_jitter(&self, stream: Stream, n: u64) -> Time {
-        noise::uniform(self.seed, stream, n, self.timer_jitter_ns)
-    }
-
     pub fn record(&mut self, cpu: Option<CpuId>, tg: usize, kind: TraceKind) {
         if self.trace.is_some() {
             let local = cpu.map(|c| self.cfs_rqs[self.cfs_rq_id(tg, c)].runtime_remaining);
@@ -599,43 +561,6 @@ impl<'s> Sim<'s> {
             self.rqs[cpu].dirty = false;
             self.arm_tick(cpu);
         }
-    }
-
-    /// Mark `cpu` as touched by this event: apply the ticks skipped so far.
-    pub fn touch(&mut self, cpu: CpuId) {
-        self.catch_up_ticks(cpu);
-        if !self.rqs[cpu].dirty {
-            self.rqs[cpu].dirty = true;
-            self.dirty.push(cpu);
-        }
-    }
-
-    /// A period timer that runs in the interrupt of one of `cpu`'s ticks
-    /// fires: returns whether that interrupt is running (it ran the tick),
-    /// and ends it when no other timer is left to run in it.
-    fn run_in_tick_irq(&mut self, cpu: CpuId, tg: usize) -> bool {
-        let rq = &mut self.rqs[cpu];
-        let pos = rq.tick_timers.iter().position(|&(_, g)| g == tg).expect("armed in a tick");
-        let (index, _) = rq.tick_timers.swap_remove(pos);
-        if rq.irq_tick != Some(index) {
-            return false;
-        }
-        if rq.tick_timers.iter().all(|&(k, _)| k != index) {
-            rq.irq_tick = None;
-            if rq.need_resched {
-                self.resched.push(cpu);
-            }
-        }
-        true
-    }
-
-    /// Whether `cpu`'s reschedule waits for the end of a tick's interrupt:
-    /// a preemption of a thread that is still queued does (the kernel
-    /// preempts on the return from the interrupt); a thread that blocked or
-    /// left the fair class switches at once.
-    fn preemption_held(&self, cpu: CpuId) -> bool {
-        let rq = &self.rqs[cpu];
-        rq.irq_tick.is_some() && rq.curr.is_some_and(|t| !self.is_dl(t) && self.ses[self.threads[t].se].on_rq)
     }
 
     /// Account the running thread's CPU time and work up to now.
