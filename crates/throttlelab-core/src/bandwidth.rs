@@ -6,8 +6,8 @@ use crate::event::{Event, Irq};
 use crate::noise::{self, Stream};
 use crate::profile::Profile;
 use crate::sim::Sim;
-use crate::types::{CfsRqId, CpuId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
 use crate::trace::TraceKind;
+use crate::types::{CfsRqId, CpuId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
 
 /// A cfs_rq won't donate quota below this amount.
 pub const MIN_CFS_RQ_RUNTIME: u64 = NSEC_PER_MSEC;

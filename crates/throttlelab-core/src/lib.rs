@@ -27,6 +27,7 @@ mod tick;
 pub mod trace;
 mod types;
 mod usage_csv;
+mod workload;
 
 pub use error::ScenarioError;
 pub use load::{load, rebase_paths};

@@ -1,23 +1,23 @@
-//! The simulator: machine state, the event loop, and the workloads that drive
-//! the scheduler. The scheduling classes and bandwidth control live in their
-//! own modules (`fair`, `bandwidth`) as `impl Sim` blocks, the way the
-//! kernel's `kernel/sched/*.c` files share `struct rq`.
+//! The simulator: machine state, its setup and the event loop. The rest are
+//! `impl Sim` blocks in their own modules, the way the kernel's
+//! `kernel/sched/*.c` files share `struct rq`: the scheduler core (`core`),
+//! the classes (`fair`, `bandwidth`, `deadline`), the tick grid (`tick`) and
+//! the workloads that drive them (`workload`).
 
 use crate::bandwidth::CfsBandwidth;
 use crate::deadline::DlEntity;
 use crate::event::{Event, EventQueue, Irq};
 use crate::noise::{self, Stream};
 use crate::output::{self, Output};
-use crate::profile::{Feature, Profile};
-use crate::scenario::{dl_capacity_bw, ms_to_ns, secs_to_ns, Arrival, Phase, Policy, Scenario};
 use crate::phases::TaskPhases;
+use crate::profile::{Feature, Profile};
+use crate::scenario::{dl_capacity_bw, secs_to_ns, Scenario};
 use crate::smt::{self, Smt};
 use crate::trace::{Trace, TraceKind, TraceOptions};
 use crate::types::{CpuId, SeId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::workload::{Driver, Service};
 use rand::SeedableRng;
-use rand_distr::{Distribution, Exp};
 use rand_pcg::Pcg64;
-use std::collections::VecDeque;
 use std::rc::Rc;
 
 /// Simulated time 0 is uniformly between this and twice this after boot.
@@ -66,15 +66,6 @@ pub enum ThreadState {
     Done,
 }
 
-/// What drives a thread: a phase list, or requests of a service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    Task(usize),
-    Worker(usize),
-    /// Background activity on the host, from a home CPU (not reported).
-    Background,
-}
-
 #[derive(Debug)]
 pub struct Thread {
     pub driver: Driver,
@@ -115,15 +106,6 @@ pub struct TaskGroup {
     /// Sum over CPUs of this group's cfs_rq load (instantaneous `tg->load_avg`).
     pub load_sum: u64,
     pub cfs_b: CfsBandwidth,
-}
-
-pub struct Service {
-    pub arrival: Arrival,
-    pub rate_per_s: f64,
-    pub cost_ns: u64,
-    pub queue: VecDeque<Time>,
-    pub idle_workers: Vec<ThreadId>,
-    pub latencies_ns: Vec<u64>,
 }
 
 /// The proposed mechanisms switched on in `kernel.features`.
@@ -198,7 +180,7 @@ pub struct Sim<'s> {
     pub features: Features,
     pub hw: Smt,
     /// What each task's threads run (`phases`, or trace windows expanded).
-    task_phases: Vec<TaskPhases>,
+    pub(crate) task_phases: Vec<TaskPhases>,
     /// Runnable, not throttled deadline threads (running or waiting).
     pub dl_runnable: Vec<ThreadId>,
     /// Per task: CPU time in each `sample_ms` interval, and the total sampled.
@@ -318,114 +300,6 @@ impl<'s> Sim<'s> {
 
     pub fn nr_cpus(&self) -> usize {
         self.rqs.len()
-    }
-
-    /// Allowed CPUs: the task's list within its cgroup's cpuset (tg 0 is the root).
-    fn allowed_cpus(&self, tg: usize, cpus: &Option<String>) -> Rc<[CpuId]> {
-        self.scenario.allowed_cpus(tg.checked_sub(1), cpus).into()
-    }
-
-    fn tg_of(&self, cgroup: &Option<String>) -> usize {
-        cgroup.as_ref().map(|n| self.scenario.cgroup_index(n).expect("validated") + 1).unwrap_or(0)
-    }
-
-    fn add_thread(&mut self, driver: Driver, tg: usize, allowed: Rc<[CpuId]>) -> ThreadId {
-        let tid = self.threads.len();
-        let cpu = allowed[0];
-        let se = self.new_task_se(tid, tg, cpu);
-        self.threads.push(Thread {
-            driver,
-            tg,
-            se,
-            cpu,
-            allowed,
-            state: ThreadState::NotStarted,
-            phase: 0,
-            loops_done: 0,
-            work_left: 0,
-            cpu_ns: 0,
-            work_ns: 0,
-            finished_at: None,
-            request: None,
-            stall_left: 0,
-            dl: None,
-            started_at: 0,
-        });
-        tid
-    }
-
-    fn spawn_workloads(&mut self) {
-        let s = self.scenario;
-        for (ti, t) in s.tasks.iter().enumerate() {
-            let tg = self.tg_of(&t.cgroup);
-            let allowed = self.allowed_cpus(tg, &t.cpus);
-            for i in 0..TaskPhases::threads(t) {
-                let cpus = if t.pin { Rc::from([allowed[i % allowed.len()]]) } else { allowed.clone() };
-                let tid = self.add_thread(Driver::Task(ti), tg, cpus);
-                if t.policy == Policy::Deadline {
-                    let (runtime, deadline, period) = t.dl_params_ns().expect("validated");
-                    let profile_ns = t.profile_ms.map(|ms| ms * NSEC_PER_MSEC);
-                    self.threads[tid].dl = Some(DlEntity::new(runtime, deadline, period, t.retry_ms * NSEC_PER_MSEC, profile_ns));
-                }
-                let start = t.start_us * NSEC_PER_USEC
-                    + noise::uniform(self.seed, Stream::ThreadStart(tid), 0, t.start_spread_us * NSEC_PER_USEC);
-                self.events.push(start, Event::Start(tid));
-                if t.effective_loops() >= 0 {
-                    self.finite_left += 1;
-                }
-            }
-        }
-        if s.machine.background_per_s > 0.0 && s.machine.background_us > 0.0 {
-            // One source per CPU, woken like any task: on an idle CPU if there
-            // is one (ftrace on the host: a spinner alone on a CPU next to an
-            // idle one was preempted 1.5 times a second, two spinners on both
-            // CPUs 20 times a second per CPU). The home CPU comes first.
-            let n = self.nr_cpus();
-            for cpu in 0..n {
-                let tid = self.add_thread(Driver::Background, 0, (0..n).map(|i| (cpu + i) % n).collect());
-                self.threads[tid].state = ThreadState::Sleeping;
-                let at = self.background_gap(tid);
-                self.events.push(at, Event::Wake(tid));
-            }
-        }
-        for (si, svc) in s.services.iter().enumerate() {
-            let tg = self.tg_of(&svc.cgroup);
-            let allowed = self.allowed_cpus(tg, &svc.cpus);
-            let mut idle = Vec::new();
-            for _ in 0..svc.workers {
-                let tid = self.add_thread(Driver::Worker(si), tg, allowed.clone());
-                self.threads[tid].state = ThreadState::Sleeping;
-                idle.push(tid);
-            }
-            idle.reverse();
-            self.services.push(Service {
-                arrival: svc.arrival,
-                rate_per_s: svc.rate_per_s,
-                cost_ns: svc.cost_us * NSEC_PER_USEC,
-                queue: VecDeque::new(),
-                idle_workers: idle,
-                latencies_ns: Vec::new(),
-            });
-            let first = self.interarrival(si);
-            self.events.push(first, Event::Arrival(si));
-        }
-    }
-
-    fn schedule_writes(&mut self) {
-        for (index, w) in self.scenario.writes.iter().enumerate() {
-            let at = ms_to_ns(w.at_ms.or(w.start_ms).expect("validated"));
-            self.events.push(at, Event::Write { index, n: 0 });
-        }
-    }
-
-    fn interarrival(&mut self, si: usize) -> Time {
-        let svc = &self.services[si];
-        let mean_ns = 1e9 / svc.rate_per_s;
-        let gap = match svc.arrival {
-            Arrival::Uniform => mean_ns,
-            Arrival::Poisson => Exp::new(1.0 / mean_ns).expect("rate > 0").sample(&mut self.rng),
-        };
-        self.now + (gap.round() as u64).max(1)
     }
 
     pub fn record(&mut self, cpu: Option<CpuId>, tg: usize, kind: TraceKind) {
@@ -633,154 +507,4 @@ impl<'s> Sim<'s> {
         }
     }
 
-    /// The running thread finished its run phase.
-    fn run_done(&mut self, cpu: CpuId) {
-        self.touch(cpu);
-        self.account_thread_time(cpu);
-        let tid = self.rqs[cpu].curr.expect("RunDone on an idle CPU");
-        self.dl_job_done(tid);
-        self.advance(tid, false, true);
-    }
-
-    /// Move a thread on from where it stands. `waking`: it is not on a
-    /// runqueue (start, end of sleep, new request); otherwise it is running.
-    /// `completed`: the phase it was in is over.
-    fn advance(&mut self, tid: ThreadId, waking: bool, completed: bool) {
-        let runnable = match self.threads[tid].driver {
-            Driver::Task(ti) => self.next_phase(tid, ti, completed),
-            Driver::Worker(si) => self.next_request(tid, si),
-            Driver::Background => self.next_background(tid, waking),
-        };
-        match (waking, runnable, self.is_dl(tid)) {
-            (true, true, true) => self.dl_wakeup(tid),
-            (true, true, false) => self.try_to_wake_up(tid),
-            (false, true, _) => self.arm_run_done(self.threads[tid].cpu),
-            (true, false, _) => {}
-            (false, false, true) => self.dl_block(tid),
-            (false, false, false) => self.block(tid),
-        }
-    }
-
-    /// Step a phase-driven thread; returns whether it now has work to run.
-    fn next_phase(&mut self, tid: ThreadId, ti: usize, completed: bool) -> bool {
-        let task = &self.scenario.tasks[ti];
-        let phases = &self.task_phases[ti];
-        let th = &mut self.threads[tid];
-        if completed {
-            th.phase += 1;
-        }
-        th.state = ThreadState::Runnable;
-        loop {
-            if th.phase >= phases.len() {
-                th.phase = 0;
-                th.loops_done += 1;
-                if task.effective_loops() >= 0 && th.loops_done >= task.effective_loops() {
-                    th.state = ThreadState::Done;
-                    th.finished_at = Some(self.now);
-                    self.finite_left -= 1;
-                    return false;
-                }
-            }
-            match phases.get(th.phase) {
-                Phase::Run(0) | Phase::Sleep(0) => th.phase += 1,
-                Phase::Run(w) => {
-                    th.work_left = w;
-                    // 004 3.3: a deadline thread's runtime follows each window's rate.
-                    if let Some(rate) = phases.window_entry(th.phase) {
-                        self.dl_window_entry(tid, rate);
-                    }
-                    return true;
-                }
-                Phase::Sleep(d) => {
-                    th.state = ThreadState::Sleeping;
-                    self.events.push(self.now + d, Event::Wake(tid));
-                    return false;
-                }
-                Phase::Timer(p) => {
-                    th.state = ThreadState::Sleeping;
-                    self.events.push((self.now / p + 1) * p, Event::Wake(tid));
-                    return false;
-                }
-            }
-        }
-    }
-
-    /// A worker finished a request (or was just woken for one): record the
-    /// latency and take the next request; returns whether it has work.
-    fn next_request(&mut self, tid: ThreadId, si: usize) -> bool {
-        let now = self.now;
-        let th = &mut self.threads[tid];
-        let svc = &mut self.services[si];
-        if th.work_left == 0 {
-            if let Some(arrived) = th.request.take() {
-                svc.latencies_ns.push(now - arrived);
-            }
-        }
-        if th.request.is_some() {
-            return true;
-        }
-        match svc.queue.pop_front() {
-            Some(arrived) => {
-                th.request = Some(arrived);
-                th.work_left = svc.cost_ns;
-                th.state = ThreadState::Runnable;
-                true
-            }
-            None => {
-                th.state = ThreadState::Sleeping;
-                svc.idle_workers.push(tid);
-                false
-            }
-        }
-    }
-
-    /// When the next background activity arrives from this thread's home CPU.
-    fn background_gap(&mut self, tid: ThreadId) -> Time {
-        let th = &mut self.threads[tid];
-        th.loops_done += 1;
-        let mean_ns = 1e9 / self.scenario.machine.background_per_s;
-        let gap = noise::exponential(self.seed, Stream::Background(th.allowed[0]), th.loops_done as u64, mean_ns);
-        self.now + gap.round() as u64
-    }
-
-    /// Background activity: woken, it runs `background_us`; done, it sleeps
-    /// until the next arrival. Returns whether it has work.
-    fn next_background(&mut self, tid: ThreadId, waking: bool) -> bool {
-        if waking {
-            self.threads[tid].work_left = (self.scenario.machine.background_us * 1e3) as u64;
-            return true;
-        }
-        self.threads[tid].state = ThreadState::Sleeping;
-        let at = self.background_gap(tid);
-        self.events.push(at, Event::Wake(tid));
-        false
-    }
-
-    fn arrival(&mut self, si: usize) {
-        self.services[si].queue.push_back(self.now);
-        if let Some(tid) = self.services[si].idle_workers.pop() {
-            self.advance(tid, true, false);
-        }
-        let next = self.interarrival(si);
-        self.events.push(next, Event::Arrival(si));
-    }
-
-    /// A `[[write]]`: `tg_set_cfs_bandwidth` with the given (or unchanged) values.
-    fn cpu_max_write(&mut self, index: usize, n: u64) {
-        let w = &self.scenario.writes[index];
-        let tg = self.scenario.cgroup_index(&w.cgroup).expect("validated") + 1;
-        let b = &self.tgs[tg].cfs_b;
-        let period = w.period_us.map(|p| p * NSEC_PER_USEC).unwrap_or(b.period);
-        let quota = match w.quota_us {
-            Some(q) if q >= 0 => Some(q as u64 * NSEC_PER_USEC),
-            Some(_) => None,
-            None => b.quota,
-        };
-        let burst = w.burst_us.map(|b| b * NSEC_PER_USEC).unwrap_or(b.burst);
-        self.tg_set_cfs_bandwidth(tg, period, quota, burst);
-        if let (Some(start), Some(every)) = (w.start_ms, w.every_ms) {
-            let at = ms_to_ns(start) + (n + 1) * ms_to_ns(every);
-            self.events.push(at, Event::Write { index, n: n + 1 });
-        }
-    }
 }
