@@ -11,7 +11,7 @@ use smallvec::SmallVec;
 impl Sim<'_> {
     /// `__schedule`: put the running thread back, pick the next one, pull
     /// work from a busy CPU when there is none.
-    pub fn schedule(&mut self, cpu: CpuId) {
+    pub(crate) fn schedule(&mut self, cpu: CpuId) {
         self.touch(cpu);
         self.rqs[cpu].need_resched = false;
         self.account_thread_time(cpu);
@@ -132,7 +132,7 @@ impl Sim<'_> {
         self.record(Some(cpu), self.threads[tid].tg, TraceKind::Tick);
     }
 
-    pub fn resched_curr(&mut self, cpu: CpuId) {
+    pub(crate) fn resched_curr(&mut self, cpu: CpuId) {
         if !self.rqs[cpu].need_resched {
             self.rqs[cpu].need_resched = true;
             self.resched.push(cpu);

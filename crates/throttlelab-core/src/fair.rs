@@ -99,12 +99,12 @@ fn calc_delta_fair(delta: u64, weight: u64) -> u64 {
 }
 
 impl Sim<'_> {
-    pub fn cfs_rq_id(&self, tg: usize, cpu: CpuId) -> CfsRqId {
+    pub(crate) fn cfs_rq_id(&self, tg: usize, cpu: CpuId) -> CfsRqId {
         tg * self.nr_cpus() + cpu
     }
 
     /// The group entity that represents `cfs_rq` in its parent (None for the root).
-    pub fn group_se(&self, rq: CfsRqId) -> Option<SeId> {
+    pub(crate) fn group_se(&self, rq: CfsRqId) -> Option<SeId> {
         let tg = self.cfs_rqs[rq].tg;
         (tg > 0).then(|| (tg - 1) * self.nr_cpus() + self.cfs_rqs[rq].cpu)
     }
@@ -170,7 +170,7 @@ impl Sim<'_> {
 
     /// `update_curr`: charge the running entity of `rq` for the time since
     /// it was last charged: vruntime, and the group's runtime (bandwidth).
-    pub fn update_curr(&mut self, rq: CfsRqId, now: Time) {
+    pub(crate) fn update_curr(&mut self, rq: CfsRqId, now: Time) {
         let Some(se) = self.cfs_rqs[rq].curr else { return };
         let s = &mut self.ses[se];
         if now <= s.exec_start {

@@ -155,55 +155,66 @@ impl Tunables {
     }
 }
 
+/// How a run is observed and stepped: fixed at construction, as the running
+/// simulation has no switches.
+#[derive(Default)]
+pub struct SimOptions {
+    /// Record the bandwidth trace (pools, throttles, switches) of this window,
+    /// kept or handed to a sink.
+    pub trace: Option<TraceOptions>,
+    /// Simulate every tick, also those that cannot change the outcome: only to
+    /// check that skipping them changes nothing.
+    pub every_tick: bool,
+}
+
 pub struct Sim<'s> {
-    pub scenario: &'s Scenario,
-    pub profile: Profile,
-    pub tun: Tunables,
-    pub now: Time,
-    pub end: Time,
-    pub seed: u64,
-    pub events: EventQueue,
-    pub rqs: Vec<Rq>,
-    pub cfs_rqs: Vec<crate::fair::CfsRq>,
-    pub ses: Vec<crate::fair::Se>,
-    pub threads: Vec<Thread>,
-    pub tgs: Vec<TaskGroup>,
-    pub services: Vec<Service>,
+    pub(crate) scenario: &'s Scenario,
+    pub(crate) profile: Profile,
+    pub(crate) tun: Tunables,
+    pub(crate) now: Time,
+    pub(crate) end: Time,
+    pub(crate) seed: u64,
+    pub(crate) events: EventQueue,
+    pub(crate) rqs: Vec<Rq>,
+    pub(crate) cfs_rqs: Vec<crate::fair::CfsRq>,
+    pub(crate) ses: Vec<crate::fair::Se>,
+    pub(crate) threads: Vec<Thread>,
+    pub(crate) tgs: Vec<TaskGroup>,
+    pub(crate) services: Vec<Service>,
     /// CPUs whose `need_resched` was set during the current event.
-    pub resched: Vec<CpuId>,
+    pub(crate) resched: Vec<CpuId>,
     /// CPUs touched during the current event; their tick is re-armed after it.
-    pub dirty: Vec<CpuId>,
-    pub rng: Pcg64,
+    pub(crate) dirty: Vec<CpuId>,
+    pub(crate) rng: Pcg64,
     /// Phase-driven threads that have not finished (ends a run without `duration_s`).
-    pub finite_left: usize,
-    pub trace: Option<Trace>,
-    pub features: Features,
-    pub hw: Smt,
+    pub(crate) finite_left: usize,
+    pub(crate) trace: Option<Trace>,
+    pub(crate) features: Features,
+    pub(crate) hw: Smt,
     /// What each task's threads run (`phases`, or trace windows expanded).
     pub(crate) task_phases: Vec<TaskPhases>,
     /// Runnable, not throttled deadline threads (running or waiting).
-    pub dl_runnable: Vec<ThreadId>,
+    pub(crate) dl_runnable: Vec<ThreadId>,
     /// Per task: CPU time in each `sample_ms` interval, and the total sampled.
-    pub cpu_series: Vec<Vec<u64>>,
+    pub(crate) cpu_series: Vec<Vec<u64>>,
     cpu_sampled_ns: Vec<u64>,
     /// Bandwidth of the admitted deadline threads, and what admission allows.
-    pub dl_total_bw: u64,
-    pub dl_capacity_bw: u64,
-    /// Skip ticks that cannot change the outcome (off only to check that
-    /// skipping changes nothing).
-    pub skip_ticks: bool,
+    pub(crate) dl_total_bw: u64,
+    pub(crate) dl_capacity_bw: u64,
+    /// Simulate every tick (`SimOptions::every_tick`).
+    pub(crate) every_tick: bool,
     pub(crate) tick_jitter_ns: u64,
     pub(crate) timer_jitter_ns: u64,
     idle_exit_ns: u64,
     pub(crate) tick_irq_ns: u64,
     /// CLOCK_MONOTONIC at simulated time 0: how long the machine has been up.
-    pub uptime_ns: u64,
+    pub(crate) uptime_ns: u64,
     /// Offset of the first tick after time 0.
     pub(crate) tick_phase: u64,
 }
 
 impl<'s> Sim<'s> {
-    pub fn new(scenario: &'s Scenario) -> Self {
+    pub fn new(scenario: &'s Scenario, options: SimOptions) -> Self {
         let nr_cpus = scenario.machine.cpus;
         let tun = Tunables::new(scenario);
         let mut tgs = vec![TaskGroup {
@@ -263,7 +274,7 @@ impl<'s> Sim<'s> {
             cpu_sampled_ns: vec![0; scenario.tasks.len()],
             dl_total_bw: 0,
             dl_capacity_bw: dl_capacity_bw(nr_cpus, scenario.kernel.profile),
-            skip_ticks: true,
+            every_tick: options.every_tick,
             tick_jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
             idle_exit_ns: (scenario.machine.idle_exit_us * 1e3) as u64,
@@ -290,19 +301,22 @@ impl<'s> Sim<'s> {
         if scenario.sample_ms > 0 {
             sim.events.push(scenario.sample_ms * NSEC_PER_MSEC, Event::Sample(1));
         }
+        if let Some(trace) = options.trace {
+            sim.start_trace(trace);
+        }
         sim
     }
 
     /// CLOCK_MONOTONIC now: what hrtimer expiries are compared against.
-    pub fn monotonic(&self) -> Time {
+    pub(crate) fn monotonic(&self) -> Time {
         self.uptime_ns + self.now
     }
 
-    pub fn nr_cpus(&self) -> usize {
+    pub(crate) fn nr_cpus(&self) -> usize {
         self.rqs.len()
     }
 
-    pub fn record(&mut self, cpu: Option<CpuId>, tg: usize, kind: TraceKind) {
+    pub(crate) fn record(&mut self, cpu: Option<CpuId>, tg: usize, kind: TraceKind) {
         if self.trace.is_some() {
             let local = cpu.map(|c| self.cfs_rqs[self.cfs_rq_id(tg, c)].runtime_remaining);
             let (now, global) = (self.now, self.tgs[tg].cfs_b.runtime);
@@ -310,39 +324,9 @@ impl<'s> Sim<'s> {
         }
     }
 
-    /// Run to the end and collect the output.
-    pub fn run(self) -> Output {
-        self.run_to_end().0
-    }
-
-    /// Run to the end, recording the bandwidth trace too.
-    pub fn run_traced(self) -> (Output, Trace) {
-        self.run_traced_with(TraceOptions::default())
-    }
-
-    /// Run to the end of the run or of the trace's window, whichever comes
-    /// first, recording the trace as `options` say.
-    pub fn run_traced_with(mut self, options: TraceOptions) -> (Output, Trace) {
-        let sc = self.scenario;
-        let threads = self
-            .threads
-            .iter()
-            .map(|t| match t.driver {
-                Driver::Task(i) => sc.tasks[i].name.clone(),
-                Driver::Worker(i) => sc.services[i].name.clone(),
-                Driver::Background => "[background]".to_string(),
-            })
-            .collect();
-        let groups = self.tgs.iter().map(|g| g.name.clone()).collect();
-        self.end = self.end.min(options.window.to_ns);
-        self.trace = Some(Trace::new(self.nr_cpus(), groups, threads, options));
-        let (out, trace) = self.run_to_end();
-        let mut trace = trace.expect("tracing was on");
-        trace.finish((out.duration_s * 1e9).round() as Time);
-        (out, trace)
-    }
-
-    fn run_to_end(mut self) -> (Output, Option<Trace>) {
+    /// Run to the end (or to the end of the trace's window, whichever comes
+    /// first) and collect the output, and the trace if one was asked for.
+    pub fn run(mut self) -> (Output, Option<Trace>) {
         let wall = std::time::Instant::now();
         let until_done = self.scenario.duration_s.is_none();
         while let Some(t) = self.events.peek_time() {
@@ -360,7 +344,29 @@ impl<'s> Sim<'s> {
             self.account_thread_time(cpu);
         }
         let out = output::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
-        (out, self.trace.take())
+        let trace = self.trace.take().map(|mut trace| {
+            trace.finish((out.duration_s * 1e9).round() as Time);
+            trace
+        });
+        (out, trace)
+    }
+
+    /// Start recording the bandwidth trace as `options` say, and end the run
+    /// with its window.
+    fn start_trace(&mut self, options: TraceOptions) {
+        let sc = self.scenario;
+        let threads = self
+            .threads
+            .iter()
+            .map(|t| match t.driver {
+                Driver::Task(i) => sc.tasks[i].name.clone(),
+                Driver::Worker(i) => sc.services[i].name.clone(),
+                Driver::Background => "[background]".to_string(),
+            })
+            .collect();
+        let groups = self.tgs.iter().map(|g| g.name.clone()).collect();
+        self.end = self.end.min(options.window.to_ns);
+        self.trace = Some(Trace::new(self.nr_cpus(), groups, threads, options));
     }
 
     fn dispatch(&mut self, ev: Event) {
@@ -438,7 +444,7 @@ impl<'s> Sim<'s> {
     }
 
     /// Account the running thread's CPU time and work up to now.
-    pub fn account_thread_time(&mut self, cpu: CpuId) {
+    pub(crate) fn account_thread_time(&mut self, cpu: CpuId) {
         let speed = self.hw.speed_ppm(cpu);
         let rq = &mut self.rqs[cpu];
         if let Some(tid) = rq.curr {
@@ -457,7 +463,7 @@ impl<'s> Sim<'s> {
 
     /// `cpu` spends `ns` in the kernel: its thread runs (and is charged) but
     /// does no work meanwhile.
-    pub fn stall(&mut self, cpu: CpuId, ns: u64) {
+    pub(crate) fn stall(&mut self, cpu: CpuId, ns: u64) {
         match self.rqs[cpu].curr {
             Some(tid) => {
                 self.account_thread_time(cpu);
@@ -469,7 +475,7 @@ impl<'s> Sim<'s> {
     }
 
     /// A thread's CPU time up to now, without accounting it (read-only).
-    pub fn thread_cpu_ns(&self, tid: ThreadId) -> u64 {
+    pub(crate) fn thread_cpu_ns(&self, tid: ThreadId) -> u64 {
         let th = &self.threads[tid];
         let rq = &self.rqs[th.cpu];
         th.cpu_ns + if rq.curr == Some(tid) { self.now - rq.since } else { 0 }
@@ -492,7 +498,7 @@ impl<'s> Sim<'s> {
     }
 
     /// Arm the `RunDone` of the thread now running on `cpu`.
-    pub fn arm_run_done(&mut self, cpu: CpuId) {
+    pub(crate) fn arm_run_done(&mut self, cpu: CpuId) {
         let speed = self.hw.speed_ppm(cpu);
         let rq = &mut self.rqs[cpu];
         rq.run_gen += 1;

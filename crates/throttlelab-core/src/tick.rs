@@ -12,7 +12,7 @@ use crate::types::{CpuId, Time};
 
 impl Sim<'_> {
     /// Mark `cpu` as touched by this event: apply the ticks skipped so far.
-    pub fn touch(&mut self, cpu: CpuId) {
+    pub(crate) fn touch(&mut self, cpu: CpuId) {
         self.catch_up_ticks(cpu);
         if !self.rqs[cpu].dirty {
             self.rqs[cpu].dirty = true;
@@ -56,7 +56,7 @@ impl Sim<'_> {
     }
 
     /// Time of tick `index` on `cpu`: its expiry plus a seeded interrupt latency.
-    pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
+    pub(crate) fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
         self.tick_base(cpu) + index * self.tun.tick_ns + noise::uniform(self.seed, Stream::Tick(cpu), index, self.tick_jitter_ns)
     }
 
@@ -72,7 +72,7 @@ impl Sim<'_> {
     }
 
     /// The first tick index on `cpu` at or after `t` (and not before `next_tick`).
-    pub fn first_tick_at_or_after(&self, cpu: CpuId, t: Time) -> u64 {
+    pub(crate) fn first_tick_at_or_after(&self, cpu: CpuId, t: Time) -> u64 {
         let tick = self.tun.tick_ns;
         let mut k = (t.saturating_sub(self.tick_phase + self.tick_jitter_ns + tick) / tick).max(self.rqs[cpu].next_tick);
         while self.tick_time(cpu, k) < t {
@@ -82,7 +82,7 @@ impl Sim<'_> {
     }
 
     /// Latency of an hrtimer (period or slack) expiry.
-    pub fn timer_jitter(&self, stream: Stream, n: u64) -> Time {
+    pub(crate) fn timer_jitter(&self, stream: Stream, n: u64) -> Time {
         noise::uniform(self.seed, stream, n, self.timer_jitter_ns)
     }
 
@@ -135,7 +135,7 @@ impl Sim<'_> {
     fn next_interesting_tick(&self, cpu: CpuId) -> Option<u64> {
         let tid = self.fair_curr(cpu)?;
         let first = self.first_tick_at_or_after(cpu, self.now);
-        if !self.skip_ticks {
+        if self.every_tick {
             return Some(first);
         }
         let timer_tick = self.rqs[cpu].tick_timers.iter().map(|&(k, _)| k).filter(|&k| k >= first).min();
