@@ -2,11 +2,12 @@
 //! `kernel/sched/fair.c` and `tg_set_cfs_bandwidth` of `core.c`. Function
 //! names are the kernel's; each cites the behaviour it follows, per profile.
 
-use crate::event::{Event, Irq, Time};
+use crate::event::{Event, Irq};
 use crate::noise::{self, Stream};
 use crate::profile::Profile;
-use crate::sim::{CfsRqId, CpuId, Sim, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::sim::Sim;
 use crate::trace::TraceKind;
+use crate::types::{CfsRqId, CpuId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
 
 /// A cfs_rq won't donate quota below this amount.
 pub const MIN_CFS_RQ_RUNTIME: u64 = NSEC_PER_MSEC;

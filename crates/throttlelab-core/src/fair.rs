@@ -14,15 +14,14 @@
 //! - load balancing is limited to wake-up placement and pulling by CPUs that
 //!   go idle.
 
-use crate::event::{Event, Time};
-use crate::sim::{CfsRqId, CpuId, SeId, Sim, ThreadId, ThreadState, NSEC_PER_USEC};
-use crate::trace::TraceKind;
+use crate::sim::Sim;
+use crate::types::{CfsRqId, CpuId, SeId, ThreadId, Time, NSEC_PER_USEC};
 use smallvec::SmallVec;
 
 /// `MIN_SHARES`: the smallest weight a group entity can get.
 const MIN_SHARES: u64 = 2;
 /// `NICE_0_LOAD` (without the fixed-point shift).
-const NICE_0_LOAD: u64 = 1024;
+pub(crate) const NICE_0_LOAD: u64 = 1024;
 
 /// A runqueue of the fair class: `struct cfs_rq`.
 #[derive(Debug, Clone, Default)]
@@ -100,12 +99,12 @@ fn calc_delta_fair(delta: u64, weight: u64) -> u64 {
 }
 
 impl Sim<'_> {
-    pub fn cfs_rq_id(&self, tg: usize, cpu: CpuId) -> CfsRqId {
+    pub(crate) fn cfs_rq_id(&self, tg: usize, cpu: CpuId) -> CfsRqId {
         tg * self.nr_cpus() + cpu
     }
 
     /// The group entity that represents `cfs_rq` in its parent (None for the root).
-    pub fn group_se(&self, rq: CfsRqId) -> Option<SeId> {
+    pub(crate) fn group_se(&self, rq: CfsRqId) -> Option<SeId> {
         let tg = self.cfs_rqs[rq].tg;
         (tg > 0).then(|| (tg - 1) * self.nr_cpus() + self.cfs_rqs[rq].cpu)
     }
@@ -146,7 +145,7 @@ impl Sim<'_> {
     }
 
     /// Entities from a task's up to the root's child, bottom-up (`for_each_sched_entity`).
-    fn hierarchy(&self, se: SeId) -> SmallVec<[SeId; 4]> {
+    pub(crate) fn hierarchy(&self, se: SeId) -> SmallVec<[SeId; 4]> {
         let mut v = SmallVec::new();
         v.push(se);
         let mut s = se;
@@ -171,7 +170,7 @@ impl Sim<'_> {
 
     /// `update_curr`: charge the running entity of `rq` for the time since
     /// it was last charged: vruntime, and the group's runtime (bandwidth).
-    pub fn update_curr(&mut self, rq: CfsRqId, now: Time) {
+    pub(crate) fn update_curr(&mut self, rq: CfsRqId, now: Time) {
         let Some(se) = self.cfs_rqs[rq].curr else { return };
         let s = &mut self.ses[se];
         if now <= s.exec_start {
@@ -400,7 +399,7 @@ impl Sim<'_> {
 
     /// `put_prev_entity` on every level of the running task's hierarchy,
     /// where over-runtime groups get throttled.
-    fn put_prev_task(&mut self, tid: ThreadId) {
+    pub(crate) fn put_prev_task(&mut self, tid: ThreadId) {
         for se in self.hierarchy(self.threads[tid].se) {
             let rq = self.ses[se].cfs_rq;
             let on_rq = self.ses[se].on_rq;
@@ -418,7 +417,7 @@ impl Sim<'_> {
 
     /// `pick_next_task_fair`: walk down from the root runqueue, throttling
     /// groups found without runtime on the way.
-    fn pick_next_task_fair(&mut self, cpu: CpuId) -> Option<ThreadId> {
+    pub(crate) fn pick_next_task_fair(&mut self, cpu: CpuId) -> Option<ThreadId> {
         'again: loop {
             let mut rq = self.cfs_rq_id(0, cpu);
             if self.cfs_rqs[rq].nr_running == 0 {
@@ -444,82 +443,9 @@ impl Sim<'_> {
         }
     }
 
-    /// `__schedule`: put the running thread back, pick the next one, pull
-    /// work from a busy CPU when there is none.
-    pub fn schedule(&mut self, cpu: CpuId) {
-        self.touch(cpu);
-        self.rqs[cpu].need_resched = false;
-        self.account_thread_time(cpu);
-        let prev_busy = self.rqs[cpu].curr.is_some();
-        if let Some(prev) = self.rqs[cpu].curr.take() {
-            // A fair thread (or one that just left the fair class) is still
-            // its runqueue's current entity until put back.
-            let se = self.threads[prev].se;
-            if self.cfs_rqs[self.ses[se].cfs_rq].curr == Some(se) {
-                self.put_prev_task(prev);
-            }
-        }
-        let next = match self.rqs[cpu].dl {
-            Some(dl) => Some(dl),
-            None => loop {
-                match self.pick_next_task_fair(cpu) {
-                    Some(t) => break Some(t),
-                    None if self.newidle_balance(cpu) => continue,
-                    None => break None,
-                }
-            },
-        };
-        let rq = &mut self.rqs[cpu];
-        rq.curr = next;
-        rq.since = self.now;
-        let pending = std::mem::take(&mut rq.pending_stall);
-        if let Some(t) = next {
-            self.threads[t].stall_left += pending;
-        }
-        if prev_busy != next.is_some() {
-            self.core_load_changed(cpu, next.is_some());
-        }
-        self.arm_run_done(cpu);
-        if let Some(t) = next {
-            self.record(Some(cpu), self.threads[t].tg, TraceKind::Switch(Some(t)));
-        } else {
-            self.record(Some(cpu), 0, TraceKind::Switch(None));
-        }
-    }
-
-    /// A hardware thread became busy or idle: its running siblings change
-    /// speed, so their work so far is accounted and their completion re-armed.
-    fn core_load_changed(&mut self, cpu: CpuId, busy: bool) {
-        if self.hw.is_uniform() {
-            self.hw.set_busy(cpu, busy);
-            return;
-        }
-        let siblings: SmallVec<[CpuId; 8]> = self.hw.siblings(cpu).filter(|&c| self.rqs[c].curr.is_some()).collect();
-        for &c in &siblings {
-            self.account_thread_time(c);
-        }
-        self.hw.set_busy(cpu, busy);
-        for &c in &siblings {
-            self.arm_run_done(c);
-        }
-    }
-
-    /// The running thread on its CPU sleeps or exits.
-    pub(crate) fn block(&mut self, tid: ThreadId) {
-        let cpu = self.threads[tid].cpu;
-        self.touch(cpu);
-        self.dequeue_task(tid);
-        self.resched_curr(cpu);
-    }
-
-    pub(crate) fn is_idle(&self, cpu: CpuId) -> bool {
-        let rq = &self.rqs[cpu];
-        rq.curr.is_none() && rq.dl.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running == 0
-    }
-
     /// The running thread if the fair class runs it (ticks and preemption
     /// concern only those).
-    fn fair_curr(&self, cpu: CpuId) -> Option<ThreadId> {
+    pub(crate) fn fair_curr(&self, cpu: CpuId) -> Option<ThreadId> {
         self.rqs[cpu].curr.filter(|&t| !self.is_dl(t))
     }
 
@@ -527,7 +453,7 @@ impl Sim<'_> {
     /// idle allowed CPU on the least busy core (a wholly idle core first, as
     /// `select_idle_core` does; SMT load balancing evens out the rest), the
     /// first after the previous CPU among equals; else the previous CPU.
-    fn select_task_rq(&self, tid: ThreadId) -> CpuId {
+    pub(crate) fn select_task_rq(&self, tid: ThreadId) -> CpuId {
         let th = &self.threads[tid];
         let prev = if th.allowed.contains(&th.cpu) { th.cpu } else { th.allowed[0] };
         if self.is_idle(prev) {
@@ -543,43 +469,9 @@ impl Sim<'_> {
             .unwrap_or(prev)
     }
 
-    /// `set_task_cpu`: move a (not queued) thread's entity to another CPU,
-    /// carrying its vruntime relative to the runqueues' min_vruntime.
-    fn set_task_cpu(&mut self, tid: ThreadId, dst: CpuId) {
-        let src = self.threads[tid].cpu;
-        if src == dst {
-            return;
-        }
-        // Both min_vruntimes as the ticks so far left them.
-        self.touch(src);
-        self.touch(dst);
-        let th = &self.threads[tid];
-        let (tg, se) = (th.tg, th.se);
-        let src_rq = self.cfs_rq_id(tg, th.cpu);
-        let dst_rq = self.cfs_rq_id(tg, dst);
-        let v = self.ses[se].vruntime.saturating_sub(self.cfs_rqs[src_rq].min_vruntime) + self.cfs_rqs[dst_rq].min_vruntime;
-        let parent = self.group_se(dst_rq);
-        let s = &mut self.ses[se];
-        s.vruntime = v;
-        s.cfs_rq = dst_rq;
-        s.parent = parent;
-        self.threads[tid].cpu = dst;
-    }
-
-    /// `try_to_wake_up`: place the thread, enqueue it, maybe preempt.
-    pub(crate) fn try_to_wake_up(&mut self, tid: ThreadId) {
-        let initial = self.threads[tid].cpu_ns == 0 && self.threads[tid].state != ThreadState::Runnable;
-        let cpu = self.select_task_rq(tid);
-        self.set_task_cpu(tid, cpu);
-        self.touch(cpu);
-        self.threads[tid].state = ThreadState::Runnable;
-        self.enqueue_task(tid, true, initial);
-        self.check_preempt_wakeup(cpu, tid);
-    }
-
     /// `check_preempt_wakeup_fair`: compare the woken task with the running
     /// one at the level where their hierarchies meet.
-    fn check_preempt_wakeup(&mut self, cpu: CpuId, tid: ThreadId) {
+    pub(crate) fn check_preempt_wakeup(&mut self, cpu: CpuId, tid: ThreadId) {
         if self.rqs[cpu].dl.is_some() {
             return;
         }
@@ -633,7 +525,7 @@ impl Sim<'_> {
     }
 
     /// `check_preempt_tick` (CFS; EEVDF reschedules from `update_curr`).
-    fn check_preempt_tick(&mut self, rq: CfsRqId) {
+    pub(crate) fn check_preempt_tick(&mut self, rq: CfsRqId) {
         let Some(curr) = self.cfs_rqs[rq].curr else { return };
         let ideal = self.sched_slice(rq, curr).min(self.tun.latency_ns);
         let s = &self.ses[curr];
@@ -653,114 +545,9 @@ impl Sim<'_> {
         }
     }
 
-    /// `sched_tick` → `task_tick_fair`: charge every level of the running
-    /// hierarchy, bottom-up, and check for preemption.
-    pub(crate) fn scheduler_tick(&mut self, cpu: CpuId, index: u64) {
-        self.touch(cpu);
-        self.rqs[cpu].next_tick = index + 1;
-        let Some(tid) = self.fair_curr(cpu) else { return };
-        for se in self.hierarchy(self.threads[tid].se) {
-            let rq = self.ses[se].cfs_rq;
-            self.update_curr(rq, self.now);
-            if !self.profile.has_eevdf() && self.cfs_rqs[rq].nr_running > 1 {
-                self.check_preempt_tick(rq);
-            }
-        }
-        self.record(Some(cpu), self.threads[tid].tg, TraceKind::Tick);
-    }
-
-    /// Apply the ticks that were skipped because they could not change
-    /// anything but the charged time: one `update_curr` per level at the
-    /// last such tick. Idle CPUs have no tick (NOHZ).
-    pub(crate) fn catch_up_ticks(&mut self, cpu: CpuId) {
-        let Some(tid) = self.fair_curr(cpu) else {
-            self.rqs[cpu].next_tick = self.first_tick_at_or_after(cpu, self.now + 1);
-            return;
-        };
-        let rq = &self.rqs[cpu];
-        let limit = rq.tick_armed.map(|(k, _)| k).unwrap_or(u64::MAX);
-        let first = rq.next_tick;
-        if first >= limit || self.tick_time(cpu, first) > self.now {
-            return;
-        }
-        // The last tick before `limit` that is due by now.
-        let mut k = self.first_tick_at_or_after(cpu, self.now + 1).min(limit) - 1;
-        while k > first && self.tick_time(cpu, k) > self.now {
-            k -= 1;
-        }
-        let at = self.tick_time(cpu, k);
-        for se in self.hierarchy(self.threads[tid].se) {
-            let rq = self.ses[se].cfs_rq;
-            if self.profile.has_eevdf() {
-                // Replay the skipped ticks at which the deadline was passed,
-                // so that it moves on exactly as it would have.
-                loop {
-                    let s = &self.ses[se];
-                    let vdelta = s.deadline.saturating_sub(s.vruntime) as u128;
-                    let wall = (vdelta * s.weight as u128).saturating_sub(s.vruntime_rem as u128).div_ceil(NICE_0_LOAD as u128);
-                    let crossing = self.first_tick_at_or_after(cpu, s.exec_start + wall as u64);
-                    if crossing >= k {
-                        break;
-                    }
-                    self.update_curr(rq, self.tick_time(cpu, crossing));
-                }
-            }
-            self.update_curr(rq, at);
-        }
-        self.rqs[cpu].next_tick = k + 1;
-    }
-
-    /// The next tick on `cpu` that can change something: every tick while
-    /// more than one entity competes at some level; otherwise the first tick
-    /// at which some level's local runtime is used up (or, on 4.18, expires),
-    /// or whose interrupt runs a period timer (a preemption asked for
-    /// meanwhile waits for the timer).
-    fn next_interesting_tick(&self, cpu: CpuId) -> Option<u64> {
-        let tid = self.fair_curr(cpu)?;
-        let first = self.first_tick_at_or_after(cpu, self.now);
-        if !self.skip_ticks {
-            return Some(first);
-        }
-        let timer_tick = self.rqs[cpu].tick_timers.iter().map(|&(k, _)| k).filter(|&k| k >= first).min();
-        let mut due: Option<Time> = None;
-        for se in self.hierarchy(self.threads[tid].se) {
-            let c = &self.cfs_rqs[self.ses[se].cfs_rq];
-            if c.nr_running > 1 {
-                return Some(first);
-            }
-            if c.runtime_enabled && !c.throttled {
-                let mut t = self.ses[se].exec_start.saturating_add_signed(c.runtime_remaining.max(0));
-                if self.profile.has_expiry() && c.runtime_remaining >= 0 {
-                    t = t.min(c.runtime_expires);
-                }
-                due = Some(due.map_or(t, |d: Time| d.min(t)));
-            }
-        }
-        let runtime_tick = due.map(|t| self.first_tick_at_or_after(cpu, t.max(self.now)));
-        runtime_tick.into_iter().chain(timer_tick).min()
-    }
-
-    /// (Re-)arm the next tick event of `cpu` if it changed.
-    pub(crate) fn arm_tick(&mut self, cpu: CpuId) {
-        let next = self.next_interesting_tick(cpu);
-        let rq = &mut self.rqs[cpu];
-        if rq.tick_armed.map(|(k, _)| k) == next {
-            return;
-        }
-        rq.tick_gen += 1;
-        rq.tick_armed = None;
-        if let Some(index) = next {
-            let at = self.tick_time(cpu, index);
-            let rq = &mut self.rqs[cpu];
-            rq.tick_armed = Some((index, at));
-            let gen = rq.tick_gen;
-            self.events.push(at, Event::Tick { cpu, index, gen });
-        }
-    }
-
     /// Newly idle balance: pull a waiting thread from the busiest CPU,
     /// unless either side's group hierarchy is throttled (`throttled_lb_pair`).
-    fn newidle_balance(&mut self, cpu: CpuId) -> bool {
+    pub(crate) fn newidle_balance(&mut self, cpu: CpuId) -> bool {
         let n = self.nr_cpus();
         let mut best: Option<(u32, CpuId, ThreadId)> = None;
         for src in (1..n).map(|i| (cpu + i) % n) {

@@ -9,6 +9,7 @@
 //! ```
 
 mod bandwidth;
+mod core;
 mod cpulist;
 mod deadline;
 mod error;
@@ -24,8 +25,11 @@ pub mod rt_app;
 pub mod scenario;
 mod sim;
 mod smt;
+mod tick;
 pub mod trace;
+mod types;
 mod usage_csv;
+mod workload;
 
 pub use error::ScenarioError;
 pub use load::{load, parse_value, rebase_paths, Document};
@@ -33,20 +37,21 @@ pub use output::Output;
 pub use phases::TaskPhases;
 pub use profile::{Feature, Profile};
 pub use scenario::Scenario;
-pub use sim::Sim;
+pub use sim::{Sim, SimOptions};
 
 /// Simulate a validated scenario to its end.
 pub fn simulate(scenario: &Scenario) -> Output {
-    Sim::new(scenario).run()
+    Sim::new(scenario, SimOptions::default()).run().0
 }
 
 /// Simulate and also record the bandwidth trace (pools, throttles, switches).
 pub fn simulate_traced(scenario: &Scenario) -> (Output, trace::Trace) {
-    Sim::new(scenario).run_traced()
+    simulate_traced_with(scenario, trace::TraceOptions::default())
 }
 
 /// Simulate up to the end of `options.window` (or of the run), recording the
 /// trace of that window as `options` say (kept, or handed to a sink in chunks).
 pub fn simulate_traced_with(scenario: &Scenario, options: trace::TraceOptions) -> (Output, trace::Trace) {
-    Sim::new(scenario).run_traced_with(options)
+    let (out, trace) = Sim::new(scenario, SimOptions { trace: Some(options), ..SimOptions::default() }).run();
+    (out, trace.expect("tracing was on"))
 }

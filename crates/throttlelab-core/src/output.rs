@@ -2,7 +2,8 @@
 //! cgroup v2 `cpu.stat`. The simulator adds `engine`, the real backend `host`.
 
 use crate::phases::TaskPhases;
-use crate::sim::{Driver, Sim};
+use crate::sim::Sim;
+use crate::workload::Driver;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

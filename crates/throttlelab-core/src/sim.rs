@@ -1,38 +1,27 @@
-//! The simulator: machine state, the event loop, and the workloads that drive
-//! the scheduler. The scheduling classes and bandwidth control live in their
-//! own modules (`fair`, `bandwidth`) as `impl Sim` blocks, the way the
-//! kernel's `kernel/sched/*.c` files share `struct rq`.
+//! The simulator: machine state, its setup and the event loop. The rest are
+//! `impl Sim` blocks in their own modules, the way the kernel's
+//! `kernel/sched/*.c` files share `struct rq`: the scheduler core (`core`),
+//! the classes (`fair`, `bandwidth`, `deadline`), the tick grid (`tick`) and
+//! the workloads that drive them (`workload`).
 
 use crate::bandwidth::CfsBandwidth;
 use crate::deadline::DlEntity;
-use crate::event::{Event, EventQueue, Irq, Time};
+use crate::event::{Event, EventQueue, Irq};
 use crate::noise::{self, Stream};
 use crate::output::{self, Output};
-use crate::profile::{Feature, Profile};
-use crate::scenario::{dl_capacity_bw, ms_to_ns, secs_to_ns, Arrival, Phase, Policy, Scenario, TimerMode};
 use crate::phases::TaskPhases;
+use crate::profile::{Feature, Profile};
+use crate::scenario::{dl_capacity_bw, secs_to_ns, Scenario};
 use crate::smt::{self, Smt};
 use crate::trace::{Trace, TraceKind, TraceOptions};
+use crate::types::{CpuId, SeId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::workload::{Driver, Service};
 use rand::SeedableRng;
-use rand_distr::{Distribution, Exp};
 use rand_pcg::Pcg64;
-use std::collections::VecDeque;
 use std::rc::Rc;
 
-pub type CpuId = usize;
-pub type ThreadId = usize;
-pub type SeId = usize;
-/// `cfs_rq` index: `tg * nr_cpus + cpu`; task group 0 is the root.
-pub type CfsRqId = usize;
-
-pub const NSEC_PER_USEC: u64 = 1_000;
 /// Simulated time 0 is uniformly between this and twice this after boot.
 const UPTIME_MIN_NS: u64 = 600 * 1_000_000_000;
-pub const NSEC_PER_MSEC: u64 = 1_000_000;
-/// A `runtime` phase of `ns` gives its thread this many times `ns` of work:
-/// at full speed (1, the most `smt_speed` allows) it cannot finish before
-/// its `RuntimeEnd`.
-const RUNTIME_WORK_BOUND: u64 = 2;
 
 /// Per-CPU state: `struct rq`.
 #[derive(Debug, Default)]
@@ -75,15 +64,6 @@ pub enum ThreadState {
     Runnable,
     Sleeping,
     Done,
-}
-
-/// What drives a thread: a phase list, or requests of a service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    Task(usize),
-    Worker(usize),
-    /// Background activity on the host, from a home CPU (not reported).
-    Background,
 }
 
 #[derive(Debug)]
@@ -130,15 +110,6 @@ pub struct TaskGroup {
     /// Sum over CPUs of this group's cfs_rq load (instantaneous `tg->load_avg`).
     pub load_sum: u64,
     pub cfs_b: CfsBandwidth,
-}
-
-pub struct Service {
-    pub arrival: Arrival,
-    pub rate_per_s: f64,
-    pub cost_ns: u64,
-    pub queue: VecDeque<Time>,
-    pub idle_workers: Vec<ThreadId>,
-    pub latencies_ns: Vec<u64>,
 }
 
 /// The proposed mechanisms switched on in `kernel.features`.
@@ -188,55 +159,66 @@ impl Tunables {
     }
 }
 
+/// How a run is observed and stepped: fixed at construction, as the running
+/// simulation has no switches.
+#[derive(Default)]
+pub struct SimOptions {
+    /// Record the bandwidth trace (pools, throttles, switches) of this window,
+    /// kept or handed to a sink.
+    pub trace: Option<TraceOptions>,
+    /// Simulate every tick, also those that cannot change the outcome: only to
+    /// check that skipping them changes nothing.
+    pub every_tick: bool,
+}
+
 pub struct Sim<'s> {
-    pub scenario: &'s Scenario,
-    pub profile: Profile,
-    pub tun: Tunables,
-    pub now: Time,
-    pub end: Time,
-    pub seed: u64,
-    pub events: EventQueue,
-    pub rqs: Vec<Rq>,
-    pub cfs_rqs: Vec<crate::fair::CfsRq>,
-    pub ses: Vec<crate::fair::Se>,
-    pub threads: Vec<Thread>,
-    pub tgs: Vec<TaskGroup>,
-    pub services: Vec<Service>,
+    pub(crate) scenario: &'s Scenario,
+    pub(crate) profile: Profile,
+    pub(crate) tun: Tunables,
+    pub(crate) now: Time,
+    pub(crate) end: Time,
+    pub(crate) seed: u64,
+    pub(crate) events: EventQueue,
+    pub(crate) rqs: Vec<Rq>,
+    pub(crate) cfs_rqs: Vec<crate::fair::CfsRq>,
+    pub(crate) ses: Vec<crate::fair::Se>,
+    pub(crate) threads: Vec<Thread>,
+    pub(crate) tgs: Vec<TaskGroup>,
+    pub(crate) services: Vec<Service>,
     /// CPUs whose `need_resched` was set during the current event.
-    pub resched: Vec<CpuId>,
+    pub(crate) resched: Vec<CpuId>,
     /// CPUs touched during the current event; their tick is re-armed after it.
-    pub dirty: Vec<CpuId>,
-    pub rng: Pcg64,
+    pub(crate) dirty: Vec<CpuId>,
+    pub(crate) rng: Pcg64,
     /// Phase-driven threads that have not finished (ends a run without `duration_s`).
-    pub finite_left: usize,
-    pub trace: Option<Trace>,
-    pub features: Features,
-    pub hw: Smt,
+    pub(crate) finite_left: usize,
+    pub(crate) trace: Option<Trace>,
+    pub(crate) features: Features,
+    pub(crate) hw: Smt,
     /// What each task's threads run (`phases`, or trace windows expanded).
-    task_phases: Vec<TaskPhases>,
+    pub(crate) task_phases: Vec<TaskPhases>,
     /// Runnable, not throttled deadline threads (running or waiting).
-    pub dl_runnable: Vec<ThreadId>,
+    pub(crate) dl_runnable: Vec<ThreadId>,
     /// Per task: CPU time in each `sample_ms` interval, and the total sampled.
-    pub cpu_series: Vec<Vec<u64>>,
+    pub(crate) cpu_series: Vec<Vec<u64>>,
     cpu_sampled_ns: Vec<u64>,
     /// Bandwidth of the admitted deadline threads, and what admission allows.
-    pub dl_total_bw: u64,
-    pub dl_capacity_bw: u64,
-    /// Skip ticks that cannot change the outcome (off only to check that
-    /// skipping changes nothing).
-    pub skip_ticks: bool,
-    tick_jitter_ns: u64,
-    timer_jitter_ns: u64,
+    pub(crate) dl_total_bw: u64,
+    pub(crate) dl_capacity_bw: u64,
+    /// Simulate every tick (`SimOptions::every_tick`).
+    pub(crate) every_tick: bool,
+    pub(crate) tick_jitter_ns: u64,
+    pub(crate) timer_jitter_ns: u64,
     idle_exit_ns: u64,
     pub(crate) tick_irq_ns: u64,
     /// CLOCK_MONOTONIC at simulated time 0: how long the machine has been up.
-    pub uptime_ns: u64,
+    pub(crate) uptime_ns: u64,
     /// Offset of the first tick after time 0.
-    tick_phase: u64,
+    pub(crate) tick_phase: u64,
 }
 
 impl<'s> Sim<'s> {
-    pub fn new(scenario: &'s Scenario) -> Self {
+    pub fn new(scenario: &'s Scenario, options: SimOptions) -> Self {
         let nr_cpus = scenario.machine.cpus;
         let tun = Tunables::new(scenario);
         let mut tgs = vec![TaskGroup {
@@ -296,7 +278,7 @@ impl<'s> Sim<'s> {
             cpu_sampled_ns: vec![0; scenario.tasks.len()],
             dl_total_bw: 0,
             dl_capacity_bw: dl_capacity_bw(nr_cpus, scenario.kernel.profile),
-            skip_ticks: true,
+            every_tick: options.every_tick,
             tick_jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
             idle_exit_ns: (scenario.machine.idle_exit_us * 1e3) as u64,
@@ -323,167 +305,22 @@ impl<'s> Sim<'s> {
         if scenario.sample_ms > 0 {
             sim.events.push(scenario.sample_ms * NSEC_PER_MSEC, Event::Sample(1));
         }
+        if let Some(trace) = options.trace {
+            sim.start_trace(trace);
+        }
         sim
     }
 
     /// CLOCK_MONOTONIC now: what hrtimer expiries are compared against.
-    pub fn monotonic(&self) -> Time {
+    pub(crate) fn monotonic(&self) -> Time {
         self.uptime_ns + self.now
     }
 
-    pub fn nr_cpus(&self) -> usize {
+    pub(crate) fn nr_cpus(&self) -> usize {
         self.rqs.len()
     }
 
-    /// Allowed CPUs: the task's list within its cgroup's cpuset (tg 0 is the root).
-    fn allowed_cpus(&self, tg: usize, cpus: &Option<String>) -> Rc<[CpuId]> {
-        self.scenario.allowed_cpus(tg.checked_sub(1), cpus).into()
-    }
-
-    fn tg_of(&self, cgroup: &Option<String>) -> usize {
-        cgroup.as_ref().map(|n| self.scenario.cgroup_index(n).expect("validated") + 1).unwrap_or(0)
-    }
-
-    fn add_thread(&mut self, driver: Driver, tg: usize, allowed: Rc<[CpuId]>) -> ThreadId {
-        let tid = self.threads.len();
-        let cpu = allowed[0];
-        let se = self.new_task_se(tid, tg, cpu);
-        self.threads.push(Thread {
-            driver,
-            tg,
-            se,
-            cpu,
-            allowed,
-            state: ThreadState::NotStarted,
-            phase: 0,
-            loops_done: 0,
-            work_left: 0,
-            cpu_ns: 0,
-            work_ns: 0,
-            finished_at: None,
-            request: None,
-            stall_left: 0,
-            dl: None,
-            started_at: 0,
-            timers: Vec::new(),
-            runtime_gen: 0,
-        });
-        tid
-    }
-
-    fn spawn_workloads(&mut self) {
-        let s = self.scenario;
-        for (ti, t) in s.tasks.iter().enumerate() {
-            let tg = self.tg_of(&t.cgroup);
-            let allowed = self.allowed_cpus(tg, &t.cpus);
-            for i in 0..TaskPhases::threads(t) {
-                let cpus = if t.pin { Rc::from([allowed[i % allowed.len()]]) } else { allowed.clone() };
-                let tid = self.add_thread(Driver::Task(ti), tg, cpus);
-                if t.policy == Policy::Deadline {
-                    let (runtime, deadline, period) = t.dl_params_ns().expect("validated");
-                    let profile_ns = t.profile_ms.map(|ms| ms * NSEC_PER_MSEC);
-                    self.threads[tid].dl = Some(DlEntity::new(runtime, deadline, period, t.retry_ms * NSEC_PER_MSEC, profile_ns));
-                }
-                let start = t.start_us * NSEC_PER_USEC
-                    + noise::uniform(self.seed, Stream::ThreadStart(tid), 0, t.start_spread_us * NSEC_PER_USEC);
-                self.events.push(start, Event::Start(tid));
-                if t.effective_loops() >= 0 {
-                    self.finite_left += 1;
-                }
-            }
-        }
-        if s.machine.background_per_s > 0.0 && s.machine.background_us > 0.0 {
-            // One source per CPU, woken like any task: on an idle CPU if there
-            // is one (ftrace on the host: a spinner alone on a CPU next to an
-            // idle one was preempted 1.5 times a second, two spinners on both
-            // CPUs 20 times a second per CPU). The home CPU comes first.
-            let n = self.nr_cpus();
-            for cpu in 0..n {
-                let tid = self.add_thread(Driver::Background, 0, (0..n).map(|i| (cpu + i) % n).collect());
-                self.threads[tid].state = ThreadState::Sleeping;
-                let at = self.background_gap(tid);
-                self.events.push(at, Event::Wake(tid));
-            }
-        }
-        for (si, svc) in s.services.iter().enumerate() {
-            let tg = self.tg_of(&svc.cgroup);
-            let allowed = self.allowed_cpus(tg, &svc.cpus);
-            let mut idle = Vec::new();
-            for _ in 0..svc.workers {
-                let tid = self.add_thread(Driver::Worker(si), tg, allowed.clone());
-                self.threads[tid].state = ThreadState::Sleeping;
-                idle.push(tid);
-            }
-            idle.reverse();
-            self.services.push(Service {
-                arrival: svc.arrival,
-                rate_per_s: svc.rate_per_s,
-                cost_ns: svc.cost_us * NSEC_PER_USEC,
-                queue: VecDeque::new(),
-                idle_workers: idle,
-                latencies_ns: Vec::new(),
-            });
-            let first = self.interarrival(si);
-            self.events.push(first, Event::Arrival(si));
-        }
-    }
-
-    fn schedule_writes(&mut self) {
-        for (index, w) in self.scenario.writes.iter().enumerate() {
-            let at = ms_to_ns(w.at_ms.or(w.start_ms).expect("validated"));
-            self.events.push(at, Event::Write { index, n: 0 });
-        }
-    }
-
-    fn interarrival(&mut self, si: usize) -> Time {
-        let svc = &self.services[si];
-        let mean_ns = 1e9 / svc.rate_per_s;
-        let gap = match svc.arrival {
-            Arrival::Uniform => mean_ns,
-            Arrival::Poisson => Exp::new(1.0 / mean_ns).expect("rate > 0").sample(&mut self.rng),
-        };
-        self.now + (gap.round() as u64).max(1)
-    }
-
-    /// Expiry of tick 0 on `cpu`: the jiffy grid, skewed per CPU with `skew_tick`.
-    fn tick_base(&self, cpu: CpuId) -> Time {
-        let tick = self.tun.tick_ns;
-        let skew = if self.scenario.kernel.skew_tick { tick / 2 / self.nr_cpus() as u64 * cpu as u64 } else { 0 };
-        self.tick_phase + skew
-    }
-
-    /// Time of tick `index` on `cpu`: its expiry plus a seeded interrupt latency.
-    pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
-        self.tick_base(cpu) + index * self.tun.tick_ns + noise::uniform(self.seed, Stream::Tick(cpu), index, self.tick_jitter_ns)
-    }
-
-    /// The ticks on `cpu` around an hrtimer expiring at `expires`: the last
-    /// one expiring before it (index and when it runs; none before tick 0)
-    /// and when the next one runs (at or after it; at equal expiry the tick,
-    /// re-armed last, runs after the timer).
-    pub(crate) fn ticks_around(&self, cpu: CpuId, expires: Time) -> (Option<(u64, Time)>, Time) {
-        let base = self.tick_base(cpu);
-        let next = expires.saturating_sub(base).div_ceil(self.tun.tick_ns);
-        let before = next.checked_sub(1).map(|k| (k, self.tick_time(cpu, k)));
-        (before, self.tick_time(cpu, next))
-    }
-
-    /// The first tick index on `cpu` at or after `t` (and not before `next_tick`).
-    pub fn first_tick_at_or_after(&self, cpu: CpuId, t: Time) -> u64 {
-        let tick = self.tun.tick_ns;
-        let mut k = (t.saturating_sub(self.tick_phase + self.tick_jitter_ns + tick) / tick).max(self.rqs[cpu].next_tick);
-        while self.tick_time(cpu, k) < t {
-            k += 1;
-        }
-        k
-    }
-
-    /// Latency of an hrtimer (period or slack) expiry.
-    pub fn timer_jitter(&self, stream: Stream, n: u64) -> Time {
-        noise::uniform(self.seed, stream, n, self.timer_jitter_ns)
-    }
-
-    pub fn record(&mut self, cpu: Option<CpuId>, tg: usize, kind: TraceKind) {
+    pub(crate) fn record(&mut self, cpu: Option<CpuId>, tg: usize, kind: TraceKind) {
         if self.trace.is_some() {
             let local = cpu.map(|c| self.cfs_rqs[self.cfs_rq_id(tg, c)].runtime_remaining);
             let (now, global) = (self.now, self.tgs[tg].cfs_b.runtime);
@@ -491,39 +328,9 @@ impl<'s> Sim<'s> {
         }
     }
 
-    /// Run to the end and collect the output.
-    pub fn run(self) -> Output {
-        self.run_to_end().0
-    }
-
-    /// Run to the end, recording the bandwidth trace too.
-    pub fn run_traced(self) -> (Output, Trace) {
-        self.run_traced_with(TraceOptions::default())
-    }
-
-    /// Run to the end of the run or of the trace's window, whichever comes
-    /// first, recording the trace as `options` say.
-    pub fn run_traced_with(mut self, options: TraceOptions) -> (Output, Trace) {
-        let sc = self.scenario;
-        let threads = self
-            .threads
-            .iter()
-            .map(|t| match t.driver {
-                Driver::Task(i) => sc.tasks[i].name.clone(),
-                Driver::Worker(i) => sc.services[i].name.clone(),
-                Driver::Background => "[background]".to_string(),
-            })
-            .collect();
-        let groups = self.tgs.iter().map(|g| g.name.clone()).collect();
-        self.end = self.end.min(options.window.to_ns);
-        self.trace = Some(Trace::new(self.nr_cpus(), groups, threads, options));
-        let (out, trace) = self.run_to_end();
-        let mut trace = trace.expect("tracing was on");
-        trace.finish((out.duration_s * 1e9).round() as Time);
-        (out, trace)
-    }
-
-    fn run_to_end(mut self) -> (Output, Option<Trace>) {
+    /// Run to the end (or to the end of the trace's window, whichever comes
+    /// first) and collect the output, and the trace if one was asked for.
+    pub fn run(mut self) -> (Output, Option<Trace>) {
         let wall = std::time::Instant::now();
         let until_done = self.scenario.duration_s.is_none();
         while let Some(t) = self.events.peek_time() {
@@ -541,7 +348,29 @@ impl<'s> Sim<'s> {
             self.account_thread_time(cpu);
         }
         let out = output::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
-        (out, self.trace.take())
+        let trace = self.trace.take().map(|mut trace| {
+            trace.finish((out.duration_s * 1e9).round() as Time);
+            trace
+        });
+        (out, trace)
+    }
+
+    /// Start recording the bandwidth trace as `options` say, and end the run
+    /// with its window.
+    fn start_trace(&mut self, options: TraceOptions) {
+        let sc = self.scenario;
+        let threads = self
+            .threads
+            .iter()
+            .map(|t| match t.driver {
+                Driver::Task(i) => sc.tasks[i].name.clone(),
+                Driver::Worker(i) => sc.services[i].name.clone(),
+                Driver::Background => "[background]".to_string(),
+            })
+            .collect();
+        let groups = self.tgs.iter().map(|g| g.name.clone()).collect();
+        self.end = self.end.min(options.window.to_ns);
+        self.trace = Some(Trace::new(self.nr_cpus(), groups, threads, options));
     }
 
     fn dispatch(&mut self, ev: Event) {
@@ -561,7 +390,7 @@ impl<'s> Sim<'s> {
             Event::Tick { cpu, index, gen } => {
                 if self.rqs[cpu].tick_gen == gen {
                     self.rqs[cpu].tick_armed = None;
-                    self.scheduler_tick(cpu, index);
+                    self.sched_tick(cpu, index);
                     // Its interrupt lasts until the period timers expiring
                     // before it ends have run.
                     if self.rqs[cpu].tick_timers.iter().any(|&(k, _)| k == index) {
@@ -619,52 +448,8 @@ impl<'s> Sim<'s> {
         }
     }
 
-    /// Mark `cpu` as touched by this event: apply the ticks skipped so far.
-    pub fn touch(&mut self, cpu: CpuId) {
-        self.catch_up_ticks(cpu);
-        if !self.rqs[cpu].dirty {
-            self.rqs[cpu].dirty = true;
-            self.dirty.push(cpu);
-        }
-    }
-
-    /// A period timer that runs in the interrupt of one of `cpu`'s ticks
-    /// fires: returns whether that interrupt is running (it ran the tick),
-    /// and ends it when no other timer is left to run in it.
-    fn run_in_tick_irq(&mut self, cpu: CpuId, tg: usize) -> bool {
-        let rq = &mut self.rqs[cpu];
-        let pos = rq.tick_timers.iter().position(|&(_, g)| g == tg).expect("armed in a tick");
-        let (index, _) = rq.tick_timers.swap_remove(pos);
-        if rq.irq_tick != Some(index) {
-            return false;
-        }
-        if rq.tick_timers.iter().all(|&(k, _)| k != index) {
-            rq.irq_tick = None;
-            if rq.need_resched {
-                self.resched.push(cpu);
-            }
-        }
-        true
-    }
-
-    /// Whether `cpu`'s reschedule waits for the end of a tick's interrupt:
-    /// a preemption of a thread that is still queued does (the kernel
-    /// preempts on the return from the interrupt); a thread that blocked or
-    /// left the fair class switches at once.
-    fn preemption_held(&self, cpu: CpuId) -> bool {
-        let rq = &self.rqs[cpu];
-        rq.irq_tick.is_some() && rq.curr.is_some_and(|t| !self.is_dl(t) && self.ses[self.threads[t].se].on_rq)
-    }
-
-    pub fn resched_curr(&mut self, cpu: CpuId) {
-        if !self.rqs[cpu].need_resched {
-            self.rqs[cpu].need_resched = true;
-            self.resched.push(cpu);
-        }
-    }
-
     /// Account the running thread's CPU time and work up to now.
-    pub fn account_thread_time(&mut self, cpu: CpuId) {
+    pub(crate) fn account_thread_time(&mut self, cpu: CpuId) {
         let speed = self.hw.speed_ppm(cpu);
         let rq = &mut self.rqs[cpu];
         if let Some(tid) = rq.curr {
@@ -683,7 +468,7 @@ impl<'s> Sim<'s> {
 
     /// `cpu` spends `ns` in the kernel: its thread runs (and is charged) but
     /// does no work meanwhile.
-    pub fn stall(&mut self, cpu: CpuId, ns: u64) {
+    pub(crate) fn stall(&mut self, cpu: CpuId, ns: u64) {
         match self.rqs[cpu].curr {
             Some(tid) => {
                 self.account_thread_time(cpu);
@@ -695,7 +480,7 @@ impl<'s> Sim<'s> {
     }
 
     /// A thread's CPU time up to now, without accounting it (read-only).
-    pub fn thread_cpu_ns(&self, tid: ThreadId) -> u64 {
+    pub(crate) fn thread_cpu_ns(&self, tid: ThreadId) -> u64 {
         let th = &self.threads[tid];
         let rq = &self.rqs[th.cpu];
         th.cpu_ns + if rq.curr == Some(tid) { self.now - rq.since } else { 0 }
@@ -718,7 +503,7 @@ impl<'s> Sim<'s> {
     }
 
     /// Arm the `RunDone` of the thread now running on `cpu`.
-    pub fn arm_run_done(&mut self, cpu: CpuId) {
+    pub(crate) fn arm_run_done(&mut self, cpu: CpuId) {
         let speed = self.hw.speed_ppm(cpu);
         let rq = &mut self.rqs[cpu];
         rq.run_gen += 1;
@@ -733,198 +518,4 @@ impl<'s> Sim<'s> {
         }
     }
 
-    /// A `runtime` phase's wall time is up: a running thread ends it now, a
-    /// waiting one as soon as it runs again (rt-app reads the clock between
-    /// chunks of 32 us of work, here taken as none).
-    fn runtime_end(&mut self, tid: ThreadId, gen: u64) {
-        let th = &self.threads[tid];
-        if th.runtime_gen != gen || th.state == ThreadState::Done {
-            return;
-        }
-        let cpu = th.cpu;
-        if self.rqs[cpu].curr == Some(tid) {
-            self.touch(cpu);
-            self.account_thread_time(cpu);
-            self.threads[tid].work_left = 0;
-            self.run_done(cpu);
-        } else {
-            self.threads[tid].work_left = 0;
-        }
-    }
-
-    /// The running thread finished its run phase.
-    fn run_done(&mut self, cpu: CpuId) {
-        self.touch(cpu);
-        self.account_thread_time(cpu);
-        let tid = self.rqs[cpu].curr.expect("RunDone on an idle CPU");
-        self.dl_job_done(tid);
-        self.advance(tid, false, true);
-    }
-
-    /// Move a thread on from where it stands. `waking`: it is not on a
-    /// runqueue (start, end of sleep, new request); otherwise it is running.
-    /// `completed`: the phase it was in is over.
-    fn advance(&mut self, tid: ThreadId, waking: bool, completed: bool) {
-        let runnable = match self.threads[tid].driver {
-            Driver::Task(ti) => self.next_phase(tid, ti, completed),
-            Driver::Worker(si) => self.next_request(tid, si),
-            Driver::Background => self.next_background(tid, waking),
-        };
-        match (waking, runnable, self.is_dl(tid)) {
-            (true, true, true) => self.dl_wakeup(tid),
-            (true, true, false) => self.try_to_wake_up(tid),
-            (false, true, _) => self.arm_run_done(self.threads[tid].cpu),
-            (true, false, _) => {}
-            (false, false, true) => self.dl_block(tid),
-            (false, false, false) => self.block(tid),
-        }
-    }
-
-    /// Step a phase-driven thread; returns whether it now has work to run.
-    fn next_phase(&mut self, tid: ThreadId, ti: usize, completed: bool) -> bool {
-        let task = &self.scenario.tasks[ti];
-        let phases = &self.task_phases[ti];
-        let th = &mut self.threads[tid];
-        if completed {
-            th.phase += 1;
-        }
-        th.state = ThreadState::Runnable;
-        loop {
-            if th.phase >= phases.len() {
-                th.phase = 0;
-                th.loops_done += 1;
-                if task.effective_loops() >= 0 && th.loops_done >= task.effective_loops() {
-                    th.state = ThreadState::Done;
-                    th.finished_at = Some(self.now);
-                    self.finite_left -= 1;
-                    return false;
-                }
-            }
-            match phases.get(th.phase) {
-                Phase::Run(0) | Phase::Runtime(0) | Phase::Sleep(0) => th.phase += 1,
-                Phase::Run(w) => {
-                    th.work_left = w;
-                    // 004 3.3: a deadline thread's runtime follows each window's rate.
-                    if let Some(rate) = phases.window_entry(th.phase) {
-                        self.dl_window_entry(tid, rate);
-                    }
-                    return true;
-                }
-                Phase::Sleep(d) => {
-                    th.state = ThreadState::Sleeping;
-                    self.events.push(self.now + d, Event::Wake(tid));
-                    return false;
-                }
-                Phase::Runtime(ns) => {
-                    // Work it cannot finish in `ns` of wall time; `RuntimeEnd` ends it.
-                    th.work_left = ns.saturating_mul(RUNTIME_WORK_BOUND);
-                    th.runtime_gen += 1;
-                    self.events.push(self.now + ns, Event::RuntimeEnd { tid, gen: th.runtime_gen });
-                    return true;
-                }
-                Phase::Timer(p) => {
-                    th.state = ThreadState::Sleeping;
-                    self.events.push((self.now / p + 1) * p, Event::Wake(tid));
-                    return false;
-                }
-                Phase::RtTimer { period, timer, mode } => {
-                    if th.timers.is_empty() {
-                        th.timers = vec![None; task.timer_names().len()];
-                    }
-                    let expiry = th.timers[timer].unwrap_or(th.started_at) + period;
-                    if self.now < expiry {
-                        th.timers[timer] = Some(expiry);
-                        th.state = ThreadState::Sleeping;
-                        self.events.push(expiry, Event::Wake(tid));
-                        return false;
-                    }
-                    // Late: no sleep (rt-app's `timer` event).
-                    th.timers[timer] = Some(match mode {
-                        TimerMode::Relative => self.now,
-                        TimerMode::Absolute => expiry,
-                    });
-                    th.phase += 1;
-                }
-            }
-        }
-    }
-
-    /// A worker finished a request (or was just woken for one): record the
-    /// latency and take the next request; returns whether it has work.
-    fn next_request(&mut self, tid: ThreadId, si: usize) -> bool {
-        let now = self.now;
-        let th = &mut self.threads[tid];
-        let svc = &mut self.services[si];
-        if th.work_left == 0 {
-            if let Some(arrived) = th.request.take() {
-                svc.latencies_ns.push(now - arrived);
-            }
-        }
-        if th.request.is_some() {
-            return true;
-        }
-        match svc.queue.pop_front() {
-            Some(arrived) => {
-                th.request = Some(arrived);
-                th.work_left = svc.cost_ns;
-                th.state = ThreadState::Runnable;
-                true
-            }
-            None => {
-                th.state = ThreadState::Sleeping;
-                svc.idle_workers.push(tid);
-                false
-            }
-        }
-    }
-
-    /// When the next background activity arrives from this thread's home CPU.
-    fn background_gap(&mut self, tid: ThreadId) -> Time {
-        let th = &mut self.threads[tid];
-        th.loops_done += 1;
-        let mean_ns = 1e9 / self.scenario.machine.background_per_s;
-        let gap = noise::exponential(self.seed, Stream::Background(th.allowed[0]), th.loops_done as u64, mean_ns);
-        self.now + gap.round() as u64
-    }
-
-    /// Background activity: woken, it runs `background_us`; done, it sleeps
-    /// until the next arrival. Returns whether it has work.
-    fn next_background(&mut self, tid: ThreadId, waking: bool) -> bool {
-        if waking {
-            self.threads[tid].work_left = (self.scenario.machine.background_us * 1e3) as u64;
-            return true;
-        }
-        self.threads[tid].state = ThreadState::Sleeping;
-        let at = self.background_gap(tid);
-        self.events.push(at, Event::Wake(tid));
-        false
-    }
-
-    fn arrival(&mut self, si: usize) {
-        self.services[si].queue.push_back(self.now);
-        if let Some(tid) = self.services[si].idle_workers.pop() {
-            self.advance(tid, true, false);
-        }
-        let next = self.interarrival(si);
-        self.events.push(next, Event::Arrival(si));
-    }
-
-    /// A `[[write]]`: `tg_set_cfs_bandwidth` with the given (or unchanged) values.
-    fn cpu_max_write(&mut self, index: usize, n: u64) {
-        let w = &self.scenario.writes[index];
-        let tg = self.scenario.cgroup_index(&w.cgroup).expect("validated") + 1;
-        let b = &self.tgs[tg].cfs_b;
-        let period = w.period_us.map(|p| p * NSEC_PER_USEC).unwrap_or(b.period);
-        let quota = match w.quota_us {
-            Some(q) if q >= 0 => Some(q as u64 * NSEC_PER_USEC),
-            Some(_) => None,
-            None => b.quota,
-        };
-        let burst = w.burst_us.map(|b| b * NSEC_PER_USEC).unwrap_or(b.burst);
-        self.tg_set_cfs_bandwidth(tg, period, quota, burst);
-        if let (Some(start), Some(every)) = (w.start_ms, w.every_ms) {
-            let at = ms_to_ns(start) + (n + 1) * ms_to_ns(every);
-            self.events.push(at, Event::Write { index, n: n + 1 });
-        }
-    }
 }

@@ -1,8 +1,8 @@
 //! Fig. 4 of 000_0fe7089afdf9d8d0.txt, tick by tick: period 10 ms, quota 10 ms,
 //! slice 5 ms, 4 ms ticks (HZ=250), one CPU-bound process, no noise.
 
-use throttlelab_core::trace::{Record, TraceKind};
-use throttlelab_core::{load, Sim};
+use throttlelab_core::trace::{Record, TraceKind, TraceOptions};
+use throttlelab_core::{load, Sim, SimOptions};
 
 const FIG4: &str = r#"
 name = "fig4"
@@ -33,10 +33,9 @@ const MS: i64 = 1_000_000;
 
 fn trace(skip_ticks: bool) -> (throttlelab_core::Output, Vec<Record>) {
     let s = load(FIG4, &[]).unwrap();
-    let mut sim = Sim::new(&s);
-    sim.skip_ticks = skip_ticks;
-    let (out, t) = sim.run_traced();
-    (out, t.records.into_iter().filter(|r| r.tg == 1).collect())
+    let options = SimOptions { trace: Some(TraceOptions::default()), every_tick: !skip_ticks };
+    let (out, t) = Sim::new(&s, options).run();
+    (out, t.expect("traced").records.into_iter().filter(|r| r.tg == 1).collect())
 }
 
 /// (local, global) right after the last record at `t_ms` of `kind`.

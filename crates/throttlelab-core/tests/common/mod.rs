@@ -4,8 +4,8 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
-use throttlelab_core::trace::{Record, TraceKind};
-use throttlelab_core::{Output, Scenario, Sim};
+use throttlelab_core::trace::{Record, TraceKind, TraceOptions};
+use throttlelab_core::{Output, Scenario, Sim, SimOptions};
 
 /// The seed CI draws every property's cases from.
 const CI_SEED: u64 = 0x7468_726f_7474_6c65; // "throttle"
@@ -30,10 +30,9 @@ pub fn proptest_config(default_cases: u32) -> Config {
 /// Run `s` to its end, skipping the ticks that cannot change anything or
 /// simulating every one, with the bandwidth trace.
 pub fn traced(s: &Scenario, skip_ticks: bool) -> (Output, Vec<Record>) {
-    let mut sim = Sim::new(s);
-    sim.skip_ticks = skip_ticks;
-    let (out, t) = sim.run_traced();
-    (out, t.records)
+    let options = SimOptions { trace: Some(TraceOptions::default()), every_tick: !skip_ticks };
+    let (out, t) = Sim::new(s, options).run();
+    (out, t.expect("traced").records)
 }
 
 /// How a run that skips ticks differs from one that simulates every tick:

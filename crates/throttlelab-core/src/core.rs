@@ -1,0 +1,141 @@
+//! The scheduler core (`kernel/sched/core.c`): switching (`__schedule`),
+//! waking (`try_to_wake_up`), the tick (`sched_tick`) and the helpers they
+//! share, over whichever class runs a thread. The classes are `fair`,
+//! `bandwidth` and `deadline`.
+
+use crate::sim::{Sim, ThreadState};
+use crate::trace::TraceKind;
+use crate::types::{CpuId, ThreadId};
+use smallvec::SmallVec;
+
+impl Sim<'_> {
+    /// `__schedule`: put the running thread back, pick the next one, pull
+    /// work from a busy CPU when there is none.
+    pub(crate) fn schedule(&mut self, cpu: CpuId) {
+        self.touch(cpu);
+        self.rqs[cpu].need_resched = false;
+        self.account_thread_time(cpu);
+        let prev_busy = self.rqs[cpu].curr.is_some();
+        if let Some(prev) = self.rqs[cpu].curr.take() {
+            // A fair thread (or one that just left the fair class) is still
+            // its runqueue's current entity until put back.
+            let se = self.threads[prev].se;
+            if self.cfs_rqs[self.ses[se].cfs_rq].curr == Some(se) {
+                self.put_prev_task(prev);
+            }
+        }
+        let next = match self.rqs[cpu].dl {
+            Some(dl) => Some(dl),
+            None => loop {
+                match self.pick_next_task_fair(cpu) {
+                    Some(t) => break Some(t),
+                    None if self.newidle_balance(cpu) => continue,
+                    None => break None,
+                }
+            },
+        };
+        let rq = &mut self.rqs[cpu];
+        rq.curr = next;
+        rq.since = self.now;
+        let pending = std::mem::take(&mut rq.pending_stall);
+        if let Some(t) = next {
+            self.threads[t].stall_left += pending;
+        }
+        if prev_busy != next.is_some() {
+            self.core_load_changed(cpu, next.is_some());
+        }
+        self.arm_run_done(cpu);
+        if let Some(t) = next {
+            self.record(Some(cpu), self.threads[t].tg, TraceKind::Switch(Some(t)));
+        } else {
+            self.record(Some(cpu), 0, TraceKind::Switch(None));
+        }
+    }
+
+    /// A hardware thread became busy or idle: its running siblings change
+    /// speed, so their work so far is accounted and their completion re-armed.
+    fn core_load_changed(&mut self, cpu: CpuId, busy: bool) {
+        if self.hw.is_uniform() {
+            self.hw.set_busy(cpu, busy);
+            return;
+        }
+        let siblings: SmallVec<[CpuId; 8]> = self.hw.siblings(cpu).filter(|&c| self.rqs[c].curr.is_some()).collect();
+        for &c in &siblings {
+            self.account_thread_time(c);
+        }
+        self.hw.set_busy(cpu, busy);
+        for &c in &siblings {
+            self.arm_run_done(c);
+        }
+    }
+
+    /// The running thread on its CPU sleeps or exits.
+    pub(crate) fn block(&mut self, tid: ThreadId) {
+        let cpu = self.threads[tid].cpu;
+        self.touch(cpu);
+        self.dequeue_task(tid);
+        self.resched_curr(cpu);
+    }
+
+    pub(crate) fn is_idle(&self, cpu: CpuId) -> bool {
+        let rq = &self.rqs[cpu];
+        rq.curr.is_none() && rq.dl.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running == 0
+    }
+
+    /// `set_task_cpu`: move a (not queued) thread's entity to another CPU,
+    /// carrying its vruntime relative to the runqueues' min_vruntime.
+    pub(crate) fn set_task_cpu(&mut self, tid: ThreadId, dst: CpuId) {
+        let src = self.threads[tid].cpu;
+        if src == dst {
+            return;
+        }
+        // Both min_vruntimes as the ticks so far left them.
+        self.touch(src);
+        self.touch(dst);
+        let th = &self.threads[tid];
+        let (tg, se) = (th.tg, th.se);
+        let src_rq = self.cfs_rq_id(tg, th.cpu);
+        let dst_rq = self.cfs_rq_id(tg, dst);
+        let v = self.ses[se].vruntime.saturating_sub(self.cfs_rqs[src_rq].min_vruntime) + self.cfs_rqs[dst_rq].min_vruntime;
+        let parent = self.group_se(dst_rq);
+        let s = &mut self.ses[se];
+        s.vruntime = v;
+        s.cfs_rq = dst_rq;
+        s.parent = parent;
+        self.threads[tid].cpu = dst;
+    }
+
+    /// `try_to_wake_up`: place the thread, enqueue it, maybe preempt.
+    pub(crate) fn try_to_wake_up(&mut self, tid: ThreadId) {
+        let initial = self.threads[tid].cpu_ns == 0 && self.threads[tid].state != ThreadState::Runnable;
+        let cpu = self.select_task_rq(tid);
+        self.set_task_cpu(tid, cpu);
+        self.touch(cpu);
+        self.threads[tid].state = ThreadState::Runnable;
+        self.enqueue_task(tid, true, initial);
+        self.check_preempt_wakeup(cpu, tid);
+    }
+
+    /// `sched_tick` (`scheduler_tick` before 6.10) → `task_tick_fair`: charge
+    /// every level of the running hierarchy, bottom-up, and check for preemption.
+    pub(crate) fn sched_tick(&mut self, cpu: CpuId, index: u64) {
+        self.touch(cpu);
+        self.rqs[cpu].next_tick = index + 1;
+        let Some(tid) = self.fair_curr(cpu) else { return };
+        for se in self.hierarchy(self.threads[tid].se) {
+            let rq = self.ses[se].cfs_rq;
+            self.update_curr(rq, self.now);
+            if !self.profile.has_eevdf() && self.cfs_rqs[rq].nr_running > 1 {
+                self.check_preempt_tick(rq);
+            }
+        }
+        self.record(Some(cpu), self.threads[tid].tg, TraceKind::Tick);
+    }
+
+    pub(crate) fn resched_curr(&mut self, cpu: CpuId) {
+        if !self.rqs[cpu].need_resched {
+            self.rqs[cpu].need_resched = true;
+            self.resched.push(cpu);
+        }
+    }
+}
