@@ -35,22 +35,8 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::tests::BASE as SCENARIO;
     use std::collections::BTreeMap;
-
-    const SCENARIO: &str = r#"
-name = "t"
-duration_s = 1
-[machine]
-cpus = 2
-[[cgroup]]
-name = "app"
-quota_us = 20000
-period_us = 10000
-[[task]]
-name = "spin"
-cgroup = "app"
-phases = [{ run_us = 1000 }]
-"#;
 
     fn host() -> Host {
         Host {

@@ -275,10 +275,11 @@ pub fn parse_value(key: &str, raw: &str) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const BASE: &str = r#"
+    /// A small valid scenario: one limited cgroup, one spinner.
+    pub(crate) const BASE: &str = r#"
 name = "t"
 duration_s = 1
 
