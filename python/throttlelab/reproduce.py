@@ -327,6 +327,9 @@ _INTERLEAVE_VARIANTS = (
 )
 #: The built-in's work per thread (one group alone on one core: 218 s).
 _INTERLEAVE_WORK_US = 109_000_000
+#: Segall's reply: "put some variance on your period config if you want
+#: variance": the second group's period, the first's staying at 100 ms.
+_SEGALL_PERIODS_MS = (99, 97, 90, 75)
 
 
 def _interleave_measure(case: Case, outputs: Sequence[Sequence[Output]]) -> dict[str, float]:
@@ -339,22 +342,28 @@ def _interleave_measure(case: Case, outputs: Sequence[Sequence[Output]]) -> dict
     return {"one_s": one, "one_i_s": one_i, "two_s": two, "two_i_s": two_i, "gain_pct": 100 * (two - two_i) / two}
 
 
-def _interleave_case(cores: int, paper: tuple[float, float, float, float]) -> Case:
+def _interleave_case(cores: int, paper: Optional[tuple[float, float, float, float]], cg2_period_ms: int = 100) -> Case:
     """``cores`` SMT8 cores; each group gets 25 % of them and, as the RFC's times
-    halving with the cores imply, 4 workers per core sharing the same total work."""
+    halving with the cores imply, 4 workers per core sharing the same total work.
+    ``cg2_period_ms`` other than 100: Segall's alternative, the second group's
+    period varied (its quota kept at 25 %)."""
+    periods_ms = {1: 100, 2: cg2_period_ms}
     sets = (f"machine.cpus={8 * cores}",) + tuple(
         s
         for g in (1, 2)
         for s in (
-            f"cgroup.cg{g}.quota_us={200_000 * cores}",
+            f"cgroup.cg{g}.period_us={1000 * periods_ms[g]}",
+            f"cgroup.cg{g}.quota_us={2000 * periods_ms[g] * cores}",
             f"task.stress{g}.threads={4 * cores}",
             f"task.stress{g}.phases=[{{ run_us = {_INTERLEAVE_WORK_US // cores} }}]",
         )
     )
+    label = f"{cores} core{'s' if cores > 1 else ''}"
+    if cg2_period_ms != 100:
+        return Case(f"{label}, varied periods 100 / {cg2_period_ms} ms", sets, panel="varied periods")
     one, one_i, two, two_i = paper
     gain = 100 * (two - two_i) / two
-    return Case(f"{cores} core{'s' if cores > 1 else ''}", sets,
-                dict(one_s=one, one_i_s=one_i, two_s=two, two_i_s=two_i, gain_pct=gain))
+    return Case(label, sets, dict(one_s=one, one_i_s=one_i, two_s=two, two_i_s=two_i, gain_pct=gain))
 
 
 HEGDE_INTERLEAVE = Experiment(
@@ -375,13 +384,18 @@ HEGDE_INTERLEAVE = Experiment(
         _interleave_case(2, (108.5, 109, 157.5, 125)),
         _interleave_case(4, (60.5, 62, 89.5, 70)),
         _interleave_case(8, (33, 33, 48, 37.5)),
+        *(_interleave_case(1, None, period_ms) for period_ms in _SEGALL_PERIODS_MS),
+        *(_interleave_case(4, None, period_ms) for period_ms in _SEGALL_PERIODS_MS),
     ),
     measure=_interleave_measure,
     variants=_INTERLEAVE_VARIANTS,
     note=(
         "stress-ng workers: 4 per core per group, the total work fixed. The RFC's patch interleaves 'by best "
         "effort' (offsets in tenths of the period); the feature spreads the timers evenly, so its 2CG gain is "
-        "an upper bound of the patch's."
+        "an upper bound of the patch's. Rows 'varied periods': Segall's alternative, the second group's period "
+        "shortened (quota kept at 25 %); their 2CG time sits between the same cores' aligned and interleaved "
+        "times, whatever the spread (the timers drift through every relative phase), and interleaving them "
+        "changes nothing (it spreads timers of equal periods only)."
     ),
 )
 
