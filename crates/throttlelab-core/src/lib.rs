@@ -16,7 +16,7 @@ mod error;
 mod event;
 mod fair;
 mod load;
-mod noise;
+pub mod noise;
 mod phases;
 pub mod output;
 mod profile;

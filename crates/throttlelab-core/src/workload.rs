@@ -10,7 +10,6 @@ use crate::phases::TaskPhases;
 use crate::scenario::{ms_to_ns, Arrival, Phase, Policy};
 use crate::sim::{Sim, Thread, ThreadState};
 use crate::types::{CpuId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
-use rand_distr::{Distribution, Exp};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -27,6 +26,8 @@ pub struct Service {
     pub arrival: Arrival,
     pub rate_per_s: f64,
     pub cost_ns: u64,
+    /// Requests drawn so far: the index of the next arrival's draw.
+    pub arrivals: u64,
     pub queue: VecDeque<Time>,
     pub idle_workers: Vec<ThreadId>,
     pub latencies_ns: Vec<u64>,
@@ -115,6 +116,7 @@ impl Sim<'_> {
                 arrival: svc.arrival,
                 rate_per_s: svc.rate_per_s,
                 cost_ns: svc.cost_us * NSEC_PER_USEC,
+                arrivals: 0,
                 queue: VecDeque::new(),
                 idle_workers: idle,
                 latencies_ns: Vec::new(),
@@ -131,14 +133,12 @@ impl Sim<'_> {
         }
     }
 
+    /// When the next request arrives at service `si`.
     fn interarrival(&mut self, si: usize) -> Time {
-        let svc = &self.services[si];
-        let mean_ns = 1e9 / svc.rate_per_s;
-        let gap = match svc.arrival {
-            Arrival::Uniform => mean_ns,
-            Arrival::Poisson => Exp::new(1.0 / mean_ns).expect("rate > 0").sample(&mut self.rng),
-        };
-        self.now + (gap.round() as u64).max(1)
+        let svc = &mut self.services[si];
+        let n = svc.arrivals;
+        svc.arrivals += 1;
+        self.now + noise::interarrival_ns(self.seed, si, n, svc.arrival, svc.rate_per_s)
     }
 
     pub(crate) fn arrival(&mut self, si: usize) {
