@@ -154,15 +154,9 @@ impl Sim<'_> {
     pub(crate) fn cpu_max_write(&mut self, index: usize, n: u64) {
         let w = &self.scenario.writes[index];
         let tg = self.scenario.cgroup_index(&w.cgroup).expect("validated") + 1;
-        let b = &self.tgs[tg].cfs_b;
-        let period = w.period_us.map(|p| p * NSEC_PER_USEC).unwrap_or(b.period);
-        let quota = match w.quota_us {
-            Some(q) if q >= 0 => Some(q as u64 * NSEC_PER_USEC),
-            Some(_) => None,
-            None => b.quota,
-        };
-        let burst = w.burst_us.map(|b| b * NSEC_PER_USEC).unwrap_or(b.burst);
-        self.tg_set_cfs_bandwidth(tg, period, quota, burst);
+        let new = w.applied_to(self.tgs[tg].cfs_b.limit());
+        let quota = new.quota_us.map(|q| q * NSEC_PER_USEC);
+        self.tg_set_cfs_bandwidth(tg, new.period_us * NSEC_PER_USEC, quota, new.burst_us * NSEC_PER_USEC);
         if let (Some(start), Some(every)) = (w.start_ms, w.every_ms) {
             let at = ms_to_ns(start) + (n + 1) * ms_to_ns(every);
             self.events.push(at, Event::Write { index, n: n + 1 });

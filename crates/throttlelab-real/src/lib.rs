@@ -36,7 +36,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, SystemTime};
 use throttlelab_core::noise::{self, Stream};
-use throttlelab_core::output::{latency, CgroupStats, Output, TaskStats};
+use throttlelab_core::output::{latency, CgroupStats, Limit, Output, TaskStats};
 use throttlelab_core::scenario::{ms_to_ns, Policy, Scenario};
 use throttlelab_core::TaskPhases;
 use worker::{
@@ -374,22 +374,13 @@ fn next_write(s: &Scenario, w: DueWrite) -> Option<DueWrite> {
     })
 }
 
-/// Perform a `[[write]]`: absent values are rewritten unchanged.
+/// Perform a `[[write]]` (`WriteSpec::applied_to`).
 fn apply_write(s: &Scenario, tree: &mut Tree, index: usize) -> Result<()> {
     let w = &s.writes[index];
     let i = s.cgroup_index(&w.cgroup).expect("validated");
     let cur = tree.bandwidth(i);
-    let quota_us = match w.quota_us {
-        Some(q) if q >= 0 => Some(q as u64),
-        Some(_) => None,
-        None => cur.quota_us,
-    };
-    let new = Bandwidth {
-        period_us: w.period_us.unwrap_or(cur.period_us),
-        quota_us,
-        burst_us: w.burst_us.unwrap_or(cur.burst_us),
-    };
-    tree.set_bandwidth(i, new)
+    let new = w.applied_to(Limit { quota_us: cur.quota_us, period_us: cur.period_us, burst_us: cur.burst_us });
+    tree.set_bandwidth(i, Bandwidth { period_us: new.period_us, quota_us: new.quota_us, burst_us: new.burst_us })
 }
 
 /// What the run measured, before it is put into the output's shape.
