@@ -4,6 +4,7 @@
 
 use crate::event::{Event, Irq};
 use crate::noise::{self, Stream};
+use crate::output::Limit;
 use crate::profile::Profile;
 use crate::sim::Sim;
 use crate::trace::TraceKind;
@@ -94,6 +95,17 @@ impl CfsBandwidth {
             slush_fund: 0,
             lock_free_at: 0,
             period_nr: 0,
+        }
+    }
+}
+
+impl CfsBandwidth {
+    /// The limit in cpu.max's and cpu.max.burst's units.
+    pub fn limit(&self) -> Limit {
+        Limit {
+            quota_us: self.quota.map(|q| q / NSEC_PER_USEC),
+            period_us: self.period / NSEC_PER_USEC,
+            burst_us: self.burst / NSEC_PER_USEC,
         }
     }
 }

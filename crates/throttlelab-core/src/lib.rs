@@ -17,7 +17,7 @@ mod event;
 mod fair;
 mod like_host;
 mod load;
-mod noise;
+pub mod noise;
 mod phases;
 pub mod output;
 mod profile;

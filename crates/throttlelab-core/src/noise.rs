@@ -3,7 +3,11 @@
 //! Each random quantity (the jitter of tick k on CPU c, of the n-th period
 //! timer of a group, a thread's start offset) is a pure function of
 //! `(seed, stream, index)`. Skipping ticks that cannot change the outcome
-//! therefore leaves every other random draw unchanged.
+//! therefore leaves every other random draw unchanged, and a seed means the
+//! same in both backends: the real one draws its threads' starts and its
+//! services' arrivals from the same streams.
+
+use crate::scenario::Arrival;
 
 /// Which random quantity a draw belongs to.
 #[derive(Debug, Clone, Copy)]
@@ -11,6 +15,8 @@ pub enum Stream {
     Tick(usize),
     PeriodTimer(usize),
     SlackTimer(usize),
+    /// A task thread's start offset, by thread: the tasks' threads numbered
+    /// in scenario order.
     ThreadStart(usize),
     TimerOffset(usize),
     /// The jiffy grid's phase, set at boot.
@@ -19,6 +25,8 @@ pub enum Stream {
     Background(usize),
     /// How long the machine has been up at simulated time 0.
     Uptime,
+    /// Request arrivals of a service (by its index in the scenario).
+    Arrival(usize),
 }
 
 impl Stream {
@@ -32,6 +40,7 @@ impl Stream {
             Stream::TickPhase => (6, 0),
             Stream::Background(c) => (7, c),
             Stream::Uptime => (8, 0),
+            Stream::Arrival(s) => (9, s),
         };
         (tag << 56) ^ id as u64
     }
@@ -60,6 +69,18 @@ pub fn exponential(seed: u64, stream: Stream, index: u64, mean: f64) -> f64 {
     -mean * u.ln()
 }
 
+/// The gap before request `n` of service `service` (request 0's is from time
+/// 0), in ns and at least 1: the mean gap, or an exponential draw with that
+/// mean for Poisson arrivals.
+pub fn interarrival_ns(seed: u64, service: usize, n: u64, arrival: Arrival, rate_per_s: f64) -> u64 {
+    let mean_ns = 1e9 / rate_per_s;
+    let gap = match arrival {
+        Arrival::Uniform => mean_ns,
+        Arrival::Poisson => exponential(seed, Stream::Arrival(service), n, mean_ns),
+    };
+    (gap.round() as u64).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +102,14 @@ mod tests {
         let n = 20_000;
         let mean = (0..n).map(|i| exponential(3, Stream::Background(0), i, 50.0)).sum::<f64>() / n as f64;
         assert!((mean - 50.0).abs() < 2.0, "mean {mean}");
+    }
+
+    #[test]
+    fn interarrivals_have_the_rate() {
+        assert_eq!(interarrival_ns(1, 0, 5, Arrival::Uniform, 20.0), 50_000_000);
+        let n = 20_000;
+        let mean = (0..n).map(|i| interarrival_ns(1, 2, i, Arrival::Poisson, 20.0)).sum::<u64>() as f64 / n as f64;
+        assert!((mean / 50e6 - 1.0).abs() < 0.03, "mean {mean}");
+        assert_ne!(interarrival_ns(1, 0, 0, Arrival::Poisson, 20.0), interarrival_ns(1, 1, 0, Arrival::Poisson, 20.0));
     }
 }

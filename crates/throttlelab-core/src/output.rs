@@ -141,7 +141,7 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
         cgroups.insert(
             c.name.clone(),
             CgroupStats {
-                limit: Limit { quota_us: b.quota.map(|q| q / 1_000), period_us: b.period / 1_000, burst_us: b.burst / 1_000 },
+                limit: b.limit(),
                 usage_usec: usage_ns / 1_000,
                 nr_periods: b.nr_periods,
                 nr_throttled: b.nr_throttled,

@@ -7,6 +7,7 @@
 use crate::cpulist::CpuList;
 pub use crate::cpulist::parse_cpu_list;
 use crate::error::{shown, ScenarioError};
+use crate::output::Limit;
 use crate::phases::TaskPhases;
 use crate::profile::{Feature, Profile};
 use serde::{Deserialize, Serialize};
@@ -542,6 +543,22 @@ pub struct WriteSpec {
     pub quota_us: Option<i64>,
     #[serde(default)]
     pub burst_us: Option<u64>,
+}
+
+impl WriteSpec {
+    /// What this write leaves in cpu.max and cpu.max.burst that held `cur`:
+    /// a quota of -1 (`"max"`) is unlimited, an absent value is written
+    /// unchanged. Both backends apply writes by this rule.
+    pub fn applied_to(&self, cur: Limit) -> Limit {
+        Limit {
+            quota_us: match self.quota_us {
+                Some(q) => u64::try_from(q).ok(),
+                None => cur.quota_us,
+            },
+            period_us: self.period_us.unwrap_or(cur.period_us),
+            burst_us: self.burst_us.unwrap_or(cur.burst_us),
+        }
+    }
 }
 
 /// A quota in microseconds, or cpu.max's `"max"` for none, which reads as -1.
@@ -1148,4 +1165,27 @@ fn check_bandwidth(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_sets_what_it_names_and_max_lifts_the_limit() {
+        let cur = Limit { quota_us: Some(50_000), period_us: 100_000, burst_us: 1_000 };
+        let write = |quota_us, period_us, burst_us| WriteSpec {
+            cgroup: "a".into(),
+            at_ms: Some(1.0),
+            start_ms: None,
+            every_ms: None,
+            period_us,
+            quota_us,
+            burst_us,
+        };
+        assert_eq!(write(None, None, None).applied_to(cur), cur);
+        assert_eq!(write(Some(-1), None, None).applied_to(cur), Limit { quota_us: None, ..cur });
+        let all = write(Some(20_000), Some(50_000), Some(0)).applied_to(cur);
+        assert_eq!(all, Limit { quota_us: Some(20_000), period_us: 50_000, burst_us: 0 });
+    }
 }

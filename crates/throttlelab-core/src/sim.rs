@@ -16,8 +16,6 @@ use crate::smt::{self, Smt};
 use crate::trace::{Trace, TraceKind, TraceOptions};
 use crate::types::{CpuId, SeId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
 use crate::workload::{Driver, Service};
-use rand::SeedableRng;
-use rand_pcg::Pcg64;
 use std::rc::Rc;
 
 /// Simulated time 0 is uniformly between this and twice this after boot.
@@ -189,7 +187,6 @@ pub struct Sim<'s> {
     pub(crate) resched: Vec<CpuId>,
     /// CPUs touched during the current event; their tick is re-armed after it.
     pub(crate) dirty: Vec<CpuId>,
-    pub(crate) rng: Pcg64,
     /// Phase-driven threads that have not finished (ends a run without `duration_s`).
     pub(crate) finite_left: usize,
     pub(crate) trace: Option<Trace>,
@@ -267,7 +264,6 @@ impl<'s> Sim<'s> {
             services: Vec::new(),
             resched: Vec::new(),
             dirty: Vec::new(),
-            rng: Pcg64::seed_from_u64(scenario.seed),
             finite_left: 0,
             trace: None,
             features: Features::of(&scenario.kernel.features),

@@ -10,7 +10,6 @@ use crate::phases::TaskPhases;
 use crate::scenario::{ms_to_ns, Arrival, Phase, Policy, TimerMode};
 use crate::sim::{Sim, Thread, ThreadState};
 use crate::types::{CpuId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
-use rand_distr::{Distribution, Exp};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -32,6 +31,8 @@ pub struct Service {
     pub arrival: Arrival,
     pub rate_per_s: f64,
     pub cost_ns: u64,
+    /// Requests drawn so far: the index of the next arrival's draw.
+    pub arrivals: u64,
     pub queue: VecDeque<Time>,
     pub idle_workers: Vec<ThreadId>,
     pub latencies_ns: Vec<u64>,
@@ -122,6 +123,7 @@ impl Sim<'_> {
                 arrival: svc.arrival,
                 rate_per_s: svc.rate_per_s,
                 cost_ns: svc.cost_us * NSEC_PER_USEC,
+                arrivals: 0,
                 queue: VecDeque::new(),
                 idle_workers: idle,
                 latencies_ns: Vec::new(),
@@ -138,14 +140,12 @@ impl Sim<'_> {
         }
     }
 
+    /// When the next request arrives at service `si`.
     fn interarrival(&mut self, si: usize) -> Time {
-        let svc = &self.services[si];
-        let mean_ns = 1e9 / svc.rate_per_s;
-        let gap = match svc.arrival {
-            Arrival::Uniform => mean_ns,
-            Arrival::Poisson => Exp::new(1.0 / mean_ns).expect("rate > 0").sample(&mut self.rng),
-        };
-        self.now + (gap.round() as u64).max(1)
+        let svc = &mut self.services[si];
+        let n = svc.arrivals;
+        svc.arrivals += 1;
+        self.now + noise::interarrival_ns(self.seed, si, n, svc.arrival, svc.rate_per_s)
     }
 
     pub(crate) fn arrival(&mut self, si: usize) {
@@ -161,15 +161,9 @@ impl Sim<'_> {
     pub(crate) fn cpu_max_write(&mut self, index: usize, n: u64) {
         let w = &self.scenario.writes[index];
         let tg = self.scenario.cgroup_index(&w.cgroup).expect("validated") + 1;
-        let b = &self.tgs[tg].cfs_b;
-        let period = w.period_us.map(|p| p * NSEC_PER_USEC).unwrap_or(b.period);
-        let quota = match w.quota_us {
-            Some(q) if q >= 0 => Some(q as u64 * NSEC_PER_USEC),
-            Some(_) => None,
-            None => b.quota,
-        };
-        let burst = w.burst_us.map(|b| b * NSEC_PER_USEC).unwrap_or(b.burst);
-        self.tg_set_cfs_bandwidth(tg, period, quota, burst);
+        let new = w.applied_to(self.tgs[tg].cfs_b.limit());
+        let quota = new.quota_us.map(|q| q * NSEC_PER_USEC);
+        self.tg_set_cfs_bandwidth(tg, new.period_us * NSEC_PER_USEC, quota, new.burst_us * NSEC_PER_USEC);
         if let (Some(start), Some(every)) = (w.start_ms, w.every_ms) {
             let at = ms_to_ns(start) + (n + 1) * ms_to_ns(every);
             self.events.push(at, Event::Write { index, n: n + 1 });

@@ -27,8 +27,6 @@ pub use worker::{worker_main, Failure};
 use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Stale, Tree};
 use lock::RunLock;
 use timer_trace::TimerTrace;
-use rand::{Rng, SeedableRng};
-use rand_pcg::Pcg64;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -37,7 +35,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, SystemTime};
-use throttlelab_core::output::{latency, CgroupStats, Output, TaskStats};
+use throttlelab_core::noise::{self, Stream};
+use throttlelab_core::output::{latency, CgroupStats, Limit, Output, TaskStats};
 use throttlelab_core::scenario::{ms_to_ns, Policy, Scenario};
 use throttlelab_core::TaskPhases;
 use worker::{
@@ -78,9 +77,9 @@ fn group_of(s: &Scenario, cgroup: &Option<String>) -> GroupId {
 }
 
 /// One worker per group with tasks or services, root group first. Start
-/// offsets (`start_spread_us`) and arrival seeds come from the scenario seed.
+/// offsets (`start_spread_us`) and arrivals are drawn from the scenario seed's
+/// noise streams, as the simulator draws them.
 fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
-    let mut rng = Pcg64::seed_from_u64(s.seed);
     let groups = std::iter::once(None).chain((0..s.cgroups.len()).map(Some));
     let mut plans: Vec<WorkerPlan> = groups
         .map(|group| WorkerPlan {
@@ -101,18 +100,18 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
         next_start += 1;
         allowed[(next_start - 1) % allowed.len()]
     };
+    // The tasks' threads numbered in scenario order, as the simulator's.
+    let mut first_thread = 0;
     for t in s.tasks.iter().filter(|t| TaskPhases::threads(t) > 0) {
         let g = group_of(s, &t.cgroup);
         let allowed = s.allowed_cpus(g, &t.cpus);
+        let first = first_thread;
+        first_thread += TaskPhases::threads(t);
         let threads = (0..TaskPhases::threads(t))
             .map(|i| ThreadPlan {
                 start_cpu: if t.pin { allowed[i % allowed.len()] } else { start_cpu(&allowed) },
                 start_ns: t.start_us * 1_000
-                    + if t.start_spread_us > 0 {
-                        rng.random_range(0..t.start_spread_us * 1_000)
-                    } else {
-                        0
-                    },
+                    + noise::uniform(s.seed, Stream::ThreadStart(first + i), 0, t.start_spread_us * 1_000),
                 cpus: if t.pin {
                     Some(vec![allowed[i % allowed.len()]])
                 } else {
@@ -140,7 +139,7 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
         };
         plans[g.map_or(0, |i| i + 1)].spec.tasks.push(task);
     }
-    for svc in &s.services {
+    for (index, svc) in s.services.iter().enumerate() {
         let g = group_of(s, &svc.cgroup);
         let allowed = s.allowed_cpus(g, &svc.cpus);
         let cpus = svc.cpus.as_ref().map(|_| allowed.clone());
@@ -152,7 +151,8 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
                 arrival: svc.arrival,
                 rate_per_s: svc.rate_per_s,
                 cost_ns: svc.cost_us * 1_000,
-                seed: rng.random(),
+                seed: s.seed,
+                index,
                 workers: (0..svc.workers)
                     .map(|_| ThreadPlan {
                         start_ns: 0,
@@ -374,22 +374,13 @@ fn next_write(s: &Scenario, w: DueWrite) -> Option<DueWrite> {
     })
 }
 
-/// Perform a `[[write]]`: absent values are rewritten unchanged.
+/// Perform a `[[write]]` (`WriteSpec::applied_to`).
 fn apply_write(s: &Scenario, tree: &mut Tree, index: usize) -> Result<()> {
     let w = &s.writes[index];
     let i = s.cgroup_index(&w.cgroup).expect("validated");
     let cur = tree.bandwidth(i);
-    let quota_us = match w.quota_us {
-        Some(q) if q >= 0 => Some(q as u64),
-        Some(_) => None,
-        None => cur.quota_us,
-    };
-    let new = Bandwidth {
-        period_us: w.period_us.unwrap_or(cur.period_us),
-        quota_us,
-        burst_us: w.burst_us.unwrap_or(cur.burst_us),
-    };
-    tree.set_bandwidth(i, new)
+    let new = w.applied_to(Limit { quota_us: cur.quota_us, period_us: cur.period_us, burst_us: cur.burst_us });
+    tree.set_bandwidth(i, Bandwidth { period_us: new.period_us, quota_us: new.quota_us, burst_us: new.burst_us })
 }
 
 /// What the run measured, before it is put into the output's shape.

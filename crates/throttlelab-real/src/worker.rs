@@ -12,9 +12,6 @@
 //! A task's threads follow [`TaskPhases`], the simulator's own sequence: its
 //! phase list, or its trace windows expanded one phase at a time.
 
-use rand::SeedableRng;
-use rand_distr::{Distribution, Exp};
-use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::io::Write;
@@ -22,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
+use throttlelab_core::noise;
 use throttlelab_core::scenario::{dl_runtime_at_rate, Arrival, OnRefused, Phase, TaskSpec, TimerMode};
 use throttlelab_core::TaskPhases;
 
@@ -151,8 +149,10 @@ pub struct ServicePlan {
     pub arrival: Arrival,
     pub rate_per_s: f64,
     pub cost_ns: u64,
-    /// Seeds the arrival process.
+    /// The scenario's seed and the service's index in the scenario: the
+    /// arrivals' noise stream (`noise::interarrival_ns`).
     pub seed: u64,
+    pub index: usize,
     pub workers: Vec<ThreadPlan>,
 }
 
@@ -732,16 +732,9 @@ struct Backlog {
 /// The open-loop arrival process of a service: requests arrive on schedule
 /// whether or not the workers keep up; latency counts from the scheduled time.
 fn arrival_thread(run: &Run, svc: &ServicePlan, queue: &Queue) {
-    let mut rng = Pcg64::seed_from_u64(svc.seed);
-    let mean_ns = 1e9 / svc.rate_per_s;
-    let exp = Exp::new(1.0 / mean_ns).expect("rate > 0");
     let mut at = run.start_ns;
-    loop {
-        let gap = match svc.arrival {
-            Arrival::Uniform => mean_ns,
-            Arrival::Poisson => exp.sample(&mut rng),
-        };
-        at += (gap.round() as u64).max(1);
+    for n in 0.. {
+        at += noise::interarrival_ns(svc.seed, svc.index, n, svc.arrival, svc.rate_per_s);
         if !run.sleep_until(at) {
             break;
         }
