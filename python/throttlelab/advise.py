@@ -94,7 +94,8 @@ Setting = tuple[Optional[int], int, int]
 def _runs(search: Search, setting: Setting) -> list[Run]:
     """One run per seed of ``search`` with ``setting`` as the cgroup's cpu.max."""
     quota_us, period_us, burst_us = setting
-    limit = [f"cgroup.{search.cgroup}.quota_us={quota_us if quota_us else -1}", f"cgroup.{search.cgroup}.period_us={period_us}"]
+    quota = "max" if quota_us is None else quota_us
+    limit = [f"cgroup.{search.cgroup}.quota_us={quota}", f"cgroup.{search.cgroup}.period_us={period_us}"]
     if burst_us:
         limit.append(f"cgroup.{search.cgroup}.burst_us={burst_us}")
     return [(search.text, [*search.overrides, *limit, f"seed={seed}"]) for seed in search.seeds]
@@ -243,7 +244,7 @@ def advise_text(
     if on_total:
         on_total(len(periods) * len(bursts) + 2)
     step = step or (lambda: None)
-    current = (own["quota_us"] if (own["quota_us"] or 0) > 0 else None, own["period_us"], own["burst_us"])
+    current = (own["quota_us"], own["period_us"], own["burst_us"])
     with Runner(workers=workers) as runner:
         now = evaluate(runner, search, *current)
         step()

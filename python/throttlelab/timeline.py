@@ -69,7 +69,7 @@ def end_ns(output: dict[str, Any]) -> int:
 def limited_groups(resolved: dict[str, Any]) -> list[int]:
     """Groups (tg indices) of a resolved scenario (``_native.validate``) that have a
     bandwidth limit (a quota, neither absent nor -1)."""
-    return [i + 1 for i, cg in enumerate(resolved["cgroups"]) if cg["quota_us"] not in (None, -1)]
+    return [i + 1 for i, cg in enumerate(resolved["cgroups"]) if cg["quota_us"] is not None]
 
 
 class CpuSlices:

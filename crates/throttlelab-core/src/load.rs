@@ -314,6 +314,11 @@ phases = [{ run_us = 1000 }]
     fn quota_max_is_cpu_max_word_for_no_limit() {
         assert_eq!(load(BASE, &["cgroup.app.quota_us=max".into()]).unwrap().cgroups[0].quota(), None);
         assert_eq!(load(&BASE.replace("quota_us = 20000", "quota_us = \"max\""), &[]).unwrap().cgroups[0].quota(), None);
+        // Resolved, every way of saying it reads the same: null, as cpu.max's quota is absent.
+        for unlimited in ["cgroup.app.quota_us=max", "cgroup.app.quota_us=-1"] {
+            let resolved = serde_json::to_value(load(BASE, &[unlimited.into()]).unwrap()).unwrap();
+            assert!(resolved["cgroups"][0]["quota_us"].is_null(), "{unlimited}");
+        }
         let e = err(BASE, &["cgroup.app.quota_us=min"]);
         assert_eq!(e.key, "cgroup.app.quota_us");
         assert!(e.message.contains("expected microseconds, -1 or \"max\""), "{e}");

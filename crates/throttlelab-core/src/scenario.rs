@@ -230,8 +230,9 @@ pub struct CgroupSpec {
     pub parent: Option<String>,
     #[serde(default = "default_period_us")]
     pub period_us: u64,
-    /// Absent, -1 or "max" (cpu.max's word): unlimited.
-    #[serde(default, deserialize_with = "quota_us")]
+    /// Absent, -1 or "max" (cpu.max's word): unlimited; written out (the
+    /// resolved scenario) as cpu.max holds it, null when unlimited.
+    #[serde(default, deserialize_with = "quota_us", serialize_with = "unlimited_as_null")]
     pub quota_us: Option<i64>,
     #[serde(default)]
     pub burst_us: u64,
@@ -559,6 +560,11 @@ impl WriteSpec {
             burst_us: self.burst_us.unwrap_or(cur.burst_us),
         }
     }
+}
+
+/// A quota as cpu.max holds it: microseconds, or null for `max`.
+fn unlimited_as_null<S: serde::Serializer>(quota_us: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+    quota_us.filter(|&q| q >= 0).serialize(s)
 }
 
 /// A quota in microseconds, or cpu.max's `"max"` for none, which reads as -1.
