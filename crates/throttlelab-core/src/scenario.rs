@@ -611,6 +611,12 @@ impl Scenario {
         self.cgroups.iter().position(|c| c.name == name)
     }
 
+    /// The cgroup a validated task or service names (its `cgroup`): its
+    /// index, None for the root. Both backends place threads by it.
+    pub fn group_of(&self, cgroup: &Option<String>) -> Option<usize> {
+        cgroup.as_ref().map(|name| self.cgroup_index(name).expect("validated"))
+    }
+
     /// The CPUs of cgroup `cgroup` (an index; None is the root): its nearest
     /// ancestor's `cpus`, itself included, else every CPU of the machine.
     pub fn cgroup_cpus(&self, cgroup: Option<usize>) -> Vec<usize> {

@@ -45,7 +45,7 @@ impl Sim<'_> {
     }
 
     fn tg_of(&self, cgroup: &Option<String>) -> usize {
-        cgroup.as_ref().map(|n| self.scenario.cgroup_index(n).expect("validated") + 1).unwrap_or(0)
+        self.scenario.group_of(cgroup).map_or(0, |i| i + 1)
     }
 
     fn add_thread(&mut self, driver: Driver, tg: usize, allowed: Rc<[CpuId]>) -> ThreadId {

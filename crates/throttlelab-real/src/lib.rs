@@ -70,12 +70,6 @@ struct WorkerPlan {
     spec: WorkerSpec,
 }
 
-fn group_of(s: &Scenario, cgroup: &Option<String>) -> GroupId {
-    cgroup
-        .as_ref()
-        .map(|n| s.cgroup_index(n).expect("validated"))
-}
-
 /// One worker per group with tasks or services, root group first. Start
 /// offsets (`start_spread_us`) and arrivals are drawn from the scenario seed's
 /// noise streams, as the simulator draws them.
@@ -103,7 +97,7 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
     // The tasks' threads numbered in scenario order, as the simulator's.
     let mut first_thread = 0;
     for t in s.tasks.iter().filter(|t| TaskPhases::threads(t) > 0) {
-        let g = group_of(s, &t.cgroup);
+        let g = s.group_of(&t.cgroup);
         let allowed = s.allowed_cpus(g, &t.cpus);
         let first = first_thread;
         first_thread += TaskPhases::threads(t);
@@ -140,7 +134,7 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
         plans[g.map_or(0, |i| i + 1)].spec.tasks.push(task);
     }
     for (index, svc) in s.services.iter().enumerate() {
-        let g = group_of(s, &svc.cgroup);
+        let g = s.group_of(&svc.cgroup);
         let allowed = s.allowed_cpus(g, &svc.cpus);
         let cpus = svc.cpus.as_ref().map(|_| allowed.clone());
         plans[g.map_or(0, |i| i + 1)]
