@@ -8,7 +8,7 @@ use crate::output::Limit;
 use crate::profile::Profile;
 use crate::sim::Sim;
 use crate::trace::TraceKind;
-use crate::types::{CfsRqId, CpuId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::types::{CfsRqId, CpuId, Quota, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
 
 /// A cfs_rq won't donate quota below this amount.
 pub const MIN_CFS_RQ_RUNTIME: u64 = NSEC_PER_MSEC;
@@ -103,7 +103,7 @@ impl CfsBandwidth {
     /// The limit in cpu.max's and cpu.max.burst's units.
     pub fn limit(&self) -> Limit {
         Limit {
-            quota_us: self.quota.map(|q| q / NSEC_PER_USEC),
+            quota_us: self.quota.map_or(Quota::Max, |q| Quota::Us(q / NSEC_PER_USEC)),
             period_us: self.period / NSEC_PER_USEC,
             burst_us: self.burst / NSEC_PER_USEC,
         }
@@ -416,7 +416,7 @@ impl Sim<'_> {
             .cgroups
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.quota().is_some())
+            .filter(|(_, c)| c.quota_us != Quota::Max)
             .map(|(i, c)| (i + 1, c.period_us * NSEC_PER_USEC))
             .collect();
         for &(tg, period) in &limited {

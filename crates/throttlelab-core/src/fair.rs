@@ -132,8 +132,8 @@ impl Sim<'_> {
             self.interleave_period_timers();
         }
         for (i, c) in self.scenario.cgroups.iter().enumerate() {
-            if let Some(quota) = c.quota() {
-                self.configure_cfs_bandwidth(i + 1, c.period_us * NSEC_PER_USEC, quota * NSEC_PER_USEC, c.burst_us * NSEC_PER_USEC);
+            if let Some(quota) = c.quota_us.ns() {
+                self.configure_cfs_bandwidth(i + 1, c.period_us * NSEC_PER_USEC, quota, c.burst_us * NSEC_PER_USEC);
             }
         }
     }

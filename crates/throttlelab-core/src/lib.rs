@@ -38,6 +38,7 @@ pub use phases::TaskPhases;
 pub use profile::{Feature, Profile};
 pub use scenario::Scenario;
 pub use sim::{Sim, SimOptions};
+pub use types::Quota;
 
 /// Simulate a validated scenario to its end.
 pub fn simulate(scenario: &Scenario) -> Output {

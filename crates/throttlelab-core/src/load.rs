@@ -277,6 +277,7 @@ pub fn parse_value(key: &str, raw: &str) -> Value {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::types::Quota;
 
     /// A small valid scenario: one limited cgroup, one spinner.
     pub(crate) const BASE: &str = r#"
@@ -305,15 +306,15 @@ phases = [{ run_us = 1000 }]
     #[test]
     fn loads_and_overrides() {
         let s = load(BASE, &["cgroup.app.quota_us=-1".into(), "kernel.profile=5.4".into(), "seed=7".into()]).unwrap();
-        assert_eq!(s.cgroups[0].quota(), None);
+        assert_eq!(s.cgroups[0].quota_us, Quota::Max);
         assert_eq!(s.kernel.profile.as_str(), "5.4");
         assert_eq!(s.seed, 7);
     }
 
     #[test]
     fn quota_max_is_cpu_max_word_for_no_limit() {
-        assert_eq!(load(BASE, &["cgroup.app.quota_us=max".into()]).unwrap().cgroups[0].quota(), None);
-        assert_eq!(load(&BASE.replace("quota_us = 20000", "quota_us = \"max\""), &[]).unwrap().cgroups[0].quota(), None);
+        assert_eq!(load(BASE, &["cgroup.app.quota_us=max".into()]).unwrap().cgroups[0].quota_us, Quota::Max);
+        assert_eq!(load(&BASE.replace("quota_us = 20000", "quota_us = \"max\""), &[]).unwrap().cgroups[0].quota_us, Quota::Max);
         // Resolved, every way of saying it reads the same: null, as cpu.max's quota is absent.
         for unlimited in ["cgroup.app.quota_us=max", "cgroup.app.quota_us=-1"] {
             let resolved = serde_json::to_value(load(BASE, &[unlimited.into()]).unwrap()).unwrap();

@@ -3,6 +3,7 @@
 
 use crate::phases::TaskPhases;
 use crate::sim::Sim;
+use crate::types::Quota;
 use crate::workload::Driver;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -52,8 +53,7 @@ pub struct Host {
 /// every `[[write]]`): `cpu.max` and `cpu.max.burst`.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 pub struct Limit {
-    /// None: `max`, no limit.
-    pub quota_us: Option<u64>,
+    pub quota_us: Quota,
     pub period_us: u64,
     pub burst_us: u64,
 }

@@ -485,6 +485,7 @@ fn add_taskgroup(cgroups: &mut ArrayOfTables, path: &str, task: &At) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Quota;
 
     fn load(json: &str) -> crate::Scenario {
         crate::load(&to_scenario(json, "w").unwrap(), &[]).unwrap()
@@ -520,7 +521,7 @@ mod tests {
             ]
         );
         assert_eq!(s.cgroups[0].name, "app");
-        assert_eq!(s.cgroups[0].quota(), None, "unlimited until --set limits it");
+        assert_eq!(s.cgroups[0].quota_us, Quota::Max, "unlimited until --set limits it");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::error::{shown, ScenarioError};
 use crate::output::Limit;
 use crate::phases::TaskPhases;
 use crate::profile::{Feature, Profile};
+use crate::types::Quota;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -230,10 +231,9 @@ pub struct CgroupSpec {
     pub parent: Option<String>,
     #[serde(default = "default_period_us")]
     pub period_us: u64,
-    /// Absent, -1 or "max" (cpu.max's word): unlimited; written out (the
-    /// resolved scenario) as cpu.max holds it, null when unlimited.
-    #[serde(default, deserialize_with = "quota_us", serialize_with = "unlimited_as_null")]
-    pub quota_us: Option<i64>,
+    /// Absent, -1 or "max" (cpu.max's word): unlimited.
+    #[serde(default)]
+    pub quota_us: Quota,
     #[serde(default)]
     pub burst_us: u64,
     /// cgroup v2 `cpu.weight` (1..10000, 100 = nice 0).
@@ -254,16 +254,6 @@ fn default_period_us() -> u64 {
 }
 fn default_weight() -> u64 {
     100
-}
-
-impl CgroupSpec {
-    /// The quota in microseconds, `None` when unlimited.
-    pub fn quota(&self) -> Option<u64> {
-        match self.quota_us {
-            Some(q) if q >= 0 => Some(q as u64),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -540,55 +530,24 @@ pub struct WriteSpec {
     pub every_ms: Option<f64>,
     #[serde(default)]
     pub period_us: Option<u64>,
-    #[serde(default, deserialize_with = "quota_us")]
-    pub quota_us: Option<i64>,
+    /// Absent: unchanged; -1 or "max": unlimited.
+    #[serde(default)]
+    pub quota_us: Option<Quota>,
     #[serde(default)]
     pub burst_us: Option<u64>,
 }
 
 impl WriteSpec {
     /// What this write leaves in cpu.max and cpu.max.burst that held `cur`:
-    /// a quota of -1 (`"max"`) is unlimited, an absent value is written
-    /// unchanged. Both backends apply writes by this rule.
+    /// an absent value is written unchanged. Both backends apply writes by
+    /// this rule.
     pub fn applied_to(&self, cur: Limit) -> Limit {
         Limit {
-            quota_us: match self.quota_us {
-                Some(q) => u64::try_from(q).ok(),
-                None => cur.quota_us,
-            },
+            quota_us: self.quota_us.unwrap_or(cur.quota_us),
             period_us: self.period_us.unwrap_or(cur.period_us),
             burst_us: self.burst_us.unwrap_or(cur.burst_us),
         }
     }
-}
-
-/// A quota as cpu.max holds it: microseconds, or null for `max`.
-fn unlimited_as_null<S: serde::Serializer>(quota_us: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
-    quota_us.filter(|&q| q >= 0).serialize(s)
-}
-
-/// A quota in microseconds, or cpu.max's `"max"` for none, which reads as -1.
-fn quota_us<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    struct Quota;
-    impl serde::de::Visitor<'_> for Quota {
-        type Value = Option<i64>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("microseconds, -1 or \"max\" (no limit)")
-        }
-        fn visit_i64<E: serde::de::Error>(self, q: i64) -> Result<Self::Value, E> {
-            Ok(Some(q))
-        }
-        fn visit_u64<E: serde::de::Error>(self, q: u64) -> Result<Self::Value, E> {
-            i64::try_from(q).map(Some).map_err(|_| E::custom(format!("{q} is too large")))
-        }
-        fn visit_str<E: serde::de::Error>(self, word: &str) -> Result<Self::Value, E> {
-            match word {
-                "max" => Ok(Some(-1)),
-                _ => Err(E::invalid_value(serde::de::Unexpected::Str(word), &self)),
-            }
-        }
-    }
-    d.deserialize_any(Quota)
 }
 
 /// Seconds (float, from the file) to integer nanoseconds.
@@ -990,7 +949,7 @@ impl Scenario {
             }
             let c = &self.cgroups[cg];
             let period = w.period_us.unwrap_or(c.period_us);
-            let quota = w.quota_us.or(c.quota_us);
+            let quota = w.quota_us.unwrap_or(c.quota_us);
             let burst = w.burst_us.unwrap_or(c.burst_us);
             check_bandwidth(&key, period, quota, burst, self.kernel.profile)?;
         }
@@ -1146,7 +1105,7 @@ fn check_scenario_name(name: &str) -> Result<(), ScenarioError> {
 fn check_bandwidth(
     key: &dyn Fn(&str) -> String,
     period_us: u64,
-    quota_us: Option<i64>,
+    quota_us: Quota,
     burst_us: u64,
     profile: Profile,
 ) -> Result<(), ScenarioError> {
@@ -1154,18 +1113,15 @@ fn check_bandwidth(
         return Err(ScenarioError::new(key("period_us"), format!("must be in 1000..=1000000 (1 ms..1 s), got {period_us}")));
     }
     match quota_us {
-        None | Some(-1) => {}
-        Some(q) if q < 0 => {
-            return Err(ScenarioError::new(key("quota_us"), format!("must be -1 (unlimited) or >= 1000, got {q}")))
-        }
-        Some(q) if (q as u64) < MIN_CFS_QUOTA_PERIOD_US => {
+        Quota::Max => {}
+        Quota::Us(q) if q < MIN_CFS_QUOTA_PERIOD_US => {
             return Err(ScenarioError::new(key("quota_us"), format!("must be >= 1000 (1 ms), got {q}")))
         }
-        Some(q) if (q as u64) > MAX_CFS_RUNTIME_US => {
+        Quota::Us(q) if q > MAX_CFS_RUNTIME_US => {
             return Err(ScenarioError::new(key("quota_us"), format!("must be <= {MAX_CFS_RUNTIME_US}, got {q}")))
         }
-        Some(q) => {
-            if burst_us > q as u64 {
+        Quota::Us(q) => {
+            if burst_us > q {
                 return Err(ScenarioError::new(key("burst_us"), format!("must be <= quota_us ({q}), got {burst_us}")));
             }
         }
@@ -1185,7 +1141,7 @@ mod tests {
 
     #[test]
     fn a_write_sets_what_it_names_and_max_lifts_the_limit() {
-        let cur = Limit { quota_us: Some(50_000), period_us: 100_000, burst_us: 1_000 };
+        let cur = Limit { quota_us: Quota::Us(50_000), period_us: 100_000, burst_us: 1_000 };
         let write = |quota_us, period_us, burst_us| WriteSpec {
             cgroup: "a".into(),
             at_ms: Some(1.0),
@@ -1196,8 +1152,8 @@ mod tests {
             burst_us,
         };
         assert_eq!(write(None, None, None).applied_to(cur), cur);
-        assert_eq!(write(Some(-1), None, None).applied_to(cur), Limit { quota_us: None, ..cur });
-        let all = write(Some(20_000), Some(50_000), Some(0)).applied_to(cur);
-        assert_eq!(all, Limit { quota_us: Some(20_000), period_us: 50_000, burst_us: 0 });
+        assert_eq!(write(Some(Quota::Max), None, None).applied_to(cur), Limit { quota_us: Quota::Max, ..cur });
+        let all = write(Some(Quota::Us(20_000)), Some(50_000), Some(0)).applied_to(cur);
+        assert_eq!(all, Limit { quota_us: Quota::Us(20_000), period_us: 50_000, burst_us: 0 });
     }
 }

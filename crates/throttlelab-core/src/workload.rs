@@ -162,8 +162,7 @@ impl Sim<'_> {
         let w = &self.scenario.writes[index];
         let tg = self.scenario.cgroup_index(&w.cgroup).expect("validated") + 1;
         let new = w.applied_to(self.tgs[tg].cfs_b.limit());
-        let quota = new.quota_us.map(|q| q * NSEC_PER_USEC);
-        self.tg_set_cfs_bandwidth(tg, new.period_us * NSEC_PER_USEC, quota, new.burst_us * NSEC_PER_USEC);
+        self.tg_set_cfs_bandwidth(tg, new.period_us * NSEC_PER_USEC, new.quota_us.ns(), new.burst_us * NSEC_PER_USEC);
         if let (Some(start), Some(every)) = (w.start_ms, w.every_ms) {
             let at = ms_to_ns(start) + (n + 1) * ms_to_ns(every);
             self.events.push(at, Event::Write { index, n: n + 1 });

@@ -206,7 +206,7 @@ proptest! {
         let (_, recs) = common::traced(&s, true);
         let app = s.cgroup_index("app").unwrap() + 1;
         let c = &s.cgroups[app - 1];
-        let quota = c.quota().unwrap() * 1000;
+        let quota = c.quota_us.ns().unwrap();
         let burst = c.burst_us * 1000;
         let tick = 1_000_000_000 / p.hz as u64 + 1;
         // Each CPU can hold a slice taken in an earlier period and overrun it

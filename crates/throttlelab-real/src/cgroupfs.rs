@@ -10,7 +10,7 @@ use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 use throttlelab_core::output::{CgroupStats, Limit};
-use throttlelab_core::Scenario;
+use throttlelab_core::{Quota, Scenario};
 
 /// Overrides the directory where the hierarchies are mounted (a test aid:
 /// a temporary directory stands in for a cgroupfs).
@@ -230,32 +230,20 @@ impl Layout {
     }
 }
 
-/// A cgroup's bandwidth settings as the kernel holds them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bandwidth {
-    pub period_us: u64,
-    /// None: unlimited.
-    pub quota_us: Option<u64>,
-    pub burst_us: u64,
-}
-
-impl Bandwidth {
-    /// What a new cgroup starts with.
-    pub const KERNEL_DEFAULT: Bandwidth = Bandwidth { period_us: 100_000, quota_us: None, burst_us: 0 };
-}
+/// The bandwidth a new cgroup starts with.
+pub const KERNEL_DEFAULT: Limit = Limit { period_us: 100_000, quota_us: Quota::Max, burst_us: 0 };
 
 /// The files that set `new`, in an order the kernel accepts at every step:
 /// `tg_set_cfs_bandwidth` refuses burst > quota, so a burst that must shrink
 /// below the new quota is written first.
-fn bandwidth_writes(version: Version, old: Bandwidth, new: Bandwidth) -> Vec<(&'static str, String)> {
-    let burst_first = matches!(new.quota_us, Some(q) if q < old.burst_us);
+fn bandwidth_writes(version: Version, old: Limit, new: Limit) -> Vec<(&'static str, String)> {
+    let burst_first = matches!(new.quota_us, Quota::Us(q) if q < old.burst_us);
     let mut writes = match version {
         Version::V2 => {
-            let quota = new.quota_us.map_or("max".to_string(), |q| q.to_string());
-            vec![("cpu.max", format!("{quota} {}", new.period_us))]
+            vec![("cpu.max", format!("{} {}", new.quota_us, new.period_us))]
         }
         Version::V1 => {
-            let quota = new.quota_us.map_or(-1, |q| q as i64);
+            let quota = new.quota_us.us().map_or(-1, |q| q as i64);
             vec![("cpu.cfs_period_us", new.period_us.to_string()), ("cpu.cfs_quota_us", quota.to_string())]
         }
     };
@@ -282,11 +270,11 @@ pub struct RawStats {
 impl RawStats {
     /// The output's statistics for the interval from `before` to `self`,
     /// under `limit`.
-    pub fn since(&self, before: &RawStats, limit: Bandwidth) -> CgroupStats {
+    pub fn since(&self, before: &RawStats, limit: Limit) -> CgroupStats {
         let nr_periods = self.nr_periods.saturating_sub(before.nr_periods);
         let nr_throttled = self.nr_throttled.saturating_sub(before.nr_throttled);
         CgroupStats {
-            limit: Limit { quota_us: limit.quota_us, period_us: limit.period_us, burst_us: limit.burst_us },
+            limit,
             usage_usec: self.usage_ns.saturating_sub(before.usage_ns) / 1_000,
             nr_periods,
             nr_throttled,
@@ -335,7 +323,7 @@ pub struct Tree {
     groups: Vec<PathBuf>,
     /// Whether the root group / each scenario cgroup runs its tasks in the v2 leaf.
     leaf: Vec<bool>,
-    bandwidth: Vec<Bandwidth>,
+    bandwidth: Vec<Limit>,
     parent: PathBuf,
     /// Directories created, parents first, across hierarchies.
     dirs: Vec<PathBuf>,
@@ -379,7 +367,7 @@ impl Tree {
             layout,
             groups,
             leaf,
-            bandwidth: vec![Bandwidth::KERNEL_DEFAULT; scenario.cgroups.len()],
+            bandwidth: vec![KERNEL_DEFAULT; scenario.cgroups.len()],
             dirs: Vec::new(),
             files: Vec::new(),
             period_timer_expiry_ns: vec![None; scenario.cgroups.len()],
@@ -400,7 +388,7 @@ impl Tree {
                 None => tree.set_weight(g, PARENT_WEIGHT)?,
                 Some(c) => {
                     let i = g.expect("a scenario cgroup");
-                    let bw = Bandwidth { period_us: c.period_us, quota_us: c.quota(), burst_us: c.burst_us };
+                    let bw = Limit { period_us: c.period_us, quota_us: c.quota_us, burst_us: c.burst_us };
                     if let Some(t) = timer_trace {
                         t.clear();
                     }
@@ -501,7 +489,7 @@ impl Tree {
 
     /// Set scenario cgroup `i`'s bandwidth. The burst file is written only
     /// when the burst is nonzero or the file exists (kernels before 5.14 lack it).
-    pub fn set_bandwidth(&mut self, i: usize, new: Bandwidth) -> Result<()> {
+    pub fn set_bandwidth(&mut self, i: usize, new: Limit) -> Result<()> {
         let dir = self.dir(self.layout.find(|h| h.cpu), Some(i));
         for (file, value) in bandwidth_writes(self.layout.version, self.bandwidth[i], new) {
             let path = dir.join(file);
@@ -514,7 +502,7 @@ impl Tree {
         Ok(())
     }
 
-    pub fn bandwidth(&self, i: usize) -> Bandwidth {
+    pub fn bandwidth(&self, i: usize) -> Limit {
         self.bandwidth[i]
     }
 
@@ -525,7 +513,7 @@ impl Tree {
     /// ran in the cgroups and left runtime on the runqueues of the CPUs it ran on.
     pub fn reset_bandwidth(&mut self) -> Result<()> {
         for i in 0..self.bandwidth.len() {
-            if self.bandwidth[i].quota_us.is_some() {
+            if self.bandwidth[i].quota_us != Quota::Max {
                 self.set_bandwidth(i, self.bandwidth[i])?;
             }
         }
@@ -690,11 +678,11 @@ phases = [{ run_us = 1000 }]
         assert_eq!(get(p.join("app/tasks.leaf/cgroup.procs")), "42");
         assert_eq!(get(p.join("app/web/cgroup.procs")), "43");
         // A write that shrinks the quota below the burst writes the burst first.
-        tree.set_bandwidth(0, Bandwidth { period_us: 10000, quota_us: Some(3000), burst_us: 1000 }).unwrap();
+        tree.set_bandwidth(0, Limit { period_us: 10000, quota_us: Quota::Us(3000), burst_us: 1000 }).unwrap();
         assert_eq!(get(p.join("app/cpu.max")), "3000 10000");
         assert_eq!(get(p.join("app/cpu.max.burst")), "1000");
         put(p.join("app/cpu.stat"), "usage_usec 1500\nnr_periods 10\nnr_throttled 4\nthrottled_usec 700\nnr_bursts 1\nburst_usec 20\n");
-        let s = tree.stats(0).unwrap().since(&RawStats::default(), Bandwidth::KERNEL_DEFAULT);
+        let s = tree.stats(0).unwrap().since(&RawStats::default(), KERNEL_DEFAULT);
         assert_eq!((s.usage_usec, s.nr_periods, s.nr_throttled, s.throttled_usec, s.nr_bursts, s.burst_usec), (1500, 10, 4, 700, 1, 20));
         assert_eq!(s.throttled_ratio, 0.4);
         fs::remove_file(p.join("app/cpu.stat")).unwrap();
@@ -729,7 +717,7 @@ phases = [{ run_us = 1000 }]
         assert_eq!(get(root.join("cpuacct/throttlelab-1/cgroup.procs")), "42");
         put(cpu.join("app/cpu.stat"), "nr_periods 10\nnr_throttled 5\nthrottled_time 7000000\nnr_bursts 0\nburst_time 0\n");
         put(root.join("cpuacct/throttlelab-1/app/cpuacct.usage"), "2000000000\n");
-        let s = tree.stats(0).unwrap().since(&RawStats::default(), Bandwidth::KERNEL_DEFAULT);
+        let s = tree.stats(0).unwrap().since(&RawStats::default(), KERNEL_DEFAULT);
         assert_eq!((s.usage_usec, s.nr_periods, s.nr_throttled, s.throttled_usec), (2_000_000, 10, 5, 7000));
         fs::remove_file(cpu.join("app/cpu.stat")).unwrap();
         fs::remove_file(root.join("cpuacct/throttlelab-1/app/cpuacct.usage")).unwrap();
@@ -804,13 +792,13 @@ phases = [{ run_us = 1000 }]
 
     #[test]
     fn burst_goes_first_only_when_it_must_shrink_below_the_new_quota() {
-        let old = Bandwidth { period_us: 10000, quota_us: Some(20000), burst_us: 10000 };
-        let lower = Bandwidth { period_us: 10000, quota_us: Some(5000), burst_us: 0 };
+        let old = Limit { period_us: 10000, quota_us: Quota::Us(20000), burst_us: 10000 };
+        let lower = Limit { period_us: 10000, quota_us: Quota::Us(5000), burst_us: 0 };
         let files = |w: Vec<(&'static str, String)>| w.into_iter().map(|(f, _)| f).collect::<Vec<_>>();
         assert_eq!(files(bandwidth_writes(Version::V2, old, lower)), ["cpu.max.burst", "cpu.max"]);
         assert_eq!(files(bandwidth_writes(Version::V1, old, lower)), ["cpu.cfs_burst_us", "cpu.cfs_period_us", "cpu.cfs_quota_us"]);
         assert_eq!(files(bandwidth_writes(Version::V2, lower, old)), ["cpu.max", "cpu.max.burst"]);
-        let unlimited = Bandwidth { quota_us: None, ..old };
+        let unlimited = Limit { quota_us: Quota::Max, ..old };
         assert_eq!(bandwidth_writes(Version::V1, old, unlimited)[1], ("cpu.cfs_quota_us", "-1".to_string()));
     }
 }

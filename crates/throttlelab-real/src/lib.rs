@@ -24,7 +24,7 @@ pub use error::{Error, Result};
 pub use host::Host;
 pub use worker::{worker_main, Failure};
 
-use cgroupfs::{Bandwidth, GroupId, Layout, RawStats, Stale, Tree};
+use cgroupfs::{GroupId, Layout, RawStats, Stale, Tree};
 use lock::RunLock;
 use timer_trace::TimerTrace;
 use std::collections::BTreeMap;
@@ -36,7 +36,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, SystemTime};
 use throttlelab_core::noise::{self, Stream};
-use throttlelab_core::output::{latency, CgroupStats, Limit, Output, TaskStats};
+use throttlelab_core::output::{latency, CgroupStats, Output, TaskStats};
 use throttlelab_core::scenario::{ms_to_ns, Policy, Scenario};
 use throttlelab_core::TaskPhases;
 use worker::{
@@ -372,9 +372,7 @@ fn next_write(s: &Scenario, w: DueWrite) -> Option<DueWrite> {
 fn apply_write(s: &Scenario, tree: &mut Tree, index: usize) -> Result<()> {
     let w = &s.writes[index];
     let i = s.cgroup_index(&w.cgroup).expect("validated");
-    let cur = tree.bandwidth(i);
-    let new = w.applied_to(Limit { quota_us: cur.quota_us, period_us: cur.period_us, burst_us: cur.burst_us });
-    tree.set_bandwidth(i, Bandwidth { period_us: new.period_us, quota_us: new.quota_us, burst_us: new.burst_us })
+    tree.set_bandwidth(i, w.applied_to(tree.bandwidth(i)))
 }
 
 /// What the run measured, before it is put into the output's shape.
