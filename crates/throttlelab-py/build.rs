@@ -1,9 +1,10 @@
-//! Builds the real backend's worker executable, `throttlelab-worker`
-//! (crates/throttlelab-real/src/bin), and puts it into the Python package
-//! (python/throttlelab/), where maturin ships it beside `_native` as package
-//! data and `throttlelab real` finds it.
+//! Builds the real backend's executables (crates/throttlelab-real/src/bin):
+//! `throttlelab-worker`, which `throttlelab real` starts once per cgroup, and
+//! `throttlelab-real`, the controller without Python that a VM's guest runs.
+//! It puts them into the Python package (python/throttlelab/), where maturin
+//! ships them beside `_native` as package data.
 //!
-//! maturin builds this crate's library only, so the worker is a second cargo
+//! maturin builds this crate's library only, so these are a second cargo
 //! build: release always (it measures time), for the same target, from the
 //! same lockfile and the crates the outer build has downloaded (`--frozen`),
 //! in a target directory of its own under OUT_DIR (the outer build holds the
@@ -14,12 +15,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const WORKER: &str = "throttlelab-worker";
+const EXECUTABLES: [&str; 2] = ["throttlelab-worker", "throttlelab-real"];
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     println!("cargo:rerun-if-changed=build.rs");
-    // What the worker is built from (not the crates' tests).
+    // What the executables are built from (not the crates' tests).
     let inputs = [
         "Cargo.toml",
         "Cargo.lock",
@@ -32,10 +33,10 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(input).display());
     }
     let target = env::var("TARGET").expect("cargo sets TARGET");
-    let target_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("worker");
+    let target_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("real");
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
-        .args(["build", "--release", "--frozen", "-p", "throttlelab-real", "--bin", WORKER, "--target", &target])
+        .args(["build", "--release", "--frozen", "-p", "throttlelab-real", "--bins", "--target", &target])
         .arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
         .arg("--target-dir")
@@ -44,11 +45,13 @@ fn main() {
         .stdout(std::io::stderr())
         .status()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", Path::new(&cargo).display()));
-    assert!(status.success(), "building {WORKER} failed: {status}");
-    let built = target_dir.join(&target).join("release").join(WORKER);
-    // A new file renamed into place: a run may be executing the old one (ETXTBSY).
+    assert!(status.success(), "building {EXECUTABLES:?} failed: {status}");
     let package = root.join("python/throttlelab");
-    let staged = package.join(format!(".{WORKER}.tmp"));
-    fs::copy(&built, &staged).unwrap_or_else(|e| panic!("cannot copy {}: {e}", built.display()));
-    fs::rename(&staged, package.join(WORKER)).unwrap_or_else(|e| panic!("cannot install {WORKER}: {e}"));
+    for exe in EXECUTABLES {
+        let built = target_dir.join(&target).join("release").join(exe);
+        // A new file renamed into place: a run may be executing the old one (ETXTBSY).
+        let staged = package.join(format!(".{exe}.tmp"));
+        fs::copy(&built, &staged).unwrap_or_else(|e| panic!("cannot copy {}: {e}", built.display()));
+        fs::rename(&staged, package.join(exe)).unwrap_or_else(|e| panic!("cannot install {exe}: {e}"));
+    }
 }
