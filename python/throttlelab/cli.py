@@ -7,11 +7,12 @@ import json
 import math
 import os
 import sys
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 import click
 
-from throttlelab import _native, bench as benches, compare as comparison, output
+from throttlelab import _native, bench as benches, compare as comparison, output, vm
 from throttlelab import reproduce as experiments
 from throttlelab.platforms import PLATFORMS
 from throttlelab.runner import EXECUTORS, Runner, RunnerError
@@ -29,7 +30,7 @@ DEFAULT_SCENARIO = "ugedal-table2"
 #: Errors that are the user's input, not a bug: reported in one line, exit code 2.
 USER_ERRORS = (
     _native.ScenarioError, _native.HarnessError, ScenarioNotFound, experiments.UnknownExperiment,
-    SweepError, AdviseError, RunnerError,
+    SweepError, AdviseError, RunnerError, vm.VmError,
 )
 
 
@@ -106,15 +107,30 @@ def run(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
 @main.command()
 @click.argument("scenario")
 @set_option
+@click.option("--kernel", metavar="RELEASE|PATH", help="Boot this kernel with QEMU and run there: a release of Debian's (6.1, 6.12), fetched once, or a kernel image (bzImage).")
+@click.option("--accel", type=click.Choice(vm.ACCELS), default="auto", show_default=True, help="With --kernel: QEMU's accelerator (auto: KVM where it boots the kernel, TCG otherwise).")
+@click.option("--cgroup", "cgroup_version", type=click.Choice(vm.CGROUP_VERSIONS), default="v2", show_default=True, help="With --kernel: the guest's cgroup hierarchy.")
 @click.option("--json", "as_json", is_flag=True, help="Print the output document as JSON.")
-def real(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
+def real(scenario: str, overrides: tuple[str, ...], kernel: Optional[str], accel: str, cgroup_version: str,
+         as_json: bool) -> None:
     """Run SCENARIO on the host kernel in real cgroups and read cpu.stat (needs root).
 
     The cgroups live under one parent, throttlelab-<pid>, removed at the end, on
     error and on Ctrl-C. THROTTLELAB_CGROUP_ROOT overrides where the cgroup
-    hierarchies are mounted (default /sys/fs/cgroup)."""
+    hierarchies are mounted (default /sys/fs/cgroup).
+
+    With --kernel the run happens in a VM that boots that kernel (see
+    docs/vm.md); host.vm in the output says which kernel and accelerator."""
     text, _ = load_scenario_text(scenario)
-    _emit(_native.real(text, list(overrides), WORKER), as_json)
+    if kernel is None:
+        _emit(_native.real(text, list(overrides), WORKER), as_json)
+        return
+    resolved = json.loads(_native.validate(text, list(overrides)))
+    files = [Path(t["trace_csv"]) for t in resolved["tasks"] if t.get("trace_csv")]
+    note = Terminal().note
+    k = vm.kernel(kernel, note)
+    out = vm.run(k, text, overrides, resolved["machine"]["cpus"], files, accel, cgroup_version, note)
+    _emit(out, as_json)
 
 
 def _emit(out: str, as_json: bool) -> None:

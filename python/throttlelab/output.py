@@ -64,6 +64,9 @@ def _host(host: dict[str, Any], with_cgroups: bool) -> list[RenderableType]:
         f"host: {host['release']}, CONFIG_HZ {hz}, cgroup {host['cgroup']}; other work preempted each CPU "
         f"{host['background_per_s']:.0f} times a second for {host['background_us']:.0f} us"
     ]
+    if "vm" in host:
+        vm = host["vm"]
+        lines.append(f"in a VM: {vm['kernel']} under QEMU with {vm['accel'].upper()}, {vm['cpus']} CPUs")
     offsets = host.get("period_timer_offset_us", {})
     if offsets:
         listed = ", ".join(f"{name} {us:,.1f} us" for name, us in sorted(offsets.items(), key=lambda kv: natural(kv[0])))

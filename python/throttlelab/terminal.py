@@ -29,6 +29,10 @@ class Terminal:
         for renderable in renderables:
             self.out.print(renderable)
 
+    def note(self, message: str) -> None:
+        """A step of a long command (fetching, booting), as a line on stderr."""
+        self.err.print(f"throttlelab: {message}", style="dim", markup=False, highlight=False)
+
     def progress(self) -> "Progress | LineProgress":
         """Progress on stderr, so that stdout stays the result: a transient bar on
         a terminal; elsewhere (a pipe, a log) a line when the step changes and

@@ -49,6 +49,9 @@ const PROBE_NS: u64 = 500_000_000;
 
 /// Time between `go` and the common start: the workers create their threads.
 const START_DELAY_NS: u64 = 50_000_000;
+/// Overrides [`START_DELAY_NS`], in milliseconds, for a slow machine: a guest
+/// under QEMU's TCG may take longer to create and park the threads.
+pub const START_DELAY_ENV: &str = "THROTTLELAB_START_DELAY_MS";
 /// The workers' threads must sleep this long before the start, when the
 /// cgroups' bandwidth is reset.
 const START_MARGIN_NS: u64 = 5_000_000;
@@ -58,6 +61,17 @@ const ASLEEP_POLL_NS: u64 = 1_000_000;
 const READY_TIMEOUT_NS: u64 = 30_000_000_000;
 /// How long workers may take to report after the end.
 const REPORT_TIMEOUT_NS: u64 = 5_000_000_000;
+
+/// [`START_DELAY_NS`], or what [`START_DELAY_ENV`] says.
+fn start_delay_ns() -> Result<u64> {
+    match std::env::var(START_DELAY_ENV) {
+        Err(_) => Ok(START_DELAY_NS),
+        Ok(ms) => match ms.parse::<u64>() {
+            Ok(ms @ 1..=60_000) => Ok(ms * 1_000_000),
+            _ => Err(Error::harness(format!("{START_DELAY_ENV} must be milliseconds in 1..=60000, got {ms:?}"))),
+        },
+    }
+}
 /// The file name of the worker executable (src/bin/throttlelab-worker.rs).
 const WORKER_EXE: &str = "throttlelab-worker";
 /// A process that started this long after a stale group's mtime cannot be
@@ -273,8 +287,9 @@ impl Workers {
             }
             if now_ns() >= deadline_ns {
                 return Err(Error::harness(format!(
-                    "worker threads {awake:?} were still running {} ms before the start",
-                    START_MARGIN_NS / 1_000_000
+                    "worker threads {awake:?} were still running {} ms before the start (on a slow machine, give them longer: {START_DELAY_ENV}, default {})",
+                    START_MARGIN_NS / 1_000_000,
+                    START_DELAY_NS / 1_000_000
                 )));
             }
         }
@@ -426,7 +441,7 @@ fn measure(
     for (i, p) in plans.iter().enumerate() {
         tree.attach(workers.pid(i), p.group)?;
     }
-    let start = now_ns() + START_DELAY_NS;
+    let start = now_ns() + start_delay_ns()?;
     for i in 0..plans.len() {
         send(workers, i, &format!("go {start}"))?;
     }

@@ -1,0 +1,320 @@
+"""Real runs on another kernel: ``throttlelab real SCENARIO --kernel RELEASE|PATH``.
+
+The kernel boots under QEMU with an initramfs that holds busybox, the real
+backend's two executables (``throttlelab-real``, the controller, and
+``throttlelab-worker``; no Python inside), their shared libraries, the scenario
+and the kernel's config. The guest's init mounts proc, sysfs, devtmpfs and the
+cgroup hierarchy (v2, or v1's ``cpu`` on request), runs the controller on the
+scenario and powers off. The output document comes back on the second serial
+port (the console, the first, is kept for errors), with ``host.vm`` saying how
+the kernel ran.
+
+A release (``6.1``, ``6.12``) is Debian's newest ``linux-image-<release>...-amd64``
+package, fetched with ``apt-get download`` once and kept under
+``$XDG_CACHE_HOME/throttlelab/kernels``; a path is a kernel image of the
+user's own (a bzImage), with its ``.config`` beside it if there is one.
+
+Needs, from Debian: ``qemu-system-x86``, ``busybox-static`` and ``cpio``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from throttlelab.worker import CONTROLLER, WORKER
+
+ACCELS = ("auto", "kvm", "tcg")
+CGROUP_VERSIONS = ("v2", "v1")
+
+#: Debian's kernel images: linux-image-6.1.0-50-amd64, linux-image-6.12.100+deb12-amd64
+#: (not the meta-packages, -cloud, -rt, -dbg or -unsigned).
+_DEBIAN_IMAGE = re.compile(r"^linux-image-(\d+\.\d+)([.-][\d.]+(?:-\d+)?(?:\+deb\d+)?)-amd64$")
+#: The guest's markers on its console.
+_UP, _EXIT = "throttlelab-guest: up ", "throttlelab-guest: exit "
+#: Memory for the guest: the initramfs and the scenario's threads.
+_MEMORY_MB = 512
+#: A guest that has not said it is up by then is not booting (KVM that cannot run it).
+_BOOT_TIMEOUT_S = 120.0
+#: The guest's workers get this long to create and park their threads before
+#: the start (the host's 50 ms is too short under TCG on a busy host).
+_START_DELAY_MS = 500
+#: How often the console is read while the guest runs.
+_POLL_S = 0.05
+
+_INIT = """#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+{mount_cgroup}
+mkdir -p /boot /tmp /run
+[ -f /throttlelab/config ] && cp /throttlelab/config /boot/config-$(uname -r)
+echo "{up}$(uname -r)" > /dev/ttyS0
+sh /throttlelab/run.sh > /dev/ttyS1 2> /dev/ttyS0
+echo "{exit}$?" > /dev/ttyS0
+poweroff -f
+"""
+_MOUNT_CGROUP = {
+    # The root's controllers are the host's to enable (the harness only changes its own cgroups).
+    "v2": "mount -t cgroup2 cgroup2 /sys/fs/cgroup && echo '+cpu +cpuset' > /sys/fs/cgroup/cgroup.subtree_control",
+    # As systemd lays v1 out: cpu and cpuacct co-mounted, each name a link to the pair, cpuset apart.
+    "v1": "mount -t tmpfs cgroup /sys/fs/cgroup && cd /sys/fs/cgroup && mkdir cpu,cpuacct cpuset && "
+    "mount -t cgroup -o cpu,cpuacct cgroup cpu,cpuacct && ln -s cpu,cpuacct cpu && ln -s cpu,cpuacct cpuacct && "
+    "mount -t cgroup -o cpuset cgroup cpuset && cd /",
+}
+
+
+class VmError(Exception):
+    """A kernel cannot be found, fetched or booted, or the guest's run failed."""
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel image to boot, the config it was built with (None: unknown),
+    and what to call it."""
+
+    image: Path
+    config: Optional[Path]
+    name: str
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "throttlelab" / "kernels"
+
+
+def kernel(spec: str, note: Callable[[str], None]) -> Kernel:
+    """The kernel ``--kernel`` names: a path to an image, or a release of Debian's."""
+    path = Path(spec)
+    if path.exists() or os.sep in spec:
+        if not path.is_file():
+            raise VmError(f"no kernel image at {spec}")
+        config = path.with_name(".config")
+        return Kernel(path.resolve(), config if config.is_file() else None, str(path))
+    return debian_kernel(spec, note)
+
+
+def debian_kernel(release: str, note: Callable[[str], None]) -> Kernel:
+    """Debian's newest image of ``release``, downloaded and unpacked once."""
+    package = newest_package(release, _apt_packages(note))
+    tree = cache_dir() / package
+    if not (tree / "boot").is_dir():
+        note(f"fetching {package}")
+        with tempfile.TemporaryDirectory() as tmp:
+            _check(["apt-get", "download", "-q", package], f"apt-get download {package}", cwd=tmp)
+            (deb,) = Path(tmp).glob("*.deb")
+            unpacked = Path(tmp) / "tree"
+            unpacked.mkdir()
+            # /boot alone (the image and its config): the modules are hundreds of MB the guest does without.
+            files = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "--wildcards", "./boot/*"], cwd=unpacked, input=files, check=True)
+            tree.parent.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tree, ignore_errors=True)
+            shutil.move(str(unpacked), tree)
+    (image,) = (tree / "boot").glob("vmlinuz-*")
+    configs = list((tree / "boot").glob("config-*"))
+    return Kernel(image, configs[0] if configs else None, package)
+
+
+def newest_package(release: str, packages: Sequence[str]) -> str:
+    """The newest of Debian's image packages for ``release`` (``6.1``: linux-image-6.1.0-50-amd64)."""
+    ours = [p for p in packages if (m := _DEBIAN_IMAGE.match(p)) and m.group(1) == release]
+    if not ours:
+        have = sorted({m.group(1) for p in packages if (m := _DEBIAN_IMAGE.match(p))}, key=_numbers)
+        raise VmError(f"Debian has no kernel image for release {release!r} (it has: {', '.join(have) or 'none'})")
+    return max(ours, key=_numbers)
+
+
+def _numbers(name: str) -> list[int]:
+    return [int(n) for n in re.findall(r"\d+", name)]
+
+
+def _apt_packages(note: Callable[[str], None]) -> list[str]:
+    """The kernel image packages apt knows of, updating its lists once if it knows none."""
+    def known() -> list[str]:
+        found = _check(["apt-cache", "search", "--names-only", "^linux-image-"], "apt-cache search")
+        return [line.split(" ", 1)[0] for line in found.splitlines()]
+
+    packages = known()
+    if not any(_DEBIAN_IMAGE.match(p) for p in packages):
+        note("updating apt's package lists")
+        _check(["apt-get", "update", "-q"], "apt-get update")
+        packages = known()
+    return packages
+
+
+def _check(cmd: list[str], what: str, cwd: Optional[str] = None) -> str:
+    if shutil.which(cmd[0]) is None:
+        raise VmError(f"{cmd[0]} not found: --kernel RELEASE needs Debian's apt (or give a kernel image's path)")
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise VmError(f"{what} failed: {last}")
+    return done.stdout
+
+
+def initramfs(out: Path, scenario: str, overrides: Sequence[str], cgroup: str, config: Optional[Path],
+              files: Sequence[Path]) -> None:
+    """Write the guest's initramfs (newc cpio) to ``out``: busybox, the two
+    executables and their libraries, the scenario with its overrides, the
+    kernel's config, and ``files`` (trace CSVs) at their own absolute paths."""
+    busybox = shutil.which("busybox")
+    if busybox is None or shutil.which("cpio") is None:
+        raise VmError("the guest needs busybox and cpio: apt-get install busybox-static cpio")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for d in ("bin", "proc", "sys", "dev", "throttlelab"):
+            (root / d).mkdir()
+        executables = [Path(busybox), CONTROLLER, WORKER]
+        shutil.copy2(busybox, root / "bin" / "busybox")
+        for exe in (CONTROLLER, WORKER):
+            shutil.copy2(exe, root / "throttlelab" / exe.name)
+        for lib in _libraries(executables):
+            _copy_at(lib, root)
+        for f in files:
+            _copy_at(f, root)
+        if config is not None:
+            shutil.copy2(config, root / "throttlelab" / "config")
+        (root / "throttlelab" / "scenario.toml").write_text(scenario, encoding="utf-8")
+        args = [str(Path("/throttlelab") / CONTROLLER.name), "/throttlelab/scenario.toml"]
+        for o in overrides:
+            args += ["--set", o]
+        (root / "throttlelab" / "run.sh").write_text(
+            f"export THROTTLELAB_START_DELAY_MS={_START_DELAY_MS}\nexec {shlex.join(args)}\n", encoding="utf-8"
+        )
+        init = root / "init"
+        init.write_text(_INIT.format(mount_cgroup=_MOUNT_CGROUP[cgroup], up=_UP, exit=_EXIT), encoding="utf-8")
+        init.chmod(0o755)
+        names = subprocess.run(["find", ".", "-print0"], cwd=root, capture_output=True, check=True).stdout
+        with open(out, "wb") as f:
+            subprocess.run(["cpio", "--quiet", "-o", "-0", "-H", "newc", "-R", "0:0"], cwd=root, input=names,
+                           stdout=f, check=True)
+
+
+def _libraries(executables: Sequence[Path]) -> set[Path]:
+    """The shared libraries (and the dynamic loader) the executables load, by ldd."""
+    libs: set[Path] = set()
+    for exe in executables:
+        done = subprocess.run(["ldd", str(exe)], capture_output=True, text=True)
+        for line in done.stdout.splitlines():  # "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)"
+            path = next((w for w in line.split() if w.startswith("/")), None)
+            if path:
+                libs.add(Path(path))
+    return libs
+
+
+def _copy_at(path: Path, root: Path) -> None:
+    dest = root / path.resolve().relative_to("/")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(path.resolve(), dest)
+    if path.is_symlink() or path != path.resolve():  # the name the loader asks for, too
+        link = root / path.relative_to("/")
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():
+            link.symlink_to(path.resolve())
+
+
+def qemu_command(k: Kernel, initrd: Path, cpus: int, accel: str, console: Path, result: Path) -> list[str]:
+    """QEMU's command line: no devices but two serial ports (the console, then the result)."""
+    cpu = ["-accel", "kvm", "-cpu", "host"] if accel == "kvm" else ["-accel", "tcg,thread=multi", "-cpu", "max"]
+    return [
+        "qemu-system-x86_64", *cpu, "-smp", str(cpus), "-m", str(_MEMORY_MB), "-nodefaults", "-display", "none",
+        "-no-reboot", "-kernel", str(k.image), "-initrd", str(initrd),
+        "-append", "console=ttyS0 quiet panic=-1 rdinit=/init",
+        "-serial", f"file:{console}", "-serial", f"file:{result}",
+    ]
+
+
+def run(k: Kernel, scenario: str, overrides: Sequence[str], cpus: int, files: Sequence[Path], accel: str = "auto",
+        cgroup: str = "v2", note: Callable[[str], None] = lambda _: None) -> str:
+    """Boot ``k``, run the scenario in its cgroups, return the output document as JSON."""
+    _check_config(k, cgroup)
+    if shutil.which("qemu-system-x86_64") is None:
+        raise VmError("qemu-system-x86_64 not found: apt-get install qemu-system-x86")
+    kvm = accel == "kvm" or (accel == "auto" and os.access("/dev/kvm", os.R_OK | os.W_OK))
+    with tempfile.TemporaryDirectory() as tmp:
+        initrd = Path(tmp) / "initrd"
+        initramfs(initrd, scenario, overrides, cgroup, k.config, files)
+        if kvm:
+            try:
+                return _boot(k, initrd, cpus, "kvm", Path(tmp), note)
+            except VmError as e:
+                if accel == "kvm":
+                    raise
+                note(f"KVM cannot boot it here ({e}); using TCG")
+        return _boot(k, initrd, cpus, "tcg", Path(tmp), note)
+
+
+#: What the guest's run needs of the kernel's config, per hierarchy: (option, what it is).
+_NEEDS = {
+    "v2": [("CONFIG_CFS_BANDWIDTH", "CFS bandwidth control"), ("CONFIG_CPUSETS", "cpusets")],
+    "v1": [("CONFIG_CFS_BANDWIDTH", "CFS bandwidth control"), ("CONFIG_CPUSETS_V1", "cgroup v1's cpuset")],
+}
+
+
+def _check_config(k: Kernel, cgroup: str) -> None:
+    """Refuse, before booting, a kernel whose config (where known) lacks what the
+    run needs: 6.12 made v1's cpuset an option of its own, which Debian leaves out."""
+    if k.config is None:
+        return
+    text = k.config.read_text(encoding="utf-8", errors="replace")
+    for option, what in _NEEDS[cgroup]:
+        if f"# {option} is not set" in text:
+            hint = " (use --cgroup v2)" if cgroup == "v1" else ""
+            raise VmError(f"{k.name} has no {what} ({option} is not set){hint}")
+
+
+def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, tmp: Path, note: Callable[[str], None]) -> str:
+    console, result = tmp / f"console-{accel}", tmp / f"result-{accel}"
+    note(f"booting {k.name} ({accel.upper()}, {cpus} CPUs)")
+    start = time.monotonic()
+    cmd = qemu_command(k, initrd, cpus, accel, console, result)
+    errors = tmp / f"qemu-{accel}.err"
+    with open(errors, "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+    up_s = None
+    while proc.poll() is None:
+        if up_s is None and _UP in _read(console):
+            up_s = time.monotonic() - start
+        elif up_s is None and time.monotonic() - start > _BOOT_TIMEOUT_S:
+            proc.kill()
+            proc.wait()
+            raise VmError(f"the guest did not boot in {_BOOT_TIMEOUT_S:.0f} s{_tail(_read(console))}")
+        time.sleep(_POLL_S)
+    log = _read(console)
+    if proc.returncode != 0 and _UP not in log:
+        raise VmError(f"QEMU failed: {(_read(errors).strip().splitlines() or ['no message'])[-1]}")
+    code = next((line[len(_EXIT):].strip() for line in log.splitlines() if line.startswith(_EXIT)), None)
+    if code is None:
+        raise VmError(f"the guest stopped before the run ended{_tail(log)}")
+    if code != "0":
+        errors = [line for line in log.splitlines() if line.startswith("throttlelab-real: ")]
+        raise VmError(f"in the guest: {errors[-1] if errors else 'exit ' + code}")
+    out = json.loads(_read(result))
+    out["host"]["vm"] = {
+        "kernel": k.name, "accel": accel, "cpus": cpus,
+        "boot_s": round(up_s if up_s is not None else 0.0, 3), "wall_s": round(time.monotonic() - start, 3),
+    }
+    return json.dumps(out, separators=(",", ":"))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").replace("\r", "")
+    except FileNotFoundError:
+        return ""
+
+
+def _tail(log: str, lines: int = 5) -> str:
+    last = [line for line in log.splitlines() if line.strip()][-lines:]
+    return (": " + " | ".join(last)) if last else ""

@@ -1,0 +1,123 @@
+"""Real runs without Python and on other kernels: the `throttlelab-real` controller
+executable, and `throttlelab real --kernel`, which boots a kernel under QEMU.
+The boot tests need root, QEMU, busybox, cpio and Debian's apt (CI installs them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import cli
+from test_real import needs_real
+from throttlelab import vm
+from throttlelab.worker import CONTROLLER
+
+PACKAGES = [
+    "linux-image-6.1.0-47-amd64", "linux-image-6.1.0-50-amd64", "linux-image-6.1.0-50-cloud-amd64",
+    "linux-image-6.1.0-50-rt-amd64", "linux-image-6.1.0-50-amd64-dbg", "linux-image-6.1.0-50-amd64-unsigned",
+    "linux-image-6.12-amd64", "linux-image-6.12.9+deb12-amd64", "linux-image-6.12.100+deb12-amd64",
+    "linux-image-amd64",
+]
+
+
+def test_a_release_is_debians_newest_image_of_it():
+    assert vm.newest_package("6.1", PACKAGES) == "linux-image-6.1.0-50-amd64"
+    # 100 > 9: numbers, not text.
+    assert vm.newest_package("6.12", PACKAGES) == "linux-image-6.12.100+deb12-amd64"
+
+
+def test_a_release_debian_has_not_says_which_it_has():
+    with pytest.raises(vm.VmError, match=r"no kernel image for release '5.4' \(it has: 6.1, 6.12\)"):
+        vm.newest_package("5.4", PACKAGES)
+
+
+def test_a_kernel_path_that_is_not_a_file_is_refused(tmp_path, write_scenario):
+    result = cli("real", write_scenario(), "--kernel", str(tmp_path / "bzImage"))
+    assert result.exit_code == 2
+    assert result.stderr == f"throttlelab: error: no kernel image at {tmp_path / 'bzImage'}\n"
+
+
+def controller(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CONTROLLER), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_the_controller_refuses_bad_input_in_one_line(tmp_path, write_scenario):
+    assert CONTROLLER.is_file() and os.access(CONTROLLER, os.X_OK)
+    usage = controller()
+    assert usage.returncode == 2 and usage.stderr.startswith("throttlelab-real: error: usage: throttlelab-real")
+    bad = controller(write_scenario(), "--set", "cgroup.app.period_us=10")
+    assert bad.returncode == 2
+    assert bad.stderr == "throttlelab-real: error: cgroup.app.period_us: must be in 1000..=1000000 (1 ms..1 s), got 10\n"
+    missing = controller(str(tmp_path / "none.toml"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
+
+
+@needs_real
+def test_the_controller_runs_a_scenario_as_throttlelab_real_does(write_scenario):
+    """No Python: the controller loads the scenario, runs it in real cgroups
+    with the worker beside it and prints the output document."""
+    done = controller(write_scenario(quota_us="15000"), "--set", "duration_s=1")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    app = doc["cgroups"]["app"]
+    assert doc["backend"] == "real" and doc["host"]["release"] == os.uname().release
+    assert app["nr_throttled"] >= 0.9 * app["nr_periods"] > 0, app
+
+
+def _missing_vm() -> str | None:
+    if os.geteuid() != 0:
+        return "the real backend needs root"
+    for tool in ("qemu-system-x86_64", "busybox", "cpio", "apt-get"):
+        if shutil.which(tool) is None:
+            return f"no {tool}"
+    return None
+
+
+needs_vm = pytest.mark.skipif(_missing_vm() is not None, reason=str(_missing_vm()))
+
+
+@needs_vm
+@pytest.mark.parametrize("release, cgroup", [("6.12", "v2"), ("6.1", "v1")])
+def test_a_debian_kernel_boots_and_throttles_in_its_own_cgroups(write_scenario, release, cgroup):
+    """Debian's kernels in QEMU: the scenario runs in the guest's real hierarchy
+    (v2, the one most users have; v1 on request), and a spinner that wants two
+    CPUs' worth of a 1.5-CPU quota is throttled in almost every period."""
+    path = write_scenario(quota_us="15000")
+    result = cli("real", "--json", path, "--set", "duration_s=1", "--kernel", release, "--cgroup", cgroup)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    host = doc["host"]
+    assert host["release"].startswith(release + ".") and host["hz"] == 250 and host["cgroup"] == cgroup
+    assert host["vm"]["kernel"].startswith(f"linux-image-{release}.") and host["vm"]["accel"] in ("kvm", "tcg")
+    app = doc["cgroups"]["app"]
+    assert abs(app["nr_periods"] - 100) <= 10, app
+    assert app["nr_throttled"] >= 0.9 * app["nr_periods"], app
+    assert app["usage_usec"] <= app["nr_periods"] * 15_000 * 1.02 + 2 * 4_000, app
+
+
+@needs_vm
+def test_a_failing_run_in_the_guest_says_why(write_scenario):
+    """More CPUs than the VM has: the guest's controller refuses, and its line comes back."""
+    k = vm.kernel("6.12", lambda _: None)
+    text = Path(write_scenario()).read_text()
+    with pytest.raises(vm.VmError, match="in the guest: throttlelab-real: error: machine.cpus = 2 but CPU 1 is not online"):
+        vm.run(k, text, [], cpus=1, files=[], accel="tcg")
+
+
+def test_a_kernel_without_what_the_run_needs_is_refused_before_booting(tmp_path):
+    """6.12 made v1's cpuset an option of its own (CONFIG_CPUSETS_V1), which Debian leaves out."""
+    image, config = tmp_path / "bzImage", tmp_path / ".config"
+    image.write_bytes(b"")
+    config.write_text("CONFIG_CFS_BANDWIDTH=y\nCONFIG_CPUSETS=y\n# CONFIG_CPUSETS_V1 is not set\n")
+    k = vm.kernel(str(image), lambda _: None)
+    assert k.config == config
+    with pytest.raises(vm.VmError, match=r"has no cgroup v1's cpuset \(CONFIG_CPUSETS_V1 is not set\) \(use --cgroup v2\)"):
+        vm.run(k, "", [], cpus=1, files=[], cgroup="v1")
+    config.write_text("# CONFIG_CFS_BANDWIDTH is not set\n")
+    with pytest.raises(vm.VmError, match=r"has no CFS bandwidth control"):
+        vm.run(k, "", [], cpus=1, files=[], cgroup="v2")
