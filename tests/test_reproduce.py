@@ -144,7 +144,8 @@ def test_turner_hard_limits_converge_poorly_on_a_small_fraction_of_the_machine(d
     pool (5.2, 6), at several times the lock traffic. Where the quota must gather
     on a few CPUs, borrowing converges too slowly to pay a tick's overrun: the
     group falls short of its quota and throttles most periods; the smaller the
-    quota's fraction of the machine, the worse."""
+    quota's fraction of the machine, the worse. Within quota, consumption is local
+    and cheap (5.2)."""
     rows = {f"{row['panel']} {row['case']}": row["values"] for row in docs["turner-hard-limits"]["rows"]}
     ours = {case: {key: v["ours"] for key, v in values.items()} for case, values in rows.items()}
     for v in ours.values():
@@ -161,3 +162,9 @@ def test_turner_hard_limits_converge_poorly_on_a_small_fraction_of_the_machine(d
     for v in (small, large):
         assert v["pool_usage_pct"] > 95 and v["locks_x"] > 5, v
     assert 80 < small["hard_usage_pct"] < 95 and large["hard_usage_pct"] < 30, (small, large)
+    # Under quota and spread evenly, no CPU borrows: neither design throttles, and hard
+    # limits take only the period timer's locks where the pool is asked at every wake-up.
+    v = ours["sleepers 64 thr"]
+    assert v["pool_usage_pct"] == pytest.approx(80, abs=1) and v["hard_usage_pct"] == pytest.approx(80, abs=1)
+    assert v["pool_throttled_pct"] == v["hard_throttled_pct"] == 0
+    assert v["locks_x"] < 0.25, v
