@@ -135,3 +135,36 @@ def test_progress_off_a_terminal_is_lines_on_stderr():
     assert lines and all(line.startswith("ugedal-table2: ") for line in lines)
     assert lines[-1].startswith(f"ugedal-table2: {runs}/{runs} (")
     assert f"{runs}/{runs}" not in result.stdout and "case" in result.stdout
+
+
+def test_turner_hard_limits_converge_poorly_on_a_small_fraction_of_the_machine(docs):
+    """003 5.1: CFS hard limits borrow 1/n of each neighbour's spare runtime under
+    every runqueue's lock. With every CPU busy there is nothing to borrow and each
+    CPU's share is what it may use: the group gets its quota as with the hybrid
+    pool (5.2, 6), at several times the lock traffic. Where the quota must gather
+    on a few CPUs, borrowing converges too slowly to pay a tick's overrun: the
+    group falls short of its quota and throttles most periods; the smaller the
+    quota's fraction of the machine, the worse. Within quota, consumption is local
+    and cheap (5.2)."""
+    rows = {f"{row['panel']} {row['case']}": row["values"] for row in docs["turner-hard-limits"]["rows"]}
+    ours = {case: {key: v["ours"] for key, v in values.items()} for case, values in rows.items()}
+    for v in ours.values():
+        v["locks_x"] = v["hard_locks_per_s"] / v["pool_locks_per_s"]
+    for k in (1, 4, 8):
+        v = ours[f"soakers 16 thr, k={k}"]
+        assert v["pool_usage_pct"] == pytest.approx(100, abs=1) and v["hard_usage_pct"] == pytest.approx(100, abs=1)
+        assert v["locks_x"] > 3, v
+    for case in ("soakers 1 thr, k=1", "soakers 4 thr, k=4"):
+        v = ours[case]
+        assert v["pool_usage_pct"] > 99.5 and v["pool_throttled_pct"] < 20, v
+        assert 90 < v["hard_usage_pct"] < 99.5 and v["hard_throttled_pct"] > 60, v
+    small, large = ours["fibtest 16 CPUs"], ours["fibtest 88 CPUs"]
+    for v in (small, large):
+        assert v["pool_usage_pct"] > 95 and v["locks_x"] > 5, v
+    assert 80 < small["hard_usage_pct"] < 95 and large["hard_usage_pct"] < 30, (small, large)
+    # Under quota and spread evenly, no CPU borrows: neither design throttles, and hard
+    # limits take only the period timer's locks where the pool is asked at every wake-up.
+    v = ours["sleepers 64 thr"]
+    assert v["pool_usage_pct"] == pytest.approx(80, abs=1) and v["hard_usage_pct"] == pytest.approx(80, abs=1)
+    assert v["pool_throttled_pct"] == v["hard_throttled_pct"] == 0
+    assert v["locks_x"] < 0.25, v

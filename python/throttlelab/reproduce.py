@@ -220,6 +220,93 @@ TURNER_SOAKERS = Experiment(
     ),
 )
 
+# --- 003 (Turner et al.), 5.1: CFS hard limits against the hybrid global pool ------
+
+#: The hybrid global pool (5.2, 6) and CFS hard limits (5.1), each run to the end
+#: of the warm-up and to the end of the window (the measure takes the difference).
+_HARD_LIMITS_VARIANTS = tuple(
+    (f"kernel.features={features}", f"duration_s={duration_s}")
+    for features in ("[]", '["hard_limits"]')
+    for duration_s in (_SOAKER_WARMUP_S, _SOAKER_WARMUP_S + _SOAKER_WINDOW_S)
+)
+
+
+def _limited_cgroup(out: Output) -> dict[str, Any]:
+    """The scenario's one cgroup with a quota."""
+    (cgroup,) = (c for c in out["cgroups"].values() if c["limit"]["quota_us"] is not None)
+    return cgroup
+
+
+def _bandwidth_window(start: Output, end: Output) -> dict[str, float]:
+    """Between two runs of one seed: the limited group's usage in % of its quota,
+    its throttled periods in %, and lock acquisitions per second."""
+    a, b = _limited_cgroup(start), _limited_cgroup(end)
+    quota_cpus = b["limit"]["quota_us"] / b["limit"]["period_us"]
+    return {
+        "usage_pct": 100 * (b["usage_usec"] - a["usage_usec"]) / 1e6 / _SOAKER_WINDOW_S / quota_cpus,
+        "throttled_pct": 100 * (b["nr_throttled"] - a["nr_throttled"]) / (b["nr_periods"] - a["nr_periods"]),
+        "locks_per_s": (end["engine"]["lock_acquisitions"] - start["engine"]["lock_acquisitions"]) / _SOAKER_WINDOW_S,
+    }
+
+
+def _hard_limits_measure(case: Case, outputs: Sequence[Sequence[Output]]) -> dict[str, float]:
+    """Each mechanism's window (variants in _HARD_LIMITS_VARIANTS order), averaged over the seeds."""
+    values = {}
+    for i, mechanism in enumerate(("pool", "hard")):
+        windows = [_bandwidth_window(runs[2 * i], runs[2 * i + 1]) for runs in outputs]
+        values |= {f"{mechanism}_{key}": mean(w[key] for w in windows) for key in windows[0]}
+    return values
+
+
+def _soakers_case(threads: int, k: int) -> Case:
+    """``threads`` soakers under k CPUs of quota per 100 ms on the 16 CPUs; with 16,
+    Fig. 6's setting, where the paper's hybrid pool gives the group its k CPUs."""
+    sets = (f"task.soaker.threads={threads}", f"cgroup.protag.quota_us={k * 100_000}")
+    paper = {"pool_usage_pct": 100.0} if threads == 16 else {}
+    return Case(f"{threads} thr, k={k}", sets, paper, panel="soakers")
+
+
+def _fibtest_cpus_case(cpus: int) -> Case:
+    """002's fibtest (1 fast thread, a slow one on each other CPU, 10 ms per 100 ms) on ``cpus`` CPUs."""
+    sets = (f"machine.cpus={cpus}", f"task.slow.threads={cpus - 1}", f'task.slow.cpus="1-{cpus - 1}"')
+    return Case(f"{cpus} CPUs", sets, panel="fibtest", scenario="chiluk-fibtest")
+
+
+TURNER_HARD_LIMITS = Experiment(
+    name="turner-hard-limits",
+    axis="workload (soakers on 16 CPUs at 100 ms; fibtest's 1 fast + n-1 slow threads; sleepers under quota)",
+    title="CFS hard limits (SCHED_RT-style local runtime and borrowing) beside the hybrid global pool",
+    source='Turner, Rao and Rao, "CPU bandwidth control for CFS", Linux Symposium 2009, 5.1 (CFS hard limits, Fig. 2-3), 5.2 and 6 (the hybrid global pool)',
+    scenario="turner-soakers",
+    columns=(
+        Column("pool_usage_pct", "pool % quota", ".1f"),
+        Column("hard_usage_pct", "hard % quota", ".1f"),
+        Column("pool_throttled_pct", "pool thr %", ".1f"),
+        Column("hard_throttled_pct", "hard thr %", ".1f"),
+        Column("pool_locks_per_s", "pool locks/s", ".0f"),
+        Column("hard_locks_per_s", "hard locks/s", ".0f"),
+    ),
+    cases=(
+        *(_soakers_case(16, k) for k in (1, 4, 8)),
+        _soakers_case(1, 1),
+        _soakers_case(4, 4),
+        _fibtest_cpus_case(16),
+        _fibtest_cpus_case(88),
+        Case("64 thr", (), panel="sleepers", scenario="turner-sleepers"),
+    ),
+    measure=_hard_limits_measure,
+    variants=_HARD_LIMITS_VARIANTS,
+    note=(
+        f"pool = the hybrid global pool (kernel.features=[]), hard = kernel.features=[\"hard_limits\"]; usage in % "
+        f"of the quota, throttled periods (thr %) and lock acquisitions (cfs_b->lock, and the runqueue locks borrowing takes) over "
+        f"{_SOAKER_WARMUP_S}-{_SOAKER_WARMUP_S + _SOAKER_WINDOW_S} s. The paper gives no numbers for 5.1: hard limits "
+        "converge poorly when the quota is a small fraction of the machine, each borrowing taking every runqueue's "
+        "lock for at most (n-1)/n more runtime, with a long tail of redistribution; 5.2 grants it that consumption "
+        "within quota is very efficient (the sleepers: 64 threads of 2 ms per 100 ms, 1.28 CPUs spread evenly under 1.6 of quota, borrow nothing). The paper's "
+        "figure here is Fig. 6's: the hybrid pool gives 16 soakers their k CPUs."
+    ),
+)
+
 # --- 000 (Ugedal et al.), Fig. 5-8: slush fund and no-op updates ---------------
 
 _DESIGNS = ("[]", '["slush_fund"]', '["slush_fund", "noop_update"]')
@@ -527,7 +614,7 @@ THIYYAKAT_LCU = Experiment(
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
     for e in (
-        UGEDAL_TABLE2, CHILUK_FIBTEST, TURNER_SOAKERS, UGEDAL_MITIGATIONS, UGEDAL_OVERHEAD, HEGDE_INTERLEAVE, THIYYAKAT_HCU, THIYYAKAT_LCU
+        UGEDAL_TABLE2, CHILUK_FIBTEST, TURNER_SOAKERS, TURNER_HARD_LIMITS, UGEDAL_MITIGATIONS, UGEDAL_OVERHEAD, HEGDE_INTERLEAVE, THIYYAKAT_HCU, THIYYAKAT_LCU
     )
 }
 

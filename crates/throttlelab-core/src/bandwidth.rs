@@ -54,6 +54,8 @@ pub struct CfsBandwidth {
     pub slush_fund: u64,
     /// When `cfs_b->lock` is next free (the cost model's spinlock).
     pub lock_free_at: Time,
+    /// How many times the cost model's locks were taken.
+    pub lock_acquisitions: u64,
     /// Refills so far, to tell a local pool's first refill in a new period.
     pub period_nr: u64,
 }
@@ -94,6 +96,7 @@ impl CfsBandwidth {
             burst_time: 0,
             slush_fund: 0,
             lock_free_at: 0,
+            lock_acquisitions: 0,
             period_nr: 0,
         }
     }
@@ -138,6 +141,9 @@ impl Sim<'_> {
     /// `__assign_cfs_rq_runtime`: top the local pool up to `target` (paying
     /// its debt first) from the global pool; true if it is now positive.
     fn assign_runtime(&mut self, rq: CfsRqId, target: u64) -> bool {
+        if self.features.hard_limits {
+            return self.do_balance_runtime(rq);
+        }
         let tg = self.cfs_rqs[rq].tg;
         if self.features.slush_fund {
             self.pay_debt_from_slush_fund(rq);
@@ -194,18 +200,22 @@ impl Sim<'_> {
     /// an access is one cache-line transfer and nobody waits. Accesses from
     /// timer context (distribution) hold the lock without a thread to charge.
     fn pool_access(&mut self, tg: usize, cpu: Option<CpuId>) {
-        let k = &self.scenario.kernel;
-        let cost = if self.features.atomic_pool {
-            k.pool_transfer_ns
-        } else {
-            let b = &mut self.tgs[tg].cfs_b;
-            let start = b.lock_free_at.max(self.now);
-            b.lock_free_at = start + k.pool_lock_hold_ns;
-            b.lock_free_at - self.now
-        };
+        let cost = if self.features.atomic_pool { self.scenario.kernel.pool_transfer_ns } else { self.take_pool_lock(tg, 1) };
         if let Some(cpu) = cpu {
             self.stall(cpu, cost);
         }
+    }
+
+    /// Take `cfs_b->lock` and, while holding it, `locks - 1` more (each held
+    /// `pool_lock_hold_ns`): wait until it is free, then hold it for all of
+    /// them. Returns how long the taker spent, waiting included.
+    pub(crate) fn take_pool_lock(&mut self, tg: usize, locks: u64) -> u64 {
+        let hold = self.scenario.kernel.pool_lock_hold_ns;
+        let b = &mut self.tgs[tg].cfs_b;
+        let start = b.lock_free_at.max(self.now);
+        b.lock_free_at = start + locks * hold;
+        b.lock_acquisitions += locks;
+        b.lock_free_at - self.now
     }
 
     /// `assign_cfs_rq_runtime`: ask for a slice.
@@ -240,11 +250,15 @@ impl Sim<'_> {
             return;
         }
         self.cfs_rqs[rq].runtime_remaining -= delta as i64;
-        if self.profile.has_expiry() {
+        let hard_limits = self.features.hard_limits;
+        if hard_limits {
+            // No refill starts the period timer: running does (`start_rt_bandwidth`).
+            self.start_cfs_bandwidth(self.cfs_rqs[rq].tg, self.cfs_rqs[rq].cpu);
+        } else if self.profile.has_expiry() {
             self.expire_cfs_rq_runtime(rq, clock);
         }
         let c = &self.cfs_rqs[rq];
-        if c.runtime_remaining > 0 || (c.throttled && self.profile.has_throttle_race_fixes()) {
+        if c.runtime_remaining > 0 || (c.throttled && (hard_limits || self.profile.has_throttle_race_fixes())) {
             return;
         }
         if !self.assign_cfs_rq_runtime(rq) && self.cfs_rqs[rq].curr.is_some() {
@@ -266,7 +280,8 @@ impl Sim<'_> {
     /// Returns false when runtime turned up after all (5.7+).
     pub(crate) fn throttle_cfs_rq(&mut self, rq: CfsRqId) -> bool {
         let tg = self.cfs_rqs[rq].tg;
-        if self.profile.has_throttle_race_fixes() && self.assign_runtime(rq, 1) {
+        // With `hard_limits` the borrowing that failed was the last try (`sched_rt_runtime_exceeded`).
+        if self.profile.has_throttle_race_fixes() && !self.features.hard_limits && self.assign_runtime(rq, 1) {
             return false;
         }
         self.tgs[tg].cfs_b.throttled_cfs_rq.push(rq);
@@ -378,7 +393,8 @@ impl Sim<'_> {
     /// runqueues.
     pub(crate) fn return_cfs_rq_runtime(&mut self, rq: CfsRqId) {
         let c = &self.cfs_rqs[rq];
-        if !c.runtime_enabled || c.nr_running > 0 {
+        // With `hard_limits` there is no global pool: idle runtime stays to be borrowed.
+        if !c.runtime_enabled || c.nr_running > 0 || self.features.hard_limits {
             return;
         }
         let slack = c.runtime_remaining - MIN_CFS_RQ_RUNTIME as i64;
@@ -587,6 +603,9 @@ impl Sim<'_> {
         if self.tgs[tg].cfs_b.quota.is_none() {
             return true;
         }
+        if self.features.hard_limits {
+            return self.do_sched_rt_period_timer(tg, overrun);
+        }
         let mut throttled = !self.tgs[tg].cfs_b.throttled_cfs_rq.is_empty();
         self.tgs[tg].cfs_b.nr_periods += overrun;
         self.refill_cfs_bandwidth_runtime(tg);
@@ -612,7 +631,7 @@ impl Sim<'_> {
     /// the second of them found the group idle and stopped the period timer
     /// (`do_sched_cfs_period_timer`); the first runtime asked for restarts it.
     pub(crate) fn configure_cfs_bandwidth(&mut self, tg: usize, period: u64, quota: u64, burst: u64) {
-        let local = if self.profile.has_task_based_throttle() { 1 } else { 0 };
+        let local = self.local_runtime_at_set(Some(quota));
         let b = &mut self.tgs[tg].cfs_b;
         b.period = period;
         b.quota = Some(quota);
@@ -623,7 +642,17 @@ impl Sim<'_> {
         for cpu in 0..self.nr_cpus() {
             let rq = self.cfs_rq_id(tg, cpu);
             self.cfs_rqs[rq].runtime_enabled = true;
-            self.cfs_rqs[rq].runtime_remaining = local;
+            self.cfs_rqs[rq].runtime_remaining = local as i64;
+            self.cfs_rqs[rq].cfs_runtime = local;
+        }
+    }
+
+    /// What `tg_set_cfs_bandwidth` leaves in every local pool: nothing (1 ns
+    /// from 6.18), or with `hard_limits` each CPU's share of the quota.
+    fn local_runtime_at_set(&self, quota: Option<u64>) -> u64 {
+        match quota {
+            Some(quota) if self.features.hard_limits => quota / self.nr_cpus() as u64,
+            _ => self.profile.has_task_based_throttle() as u64,
         }
     }
 
@@ -649,12 +678,13 @@ impl Sim<'_> {
             let cpu = (0..self.nr_cpus()).find(|&c| self.is_idle(c)).unwrap_or(0);
             self.start_cfs_bandwidth(tg, cpu);
         }
-        let local = if self.profile.has_task_based_throttle() { 1 } else { 0 };
+        let local = self.local_runtime_at_set(quota);
         for cpu in 0..self.nr_cpus() {
             let rq = self.cfs_rq_id(tg, cpu);
             let c = &mut self.cfs_rqs[rq];
             c.runtime_enabled = quota.is_some();
-            c.runtime_remaining = local;
+            c.runtime_remaining = local as i64;
+            c.cfs_runtime = local;
             if c.throttled {
                 self.unthrottle_cfs_rq(rq);
             }

@@ -50,6 +50,9 @@ pub struct CfsRq {
     pub expires_seq: u64,
     /// `slush_fund`: the global refill this local pool last saw.
     pub period_nr: u64,
+    /// `hard_limits`: the runtime this runqueue gets per period
+    /// (`rt_rq->rt_runtime`'s analogue); borrowing moves it between CPUs.
+    pub cfs_runtime: u64,
 }
 
 /// A schedulable entity: `struct sched_entity`, of a task or of a group.

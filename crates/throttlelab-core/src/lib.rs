@@ -15,6 +15,7 @@ mod deadline;
 mod error;
 mod event;
 mod fair;
+mod hard_limits;
 mod like_host;
 mod load;
 pub mod noise;

@@ -112,6 +112,10 @@ pub struct Latency {
 pub struct Engine {
     pub events: u64,
     pub wall_s: f64,
+    /// Bandwidth control's lock acquisitions in all groups (the cost model's
+    /// `cfs_b->lock` and, with `hard_limits`, the runqueue locks): a
+    /// simulated quantity no kernel counter reports.
+    pub lock_acquisitions: u64,
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -192,7 +196,7 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
         duration_s: end_ns as f64 / 1e9,
         cgroups,
         tasks,
-        engine: Some(Engine { events, wall_s }),
+        engine: Some(Engine { events, wall_s, lock_acquisitions: sim.tgs.iter().map(|tg| tg.cfs_b.lock_acquisitions).sum() }),
         host: None,
     }
 }

@@ -128,10 +128,12 @@ pub enum Feature {
     NoopUpdate,
     AtomicPool,
     InterleaveTimers,
+    HardLimits,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 4] = [Feature::SlushFund, Feature::NoopUpdate, Feature::AtomicPool, Feature::InterleaveTimers];
+    pub const ALL: [Feature; 5] =
+        [Feature::SlushFund, Feature::NoopUpdate, Feature::AtomicPool, Feature::InterleaveTimers, Feature::HardLimits];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -139,6 +141,7 @@ impl Feature {
             Feature::NoopUpdate => "noop_update",
             Feature::AtomicPool => "atomic_pool",
             Feature::InterleaveTimers => "interleave_timers",
+            Feature::HardLimits => "hard_limits",
         }
     }
 }

@@ -117,6 +117,7 @@ pub struct Features {
     pub noop_update: bool,
     pub interleave_timers: bool,
     pub atomic_pool: bool,
+    pub hard_limits: bool,
 }
 
 impl Features {
@@ -126,6 +127,7 @@ impl Features {
             noop_update: list.contains(&Feature::NoopUpdate),
             interleave_timers: list.contains(&Feature::InterleaveTimers),
             atomic_pool: list.contains(&Feature::AtomicPool),
+            hard_limits: list.contains(&Feature::HardLimits),
         }
     }
 }

@@ -32,7 +32,10 @@ fn params() -> impl Strategy<Value = Params> {
         prop::sample::select(vec!["4.18", "5.4", "5.14", "6.6", "6.18"]),
         prop::sample::select(vec![1000u64, 3000, 5000]),
         (1_000u64..=120_000, 10u64..=300, 0u64..=100),
-        (any::<bool>(), prop::sample::select(vec!["", "\"slush_fund\"", "\"noop_update\"", "\"slush_fund\", \"noop_update\""])),
+        (
+            any::<bool>(),
+            prop::sample::select(vec!["", "\"slush_fund\"", "\"noop_update\"", "\"slush_fund\", \"noop_update\"", "\"hard_limits\""]),
+        ),
         (0u32..=4, 100u64..=20_000, 0u64..=20_000, 0u32..=3),
         0u64..1000,
     )

@@ -141,3 +141,28 @@ fn noop_update_protects_the_slush_fund_from_rewrites() {
     assert!(all + 0.03 <= slush, "slush {slush}, slush + noop {all}");
     assert!(all < 0.01, "{all}");
 }
+
+/// 003 5.1: CFS hard limits keep runtime per CPU and borrow 1/n of each
+/// neighbour's spare. With all 16 CPUs busy, each CPU's share is all it may
+/// use: the group gets its 4 CPUs as with the global pool, at more locks. One
+/// soaker under one CPU must gather the quota from 15 idle CPUs and, borrowing
+/// ever smaller parts, throttles short of it where the global pool does not.
+#[test]
+fn hard_limits_fall_short_where_the_quota_gathers_on_few_cpus() {
+    let text = include_str!("../../../python/throttlelab/scenarios/turner-soakers.toml");
+    let run = |threads: u32, k: u64, features: &str| {
+        let o = vec![
+            format!("task.soaker.threads={threads}"),
+            format!("cgroup.protag.quota_us={}", k * 100_000),
+            format!("kernel.features={features}"),
+        ];
+        let out = simulate(&load(text, &o).unwrap());
+        let cg = &out.cgroups["protag"];
+        (cg.usage_usec as f64 / 5e6 / k as f64, cg.throttled_ratio, out.engine.unwrap().lock_acquisitions)
+    };
+    let (pool, hard) = (run(16, 4, "[]"), run(16, 4, "[\"hard_limits\"]"));
+    assert!((pool.0 - hard.0).abs() < 0.01 && hard.2 > 3 * pool.2, "pool {pool:?}, hard limits {hard:?}");
+    let (pool, hard) = (run(1, 1, "[]"), run(1, 1, "[\"hard_limits\"]"));
+    assert!(pool.0 > 0.99 && pool.1 < 0.05, "pool {pool:?}");
+    assert!(hard.0 < 0.97 && hard.1 > 0.5, "hard limits {hard:?}");
+}
