@@ -138,7 +138,8 @@ UGEDAL_TABLE2 = Experiment(
 
 def _fibtest_row(out: Output) -> dict[str, float]:
     cg = out["cgroups"]["fibtest"]
-    return {"usage_ms": cg["usage_usec"] / 1e3, "work": out["tasks"]["fast"]["work_usec"] / 1e3, "throttled": cg["nr_throttled"]}
+    work_ms = out["tasks"]["fast"]["work_usec"] / 1e3
+    return {"usage_ms": cg["usage_usec"] / 1e3, "work": work_ms, "throttled": cg["nr_throttled"]}
 
 
 #: The talk's limit as its runs imply: 10-11 throttled periods in 5 s (a spinner is
@@ -157,7 +158,8 @@ def _fibtest_case(profile: str, threads: int, paper: tuple[float, ...] = (), tal
         sets += (f"machine.cpus={cpus}", f'task.slow.cpus="1-{cpus - 1}"')
         label += f" on {cpus} CPUs"
     panel = profile if talk else f"{profile}, {_FIBTEST_SCRIPT_PANEL}"
-    return Case(label, sets + (_FIBTEST_TALK_LIMIT if talk else ()), dict(zip(("usage_ms", "work", "throttled"), paper)), panel=panel)
+    limit = _FIBTEST_TALK_LIMIT if talk else ()
+    return Case(label, sets + limit, dict(zip(("usage_ms", "work", "throttled"), paper)), panel=panel)
 
 
 CHILUK_FIBTEST = Experiment(
@@ -270,7 +272,7 @@ def _turner_case(k: int, period_ms: int, paper: dict[str, float], panel: str = "
     return Case(f"k={k}", sets, paper, panel=panel)
 
 
-#: The sysbench job in CPU seconds (16 threads' worth of 2 s), and the built-in's sample_ms.
+#: The sysbench job in CPU seconds (16 threads' worth of 20 s), and the built-in's sample_ms.
 _SYSBENCH_JOB_S = 320
 _SYSBENCH_SAMPLE_S = 0.01
 
