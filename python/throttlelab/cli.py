@@ -7,7 +7,6 @@ import json
 import math
 import os
 import sys
-from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 import click
@@ -126,10 +125,9 @@ def real(scenario: str, overrides: tuple[str, ...], kernel: Optional[str], accel
         _emit(_native.real(text, list(overrides), WORKER), as_json)
         return
     resolved = json.loads(_native.validate(text, list(overrides)))
-    files = [Path(t["trace_csv"]) for t in resolved["tasks"] if t.get("trace_csv")]
     note = Terminal().note
     k = vm.kernel(kernel, note)
-    out = vm.run(k, text, overrides, resolved["machine"]["cpus"], files, accel, cgroup_version, note)
+    out = vm.run(k, text, overrides, resolved, accel, cgroup_version, note)
     _emit(out, as_json)
 
 

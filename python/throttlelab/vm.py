@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from throttlelab.worker import CONTROLLER, WORKER
 
@@ -163,11 +163,13 @@ def _check(cmd: list[str], what: str, cwd: Optional[str] = None) -> str:
     return done.stdout
 
 
-def initramfs(out: Path, scenario: str, overrides: Sequence[str], cgroup: str, config: Optional[Path],
-              files: Sequence[Path]) -> None:
+def initramfs(out: Path, scenario: str, overrides: Sequence[str], resolved: dict[str, Any], cgroup: str,
+              config: Optional[Path]) -> None:
     """Write the guest's initramfs (newc cpio) to ``out``: busybox, the two
     executables and their libraries, the scenario with its overrides, the
-    kernel's config, and ``files`` (trace CSVs) at their own absolute paths."""
+    kernel's config, the trace CSVs its tasks read at their own absolute paths,
+    and a run script that turns on the sched features of the scenario's
+    ``kernel.features`` that a patched kernel has (kernel/patches)."""
     busybox = shutil.which("busybox")
     if busybox is None or shutil.which("cpio") is None:
         raise VmError("the guest needs busybox and cpio: apt-get install busybox-static cpio")
@@ -181,7 +183,7 @@ def initramfs(out: Path, scenario: str, overrides: Sequence[str], cgroup: str, c
             shutil.copy2(exe, root / "throttlelab" / exe.name)
         for lib in _libraries(executables):
             _copy_at(lib, root)
-        for f in files:
+        for f in (Path(t["trace_csv"]) for t in resolved["tasks"] if t.get("trace_csv")):
             _copy_at(f, root)
         if config is not None:
             shutil.copy2(config, root / "throttlelab" / "config")
@@ -190,7 +192,9 @@ def initramfs(out: Path, scenario: str, overrides: Sequence[str], cgroup: str, c
         for o in overrides:
             args += ["--set", o]
         (root / "throttlelab" / "run.sh").write_text(
-            f"export THROTTLELAB_START_DELAY_MS={_START_DELAY_MS}\nexec {shlex.join(args)}\n", encoding="utf-8"
+            _sched_features(resolved["kernel"]["features"])
+            + f"export THROTTLELAB_START_DELAY_MS={_START_DELAY_MS}\nexec {shlex.join(args)}\n",
+            encoding="utf-8",
         )
         init = root / "init"
         init.write_text(_INIT.format(mount_cgroup=_MOUNT_CGROUP[cgroup], up=_UP, exit=_EXIT), encoding="utf-8")
@@ -235,16 +239,23 @@ def qemu_command(k: Kernel, initrd: Path, cpus: int, accel: str, console: Path, 
     ]
 
 
-def run(k: Kernel, scenario: str, overrides: Sequence[str], cpus: int, files: Sequence[Path], accel: str = "auto",
+def run(k: Kernel, scenario: str, overrides: Sequence[str], resolved: dict[str, Any], accel: str = "auto",
         cgroup: str = "v2", note: Callable[[str], None] = lambda _: None) -> str:
-    """Boot ``k``, run the scenario in its cgroups, return the output document as JSON."""
+    """Boot ``k`` with as many CPUs as the scenario has, run the scenario
+    (``resolved``: as the core resolved it) in its cgroups, and return the
+    output document as JSON."""
     _check_config(k, cgroup)
+    unpatched = [f for f in resolved["kernel"]["features"] if f not in SCHED_FEATURES]
+    if unpatched:
+        raise VmError(f"no kernel patch for kernel.features {', '.join(unpatched)} (kernel/patches has "
+                      f"{', '.join(SCHED_FEATURES)}); on a real kernel a feature is a patch")
+    cpus = resolved["machine"]["cpus"]
     if shutil.which("qemu-system-x86_64") is None:
         raise VmError("qemu-system-x86_64 not found: apt-get install qemu-system-x86")
     kvm = accel == "kvm" or (accel == "auto" and os.access("/dev/kvm", os.R_OK | os.W_OK))
     with tempfile.TemporaryDirectory() as tmp:
         initrd = Path(tmp) / "initrd"
-        initramfs(initrd, scenario, overrides, cgroup, k.config, files)
+        initramfs(initrd, scenario, overrides, resolved, cgroup, k.config)
         if kvm:
             try:
                 return _boot(k, initrd, cpus, "kvm", Path(tmp), note)
@@ -272,6 +283,27 @@ def _check_config(k: Kernel, cgroup: str) -> None:
         if f"# {option} is not set" in text:
             hint = " (use --cgroup v2)" if cgroup == "v1" else ""
             raise VmError(f"{k.name} has no {what} ({option} is not set){hint}")
+
+
+#: The simulator's features that kernel/patches add to a kernel, as the sched
+#: features that switch them on (/sys/kernel/debug/sched/features).
+SCHED_FEATURES = {"slush_fund": "SLUSH_FUND", "noop_update": "NOOP_BANDWIDTH_UPDATE"}
+
+
+def _sched_features(features: Sequence[str]) -> str:
+    """The run script's lines that switch on ``features`` in the guest, or say in
+    one line that its kernel lacks one (scripts/build_kernel.sh builds one that has them)."""
+    if not features:
+        return ""
+    lines = ["mount -t debugfs debugfs /sys/kernel/debug || exit 2"]
+    for f in features:
+        name = SCHED_FEATURES[f]
+        lines.append(
+            f"grep -qw {name} /sys/kernel/debug/sched/features || {{ echo 'throttlelab-real: error: this kernel "
+            f"has no sched feature {name} for {f} (scripts/build_kernel.sh builds one with kernel/patches)' >&2; exit 2; }}"
+        )
+        lines.append(f"echo {name} > /sys/kernel/debug/sched/features")
+    return "\n".join(lines) + "\n"
 
 
 def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, tmp: Path, note: Callable[[str], None]) -> str:
