@@ -299,7 +299,7 @@ def _sched_features(features: Sequence[str]) -> str:
     for f in features:
         name = SCHED_FEATURES[f]
         lines.append(
-            f"grep -qw {name} /sys/kernel/debug/sched/features || {{ echo 'throttlelab-real: error: this kernel "
+            f"grep -qwE '(NO_)?{name}' /sys/kernel/debug/sched/features || {{ echo 'throttlelab-real: error: this kernel "
             f"has no sched feature {name} for {f} (scripts/build_kernel.sh builds one with kernel/patches)' >&2; exit 2; }}"
         )
         lines.append(f"echo {name} > /sys/kernel/debug/sched/features")
