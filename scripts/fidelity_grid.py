@@ -12,6 +12,13 @@ Needs root and a cpu controller.
 
     python scripts/fidelity_grid.py --runs 3 --duration-s 2
 
+``--kernel 6.12`` (a release of Debian's or a bzImage, as ``throttlelab real
+--kernel`` takes it) measures that kernel under QEMU instead of the host's, and
+the simulator is set up like it (its release's profile, its CONFIG_HZ and its
+measured background):
+
+    python scripts/fidelity_grid.py --runs 5 --kernel 6.12 --out docs/fidelity-grid-6.12.md
+
 ``--regrade docs/fidelity-grid.json`` measures nothing: it holds the current
 simulator against the kernel runs a grid stored, so that a change to the
 simulator is checked against kernel samples it was not tuned on.
@@ -27,6 +34,7 @@ from pathlib import Path
 
 from rich.progress import Progress
 
+from throttlelab import vm
 from throttlelab.compare import Stats, kernel_runs, same_distribution, simulator_runs
 
 SCENARIO = """name = "fidelity-{threads}t-{period_us}-{quota_us}-{burst_us}"
@@ -110,14 +118,17 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "timer_offset_us", "uptime_s")
 
 
-def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None) -> str:
+def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None,
+             kernel: str | None) -> str:
     count = lambda key: sum(r[key] for r in rows)  # noqa: E731
+    where = f" in a VM ({host['vm']['kernel']} under QEMU with {host['vm']['accel'].upper()})" if "vm" in host else ""
     lines = [
-        f"Host {host['release']}, HZ={host['hz']}, cgroup {host['cgroup']}; {runs} kernel runs and "
+        f"Host {host['release']}{where}, HZ={host['hz']}, cgroup {host['cgroup']}; {runs} kernel runs and "
         f"{seeds} simulator seeds ({runs} paired) of {duration_s:g} s per configuration "
         + (f"(the kernel runs of an earlier grid, held against this simulator: `python scripts/fidelity_grid.py --regrade "
            f"{regraded} --seeds {seeds} --out {regraded.with_suffix('.md')}`)." if regraded else
-           f"(`python scripts/fidelity_grid.py --runs {runs} --seeds {seeds} --duration-s {duration_s:g}`)."),
+           f"(`python scripts/fidelity_grid.py --runs {runs} --seeds {seeds} --duration-s {duration_s:g}"
+           + (f" --kernel {kernel}" if kernel else "") + "`)."),
         f"**Unpaired** (each seed draws its own start and period timer phases): the simulator's throttled ratios and "
         f"the kernel's could be one distribution (Mann-Whitney U, two-sided, 5 %) in {count('alike')} of {len(rows)} "
         f"configurations; the simulator's mean lies inside the kernel's range in {count('mean_in_range')}.",
@@ -155,7 +166,11 @@ def main() -> None:
         metavar="GRID.json",
         help="Measure nothing: hold the current simulator against a stored grid's kernel runs (needs no root).",
     )
+    parser.add_argument("--kernel", metavar="RELEASE|PATH", help="Measure this kernel under QEMU instead of the host's.")
+    parser.add_argument("--accel", choices=vm.ACCELS, default="auto")
+    parser.add_argument("--cgroup", choices=vm.CGROUP_VERSIONS, default="v2", help="With --kernel: the guest's hierarchy.")
     args = parser.parse_args()
+    on = vm.runner(vm.kernel(args.kernel, print), args.accel, args.cgroup) if args.kernel else None
     stored = json.loads(args.regrade.read_text()) if args.regrade else None
     configs = list(configurations())
     rows, host = [], stored["host"] if stored else None
@@ -167,13 +182,13 @@ def main() -> None:
                 assert {k: stored["rows"][i][k] for k in config} == config, "a grid of other configurations"
                 kernel, measurement = stored_runs(host, stored["rows"][i]), {k: v for k, v in stored["rows"][i].items() if k in KERNEL_KEYS}
             else:
-                kernel = kernel_runs(text, runs=args.runs)
+                kernel = kernel_runs(text, runs=args.runs, on=on)
                 host, measurement = kernel[0]["host"], measured(kernel)
             unpaired = simulator_runs(text, kernel, seeds=args.seeds)
             rows.append(row(config, measurement, unpaired, simulator_runs(text, kernel, paired=True)))
             progress.advance(bar)
     runs = len(rows[0]["kernel_ratio"])
-    args.out.write_text(markdown(rows, runs, args.seeds, args.duration_s, host, args.regrade))
+    args.out.write_text(markdown(rows, runs, args.seeds, args.duration_s, host, args.regrade, args.kernel))
     args.out.with_suffix(".json").write_text(json.dumps({"host": host, "rows": rows}, indent=1))
     print(f"wrote {args.out}")
 

@@ -144,3 +144,23 @@ def test_a_kernel_without_what_the_run_needs_is_refused_before_booting(tmp_path)
     config.write_text("# CONFIG_CFS_BANDWIDTH is not set\n")
     with pytest.raises(vm.VmError, match=r"has no CFS bandwidth control"):
         vm.run(k, "", [], resolved(), cgroup="v2")
+
+
+@needs_vm
+def test_compare_holds_the_simulator_against_a_vm_kernel(write_scenario):
+    """compare --kernel: the kernel runs boot Debian's 6.1, and the simulator is
+    set up like it (its release's profile, 5.14; its CONFIG_HZ)."""
+    path = write_scenario(quota_us="5000")
+    result = cli("compare", "--json", path, "--set", "duration_s=1", "--runs", "2", "--kernel", "6.1")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert [run["host"]["release"].startswith("6.1.") for run in doc["kernel_runs"]] == [True, True]
+    assert [run["profile"] for run in doc["sim_runs"]] == ["5.14", "5.14"]
+    throttled = doc["cgroups"]["app"]["throttled_ratio"]
+    assert throttled["kernel"]["lo"] >= 0.9 and throttled["sim"]["lo"] >= 0.9, throttled
+
+
+def test_compare_refuses_a_missing_kernel_image(tmp_path, write_scenario):
+    result = cli("compare", write_scenario(), "--kernel", str(tmp_path / "bzImage"))
+    assert result.exit_code == 2
+    assert result.stderr == f"throttlelab: error: no kernel image at {tmp_path / 'bzImage'}\n"

@@ -103,12 +103,21 @@ def run(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
     _emit(_native.run(text, list(overrides)), as_json)
 
 
+def kernel_options(command: Any) -> Any:
+    """``--kernel``, ``--accel`` and ``--cgroup``: run on another kernel, booted under QEMU."""
+    for option in reversed((
+        click.option("--kernel", metavar="RELEASE|PATH", help="Boot this kernel with QEMU and run there: a release of Debian's (6.1, 6.12), fetched once, or a kernel image (bzImage)."),
+        click.option("--accel", type=click.Choice(vm.ACCELS), default="auto", show_default=True, help="With --kernel: QEMU's accelerator (auto: KVM where it boots the kernel, TCG otherwise)."),
+        click.option("--cgroup", "cgroup_version", type=click.Choice(vm.CGROUP_VERSIONS), default="v2", show_default=True, help="With --kernel: the guest's cgroup hierarchy."),
+    )):
+        command = option(command)
+    return command
+
+
 @main.command()
 @click.argument("scenario")
 @set_option
-@click.option("--kernel", metavar="RELEASE|PATH", help="Boot this kernel with QEMU and run there: a release of Debian's (6.1, 6.12), fetched once, or a kernel image (bzImage).")
-@click.option("--accel", type=click.Choice(vm.ACCELS), default="auto", show_default=True, help="With --kernel: QEMU's accelerator (auto: KVM where it boots the kernel, TCG otherwise).")
-@click.option("--cgroup", "cgroup_version", type=click.Choice(vm.CGROUP_VERSIONS), default="v2", show_default=True, help="With --kernel: the guest's cgroup hierarchy.")
+@kernel_options
 @click.option("--json", "as_json", is_flag=True, help="Print the output document as JSON.")
 def real(scenario: str, overrides: tuple[str, ...], kernel: Optional[str], accel: str, cgroup_version: str,
          as_json: bool) -> None:
@@ -124,11 +133,8 @@ def real(scenario: str, overrides: tuple[str, ...], kernel: Optional[str], accel
     if kernel is None:
         _emit(_native.real(text, list(overrides), WORKER), as_json)
         return
-    resolved = json.loads(_native.validate(text, list(overrides)))
     note = Terminal().note
-    k = vm.kernel(kernel, note)
-    out = vm.run(k, text, overrides, resolved, accel, cgroup_version, note)
-    _emit(out, as_json)
+    _emit(vm.real(vm.kernel(kernel, note), text, overrides, accel, cgroup_version, note), as_json)
 
 
 def _emit(out: str, as_json: bool) -> None:
@@ -145,20 +151,24 @@ def _emit(out: str, as_json: bool) -> None:
 @set_option
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(min=1), help="Kernel runs, and simulator seeds.")
 @click.option("--paired", is_flag=True, help="Diagnostic: start each simulator run, with its period timers, where its kernel run was.")
+@kernel_options
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison (with every run) as JSON.")
-def compare(scenario: str, overrides: tuple[str, ...], runs: int, paired: bool, as_json: bool) -> None:
+def compare(scenario: str, overrides: tuple[str, ...], runs: int, paired: bool, kernel: Optional[str], accel: str,
+            cgroup_version: str, as_json: bool) -> None:
     """Run SCENARIO on the host kernel and in the simulator, side by side (needs root).
 
-    The simulator gets the host's CONFIG_HZ, the profile of its kernel release and
-    its background, and draws its own timer phases (unless --paired); the verdict
+    The simulator gets the kernel's CONFIG_HZ, the profile of its release and its
+    background, and draws its own timer phases (unless --paired); the verdict
     says whether the simulator's seeds and the kernel's runs could come from one
-    distribution (Mann-Whitney U, 5 %)."""
+    distribution (Mann-Whitney U, 5 %). With --kernel the kernel runs boot that
+    kernel under QEMU (docs/vm.md)."""
     text, _ = load_scenario_text(scenario)
     terminal = Terminal()
+    on = vm.runner(vm.kernel(kernel, terminal.note), accel, cgroup_version) if kernel else None
     with terminal.progress() as progress:
         bar = progress.add_task("compare", total=2 * runs)
         step = lambda label: progress.update(bar, advance=1, description=label)  # noqa: E731
-        result = comparison.compare(text, overrides, runs, step, paired=paired)
+        result = comparison.compare(text, overrides, runs, step, paired=paired, on=on)
     if as_json:
         click.echo(json.dumps(result))
         return

@@ -54,6 +54,9 @@ ALPHA = 0.05
 #: 10-16 times in 400 periods back to back against 4-12 after a pause.
 SETTLE_S = 1.0
 
+#: Runs a scenario (text, overrides) on a kernel and returns the output document as JSON.
+KernelRun = Callable[[str, Sequence[str]], str]
+
 @dataclass
 class Stats:
     """Mean, sample standard deviation and range of one metric over runs."""
@@ -91,15 +94,19 @@ def kernel_runs(
     runs: int = 3,
     step: Optional[Callable[[str], None]] = None,
     settle_s: float = SETTLE_S,
+    on: Optional[KernelRun] = None,
 ) -> list[dict[str, Any]]:
-    """Run scenario ``text`` ``runs`` times on the host, each after ``settle_s``
-    of quiet; ``step(label)`` after each run."""
+    """Run scenario ``text`` ``runs`` times on the host (or ``on`` another
+    kernel: ``vm.runner``), each after ``settle_s`` of quiet; ``step(label)``
+    after each run."""
     step = step or (lambda _label: None)
-    _native.real_preflight(text, list(overrides))  # refused now, not after the first settle
+    if on is None:
+        _native.real_preflight(text, list(overrides))  # refused now, not after the first settle
+        on = lambda text, overrides: _native.real(text, list(overrides), WORKER)  # noqa: E731
     kernel = []
     for i in range(runs):
         time.sleep(settle_s)
-        kernel.append(json.loads(_native.real(text, [*overrides, f"seed={i + 1}"], WORKER)))
+        kernel.append(json.loads(on(text, [*overrides, f"seed={i + 1}"])))
         step(f"kernel run {i + 1}")
     return kernel
 
@@ -157,11 +164,12 @@ def compare(
     step: Optional[Callable[[str], None]] = None,
     settle_s: float = SETTLE_S,
     paired: bool = False,
+    on: Optional[KernelRun] = None,
 ) -> dict[str, Any]:
-    """Run scenario ``text`` ``runs`` times on the host and over ``runs`` seeds
-    in the simulator (drawing its own phases unless ``paired``); ``step(label)``
-    after each run (progress)."""
-    kernel = kernel_runs(text, overrides, runs, step, settle_s)
+    """Run scenario ``text`` ``runs`` times on the host (or ``on`` another
+    kernel) and over ``runs`` seeds in the simulator (drawing its own phases
+    unless ``paired``); ``step(label)`` after each run (progress)."""
+    kernel = kernel_runs(text, overrides, runs, step, settle_s, on)
     sim = simulator_runs(text, kernel, overrides, paired, step)
     return {
         "scenario": kernel[0]["scenario"],

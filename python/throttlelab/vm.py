@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from throttlelab import _native
 from throttlelab.worker import CONTROLLER, WORKER
 
 ACCELS = ("auto", "kvm", "tcg")
@@ -237,6 +238,19 @@ def qemu_command(k: Kernel, initrd: Path, cpus: int, accel: str, console: Path, 
         "-append", "console=ttyS0 quiet panic=-1 rdinit=/init",
         "-serial", f"file:{console}", "-serial", f"file:{result}",
     ]
+
+
+def real(k: Kernel, scenario: str, overrides: Sequence[str], accel: str = "auto", cgroup: str = "v2",
+         note: Callable[[str], None] = lambda _: None) -> str:
+    """``throttlelab real --kernel``: the scenario resolved by the core, then :func:`run`."""
+    resolved = json.loads(_native.validate(scenario, list(overrides)))
+    return run(k, scenario, overrides, resolved, accel, cgroup, note)
+
+
+def runner(k: Kernel, accel: str = "auto", cgroup: str = "v2",
+           note: Callable[[str], None] = lambda _: None) -> Callable[[str, Sequence[str]], str]:
+    """Runs on ``k`` as ``compare.kernel_runs`` takes them."""
+    return lambda scenario, overrides: real(k, scenario, overrides, accel, cgroup, note)
 
 
 def run(k: Kernel, scenario: str, overrides: Sequence[str], resolved: dict[str, Any], accel: str = "auto",
