@@ -14,13 +14,16 @@ pub enum Profile {
     V5_14,
     /// EEVDF pick; period timer starts at a random offset (41abdba93747).
     V6_6,
+    /// A fair deadline server per CPU, counted in SCHED_DEADLINE admission
+    /// (5f6bd380c7bd, 6.12).
+    V6_12,
     /// Task-based throttling, deferred to the return to user space.
     #[default]
     V6_18,
 }
 
 impl Profile {
-    pub const ALL: [Profile; 5] = [Profile::V4_18, Profile::V5_4, Profile::V5_14, Profile::V6_6, Profile::V6_18];
+    pub const ALL: [Profile; 6] = [Profile::V4_18, Profile::V5_4, Profile::V5_14, Profile::V6_6, Profile::V6_12, Profile::V6_18];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -28,6 +31,7 @@ impl Profile {
             Profile::V5_4 => "5.4",
             Profile::V5_14 => "5.14",
             Profile::V6_6 => "6.6",
+            Profile::V6_12 => "6.12",
             Profile::V6_18 => "6.18",
         }
     }
@@ -85,7 +89,7 @@ impl Profile {
     /// Each CPU has a fair deadline server (6.12) whose bandwidth counts in
     /// SCHED_DEADLINE admission.
     pub fn has_fair_server(self) -> bool {
-        self >= Profile::V6_18
+        self >= Profile::V6_12
     }
 
     /// The fair class picks by EEVDF rather than by smallest vruntime.
@@ -188,8 +192,9 @@ mod tests {
             ("5.15.0-91-generic", "5.14"),
             ("6.5.0", "5.14"),
             ("6.6.32", "6.6"),
-            ("6.12.48+deb13-amd64", "6.6"),
-            ("6.17.1", "6.6"),
+            ("6.11.9", "6.6"),
+            ("6.12.48+deb13-amd64", "6.12"),
+            ("6.17.1", "6.12"),
             ("6.18.44-fc-v769", "6.18"),
             ("7.1.0", "6.18"),
         ] {

@@ -138,6 +138,7 @@ fn the_fair_servers_take_their_share_of_admission() {
     assert_eq!(refused("6.18", 2, 900), 0);
     assert_eq!(refused("6.18", 2, 950), 1);
     assert_eq!(refused("6.18", 6, 310), 1);
+    assert_eq!(refused("6.12", 2, 950), 1, "6.12's fair servers");
     assert_eq!(refused("6.6", 2, 950), 0, "before 6.12: 95 %");
     assert_eq!(refused("6.6", 6, 310), 0);
 }
