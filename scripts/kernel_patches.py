@@ -6,7 +6,7 @@ features. Writes docs/kernel-patches.md (and the raw runs beside it as JSON).
 Each configuration runs the paper's three variants: Baseline (no feature), Slush
 (SLUSH_FUND / ``slush_fund``) and All (also NOOP_BANDWIDTH_UPDATE /
 ``noop_update``), --runs times in the VM and over --seeds seeds in the simulator,
-set up like the guest (profile 6.6 for 6.12, its CONFIG_HZ and background),
+set up like the guest (profile 6.12, its CONFIG_HZ and background),
 unpaired. The workload is the paper's on the VM's 2 CPUs: 2 busy threads under
 a quota of 2 CPUs, at a 100 ms and a 10 ms period, and at 10 ms with the same
 values rewritten every 37 ms (000 III-A2). Needs root, QEMU and the kernel.
@@ -33,7 +33,7 @@ duration_s = {duration_s}
 cpus = 2
 hz = 250
 [kernel]
-profile = "6.6"
+profile = "6.12"
 features = {features}
 [[cgroup]]
 name = "app"
