@@ -17,6 +17,7 @@ mod lock;
 mod probe;
 mod signals;
 mod timer_trace;
+pub mod sched_trace;
 pub mod worker;
 
 pub use cgroupfs::{Version, ROOT_ENV};
@@ -690,11 +691,14 @@ fn remove_stale(layout: &Layout) {
 }
 
 /// Refuse, touching nothing, what `run` refuses before it starts: not root,
-/// more CPUs than the host has, no cpu controller. `compare` asks first, so
+/// a captured thread, more CPUs than the host has, no cpu controller. `compare` asks first, so
 /// that it does not let the host settle only to be refused.
 pub fn preflight(s: &Scenario) -> Result<()> {
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;
+    if let Some(t) = s.tasks.iter().find(|t| t.phases_file.is_some()) {
+        return Err(Error::harness(format!("task.{}.phases_file: the real backend cannot replay a capture yet (use the simulator)", t.name)));
+    }
     host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
     Layout::detect(&cgroup_root())?;
     Ok(())
