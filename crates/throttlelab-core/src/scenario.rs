@@ -88,7 +88,9 @@ pub struct CaptureSpec {
     pub release: String,
     pub duration_s: f64,
     pub threads: u64,
-    pub usage_usec: u64,
+    /// Absent where the cgroup does not count it (v1 without a cpuacct cgroup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_usec: Option<u64>,
     pub nr_periods: u64,
     pub nr_throttled: u64,
     pub throttled_usec: u64,
