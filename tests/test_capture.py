@@ -50,7 +50,7 @@ def _make_group(name: str, quota_us: int) -> list[Path]:
     dirs = [h / name for h in _hierarchies()]
     for d in dirs:
         d.mkdir()
-        if (d / "cpuset.cpus").exists() and d.parent != CGROUP_ROOT.parent and (d.parent / "cpuset.cpus").exists():
+        if (d / "cpuset.cpus").exists() and (d.parent / "cpuset.cpus").exists():
             (d / "cpuset.cpus").write_text((d.parent / "cpuset.cpus").read_text())
             (d / "cpuset.mems").write_text((d.parent / "cpuset.mems").read_text())
     if (dirs[0] / "cpu.max").exists():
@@ -67,7 +67,7 @@ def workload():
     works and sleeps on a timer, one that works and wakes a second (its
     sibling) through a pipe, the second, which waits for it, and one that
     serves requests from outside the cgroup (`_send_requests`)."""
-    name = f"throttlelab-capture-test-{os.getpid()}"
+    name = f"capture-test-{os.getpid()}"
     dirs = _make_group(name, 30_000)
     sibling_r, sibling_w = os.pipe()
     request_r, request_w = os.pipe()
