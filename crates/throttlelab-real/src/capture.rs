@@ -30,9 +30,13 @@ pub enum Target {
 }
 
 /// Per-CPU trace buffer for each second captured (tracefs's `buffer_size_kb`),
-/// within bounds: 64 busy threads fill about 1 MiB a second.
-const BUFFER_KB_PER_S: u64 = 2048;
-const BUFFER_KB_MAX: u64 = 262_144;
+/// within bounds. The events are the whole host's: `set_event_pid` would
+/// follow forks, but on 6.18 it drops some switches to a traced thread from
+/// one that is not (seen: a kworker's switch back to a throttled spinner),
+/// and a missed switch-in loses a burst. A busy host switches some 10^4
+/// times a second, about 1 MiB of buffer.
+const BUFFER_KB_PER_S: u64 = 1024;
+const BUFFER_KB_MAX: u64 = 131_072;
 
 /// The scheduler events read, by tracefs's directory; `sched_waking` (4.5+)
 /// is when a wake-up is asked for, `sched_wakeup` the fallback.
@@ -65,14 +69,11 @@ pub fn capture(target: &Target, duration: Duration, out: &Path) -> Result<Captur
     let named: Vec<(u32, String)> = threads.iter().map(|&t| (t, comm_of(t))).collect();
     let trace = Instance::open(&format!("throttlelab-capture-{}", std::process::id())).map_err(Error::harness)?;
     let buffer_kb = (duration.as_secs().max(1) * BUFFER_KB_PER_S).min(BUFFER_KB_MAX);
-    let setup = [
-        ("buffer_size_kb", buffer_kb.to_string()),
-        ("set_event_pid", threads.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")),
-        ("options/event-fork", "1".to_string()),
-    ];
-    for (file, value) in setup {
-        trace.write(file, &value).map_err(Error::harness)?;
-    }
+    trace.write("buffer_size_kb", &buffer_kb.to_string()).map_err(Error::harness)?;
+    // One clock for every CPU: with the default per-CPU `local` clock a
+    // thread's switch in on one CPU can sort before its switch out on the
+    // other, and its burst is lost.
+    trace.write("trace_clock", "mono").map_err(Error::harness)?;
     for event in EVENTS {
         let fallback = event.replace("waking", "wakeup");
         trace

@@ -244,7 +244,7 @@ impl Recorder {
             // A timed sleep that began before the window: only its end is known.
             (_, None) => Phase::Until { ns: now },
             _ if outside => Phase::Until { ns: now },
-            (_, Some(since)) => Phase::Sleep { ns: now - since },
+            (_, Some(since)) => Phase::Sleep { ns: now.saturating_sub(since) },
         };
         let t = &mut self.threads[i];
         t.phases.push(phase);
@@ -274,8 +274,8 @@ impl Thread {
             self.state = State::Burst;
         }
         if let Some(since) = self.on_cpu_since.take() {
-            self.burst_ns += now - since;
-            self.cpu_ns += now - since;
+            self.burst_ns += now.saturating_sub(since);
+            self.cpu_ns += now.saturating_sub(since);
         }
         if !preempted && self.state == State::Burst {
             self.push_run();
@@ -290,8 +290,8 @@ impl Thread {
             self.state = State::Burst;
         }
         if let Some(since) = self.on_cpu_since.as_mut() {
-            self.burst_ns += now - *since;
-            self.cpu_ns += now - *since;
+            self.burst_ns += now.saturating_sub(*since);
+            self.cpu_ns += now.saturating_sub(*since);
             *since = now;
         }
         self.push_run();
