@@ -133,15 +133,21 @@ def test_a_capture_replays_its_cpu_stat(workload, tmp_path):
     # quota per period give or take what the CPUs' local pools carry over a
     # period boundary (up to a slice, 5 ms, each, on both CPUs: 10 ms of 900)
     # and bursts cut by the window's ends: 5 %. (Measured: the threads' traced
-    # CPU time is within 1.2 % of cpu.stat's usage, the replay's within 1.2 %
-    # of it, over 7 runs.) The periods counted may differ by the period
+    # CPU time within 1.2 % of cpu.stat's usage, the replay's within 1.2 % of
+    # it.) The replay holds to the demand captured; the capture holds to
+    # cpu.stat only where the kernel left no switch in out of the trace (on
+    # the 6.18 host it does now and then, from the idle task: a third of the
+    # bursts in some runs). The periods counted may differ by the period
     # timer's phase against the window: one at each end; and the replay's
     # period timer has a phase of its own, which moves a throttle in or out of
     # a period at either end, and the kernel's in 1-3 more (15 %).
-    assert abs(cap["cpu_usec"] - cap["usage_usec"]) <= 0.05 * cap["usage_usec"]
-    assert abs(sim["usage_usec"] - cap["usage_usec"]) <= 0.05 * cap["usage_usec"]
+    assert abs(sim["usage_usec"] - cap["cpu_usec"]) <= 0.05 * cap["cpu_usec"]
+    assert cap["cpu_usec"] <= 1.05 * cap["usage_usec"]
+    if cap["untraced_switches"] == 0:
+        assert abs(cap["cpu_usec"] - cap["usage_usec"]) <= 0.05 * cap["usage_usec"]
+        assert abs(sim["usage_usec"] - cap["usage_usec"]) <= 0.05 * cap["usage_usec"]
+        assert abs(sim["nr_throttled"] - cap["nr_throttled"]) <= max(3, 0.15 * cap["nr_periods"])
     assert abs(sim["nr_periods"] - cap["nr_periods"]) <= 2
-    assert abs(sim["nr_throttled"] - cap["nr_throttled"]) <= max(3, 0.15 * cap["nr_periods"])
 
 
 def _capture_scenario(tmp_path: Path, phases: bytes) -> Path:

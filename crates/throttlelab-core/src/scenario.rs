@@ -96,6 +96,10 @@ pub struct CaptureSpec {
     pub throttled_usec: u64,
     /// Demand captured: every thread's time on a CPU.
     pub cpu_usec: u64,
+    /// Switches out of a captured thread whose switch in the kernel left out
+    /// of the trace: bursts missing from `cpu_usec`.
+    #[serde(default)]
+    pub untraced_switches: u64,
 }
 
 fn default_seed() -> u64 {

@@ -105,7 +105,17 @@ pub fn capture(target: &Target, duration: Duration, out: &Path) -> Result<Captur
         nr_throttled: stats.nr_throttled,
         throttled_usec: stats.throttled_usec,
         cpu_usec: captured.iter().map(|t| t.cpu_ns).sum::<u64>() / 1_000,
+        untraced_switches: captured.iter().map(|t| t.untraced_switches).sum(),
     };
+    let untraced = spec.untraced_switches;
+    if untraced > 0 {
+        eprintln!(
+            "throttlelab: warning: the kernel left {untraced} switches to captured threads out of the trace: \
+             their bursts are missing (captured {} ms of CPU against cpu.stat's {} ms)",
+            spec.cpu_usec / 1_000,
+            spec.usage_usec.map_or("?".to_string(), |u| (u / 1_000).to_string())
+        );
+    }
     let phases_path = out.with_extension("phases.gz");
     let names = task_names(&captured);
     write_phases(&phases_path, &captured, &names)?;
@@ -248,11 +258,12 @@ fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &
     }
     let _ = write!(
         t,
-        "nr_periods = {}\nnr_throttled = {}\nthrottled_usec = {}\ncpu_usec = {}\n",
+        "nr_periods = {}\nnr_throttled = {}\nthrottled_usec = {}\ncpu_usec = {}\nuntraced_switches = {}\n",
         spec.nr_periods,
         spec.nr_throttled,
         spec.throttled_usec,
-        spec.cpu_usec
+        spec.cpu_usec,
+        spec.untraced_switches
     );
     for (thread, name) in threads.iter().zip(names) {
         let _ = write!(t, "\n[[task]]\nname = \"{name}\"\ncgroup = \"{cgroup}\"\nloop = 1\nphases_file = {}\n", quoted(phases_file));

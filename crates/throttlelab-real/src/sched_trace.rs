@@ -140,6 +140,10 @@ pub struct Thread {
     pub phases: Vec<Phase>,
     /// Time on a CPU within the capture.
     pub cpu_ns: u64,
+    /// Switches out with no switch in before them: the kernel left the
+    /// switch in out of the trace (6.18 does, from the idle task, now and
+    /// then), and the time it ran is not known.
+    pub untraced_switches: u64,
     state: State,
     on_cpu_since: Option<u64>,
     burst_ns: u64,
@@ -166,7 +170,7 @@ impl Recorder {
     }
 
     fn add(&mut self, pid: u32, comm: &str, start_ns: u64, state: State) {
-        let t = Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, state, on_cpu_since: None, burst_ns: 0 };
+        let t = Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, burst_ns: 0 };
         self.by_pid.insert(pid, self.threads.len());
         self.threads.push(t);
     }
@@ -273,9 +277,12 @@ impl Thread {
             self.on_cpu_since = Some(0);
             self.state = State::Burst;
         }
-        if let Some(since) = self.on_cpu_since.take() {
-            self.burst_ns += now.saturating_sub(since);
-            self.cpu_ns += now.saturating_sub(since);
+        match self.on_cpu_since.take() {
+            Some(since) => {
+                self.burst_ns += now.saturating_sub(since);
+                self.cpu_ns += now.saturating_sub(since);
+            }
+            None => self.untraced_switches += 1,
         }
         if !preempted && self.state == State::Burst {
             self.push_run();
