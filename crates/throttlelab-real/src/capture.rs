@@ -32,7 +32,7 @@ pub enum Target {
 /// Per-CPU trace buffer for each second captured (tracefs's `buffer_size_kb`),
 /// within bounds. The events are the whole host's: `set_event_pid` would
 /// follow forks, but on 6.18 it drops some switches to a traced thread from
-/// one that is not (seen: a kworker's switch back to a throttled spinner),
+/// one that is not (seen: a tokio worker's switch back to a throttled spinner),
 /// and a missed switch-in loses a burst. A busy host switches some 10^4
 /// times a second, about 1 MiB of buffer.
 const BUFFER_KB_PER_S: u64 = 1024;
