@@ -5,7 +5,7 @@ strings in TOML value syntax (``cgroup.app.quota_us=50000``, ``seed=3``), and
 returns JSON text."""
 
 import os
-from typing import Union
+from typing import Optional, Union
 
 __version__: str
 
@@ -67,6 +67,12 @@ def profile_for_release(release: str) -> str:
 
 def profile_has_burst(profile: str) -> bool:
     """Whether ``profile`` has ``cpu.max.burst``; ValueError for an unknown profile."""
+
+def capture(out: Union[str, os.PathLike[str]], duration_s: float, cgroup: Optional[Union[str, os.PathLike[str]]] = ...,
+            pids: list[int] = ...) -> str:
+    """Capture a cgroup's (or processes') threads from the kernel's scheduler
+    events (root); writes the scenario to ``out`` and its phases beside it,
+    returns the ``[capture]`` table as JSON."""
 
 def real_preflight(scenario: str, overrides: list[str] = ...) -> None:
     """Raise HarnessError for what ``real`` would refuse before it starts (not root, more CPUs than the host, no cpu controller)."""

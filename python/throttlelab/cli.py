@@ -137,6 +137,25 @@ def real(scenario: str, overrides: tuple[str, ...], kernel: Optional[str], accel
     _emit(vm.real(vm.kernel(kernel, note), text, overrides, accel, cgroup_version, note), as_json)
 
 
+@main.command()
+@click.option("--cgroup", "cgroup", metavar="PATH", help="The cgroup's directory (or its path below the hierarchy's root).")
+@click.option("--pid", "pids", multiple=True, type=click.IntRange(min=1), metavar="PID", help="A process to capture, with its threads (repeatable); the cgroup is the first's.")
+@click.option("--duration", "duration_s", type=click.FloatRange(min=0, min_open=True), required=True, metavar="S", help="Seconds to capture.")
+@click.option("-o", "--out", "out_path", required=True, metavar="FILE.toml", help="The scenario to write; the phases go beside it (FILE.phases.gz).")
+def capture(cgroup: Optional[str], pids: tuple[int, ...], duration_s: float, out_path: str) -> None:
+    """Record what a cgroup's or some processes' threads do, from the kernel's
+    scheduler events (tracefs; root), as a scenario the simulator replays:
+    CPU bursts, timed sleeps, wake-ups from outside at their time, and wake-ups
+    between the threads. [capture] in it holds the cgroup's cpu.stat over the
+    capture, to compare with `throttlelab run FILE.toml`."""
+    if (cgroup is None) == (not pids):
+        raise click.UsageError("give --cgroup PATH or --pid PID (not both)")
+    spec = json.loads(_native.capture(out_path, duration_s, cgroup, list(pids)))
+    usage = "" if spec.get("usage_usec") is None else f", usage {spec['usage_usec'] / 1e6:.3f} s"
+    click.echo(f"{out_path}: {spec['threads']} threads over {spec['duration_s']:.3f} s{usage}, "
+               f"throttled {spec['nr_throttled']} of {spec['nr_periods']} periods ({spec['throttled_usec'] / 1e3:.1f} ms)")
+
+
 def _emit(out: str, as_json: bool) -> None:
     """Print an output document: exactly the native JSON (byte-for-byte
     reproducible for a seed), or as tables."""

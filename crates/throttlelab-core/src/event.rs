@@ -18,6 +18,8 @@ pub enum Event {
     Start(usize),
     /// A sleeping thread's timer expires.
     Wake(usize),
+    /// A sibling woke a thread that waits (a captured `wake`).
+    Signal(usize),
     /// A thread's `runtime` phase has had its wall time (the `gen`-th it began).
     RuntimeEnd { tid: usize, gen: u64 },
     /// The running thread on a CPU completes its run phase (valid for `gen`).

@@ -20,6 +20,7 @@ mod like_host;
 mod load;
 pub mod noise;
 mod phases;
+pub mod phases_file;
 pub mod output;
 mod profile;
 pub mod rt_app;

@@ -1,8 +1,10 @@
 //! From TOML text and `--set` overrides to a validated [`Scenario`].
 
 use crate::error::{line_of_offset, shown, ScenarioError};
-use crate::scenario::Scenario;
+use crate::phases_file::{self, FilePhase};
+use crate::scenario::{Phase, Scenario};
 use crate::usage_csv;
+use std::collections::HashMap;
 use serde::Deserialize;
 use std::path::Path;
 use toml::de::{DeTable, DeValue};
@@ -88,8 +90,10 @@ impl Document {
     }
 }
 
-/// Fill the `windows` (and a missing `class`) of tasks that name a `trace_csv`.
+/// Fill the `windows` (and a missing `class`) of tasks that name a
+/// `trace_csv`, and the phases of tasks that name a `phases_file`.
 fn read_trace_files(scenario: &mut Scenario) -> Result<(), ScenarioError> {
+    read_phases_files(scenario)?;
     for t in &mut scenario.tasks {
         let Some(file) = &t.trace_csv else { continue };
         let key = format!("task.{}.trace_csv", t.name);
@@ -103,21 +107,58 @@ fn read_trace_files(scenario: &mut Scenario) -> Result<(), ScenarioError> {
     Ok(())
 }
 
+/// Fill `captured` of every task that names a `phases_file` with its
+/// section, each file read once; a `wake` names a task of the same file.
+fn read_phases_files(scenario: &mut Scenario) -> Result<(), ScenarioError> {
+    let mut files: Vec<(String, HashMap<String, Vec<FilePhase>>)> = Vec::new();
+    let index: HashMap<String, usize> = scenario.tasks.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
+    for t in &scenario.tasks {
+        let Some(file) = &t.phases_file else { continue };
+        let key = format!("task.{}.phases_file", t.name);
+        if !t.phases.is_empty() || !t.windows.is_empty() || t.trace_csv.is_some() {
+            return Err(ScenarioError::new(key, "give one of phases, windows, trace_csv and phases_file".to_string()));
+        }
+        if !files.iter().any(|(f, _)| f == file) {
+            let sections = phases_file::read(Path::new(file)).map_err(|m| ScenarioError::new(key, m))?;
+            files.push((file.clone(), sections.into_iter().collect()));
+        }
+    }
+    for i in 0..scenario.tasks.len() {
+        let t = &scenario.tasks[i];
+        let Some(file) = &t.phases_file else { continue };
+        let key = format!("task.{}.phases_file", t.name);
+        let sections = &files.iter().find(|(f, _)| f == file).expect("read above").1;
+        let section = sections.get(&t.name).ok_or_else(|| ScenarioError::new(&key, format!("{file} has no section [{}]", t.name)))?;
+        let resolve = |p: &FilePhase| match p {
+            FilePhase::Phase(p) => Ok(*p),
+            FilePhase::Wake(target) => match index.get(target) {
+                Some(&j) if scenario.tasks[j].phases_file.as_ref() == Some(file) => Ok(Phase::Wake(j)),
+                _ => Err(ScenarioError::new(&key, format!("wake {}: no task of this file has that name", shown(target)))),
+            },
+        };
+        let phases = section.iter().map(resolve).collect::<Result<Vec<_>, _>>()?;
+        scenario.tasks[i].captured = Some(phases.into());
+    }
+    Ok(())
+}
+
 /// The text of a scenario file in `base_dir` with its relative `trace_csv`
-/// paths made absolute, so that it loads the same from any directory; the
+/// and `phases_file` paths made absolute, so that it loads the same from any directory; the
 /// rest of the text (comments, lines) is kept. Unparsable text is returned as
 /// is, for [`load`] to report.
 pub fn rebase_paths(text: &str, base_dir: &Path) -> String {
     let Ok(mut doc) = text.parse::<toml_edit::DocumentMut>() else { return text.to_string() };
     let Some(tasks) = doc.get_mut("task").and_then(|t| t.as_array_of_tables_mut()) else { return text.to_string() };
     for task in tasks.iter_mut() {
-        let Some(item) = task.get_mut("trace_csv") else { continue };
-        let Some(path) = item.as_str().map(Path::new).filter(|p| p.is_relative()) else { continue };
-        let absolute = base_dir.join(path).to_string_lossy().into_owned();
-        let decor = item.as_value().expect("a string").decor().clone();
-        let mut value = toml_edit::Value::from(absolute);
-        *value.decor_mut() = decor;
-        *item = toml_edit::Item::Value(value);
+        for field in ["trace_csv", "phases_file"] {
+            let Some(item) = task.get_mut(field) else { continue };
+            let Some(path) = item.as_str().map(Path::new).filter(|p| p.is_relative()) else { continue };
+            let absolute = base_dir.join(path).to_string_lossy().into_owned();
+            let decor = item.as_value().expect("a string").decor().clone();
+            let mut value = toml_edit::Value::from(absolute);
+            *value.decor_mut() = decor;
+            *item = toml_edit::Item::Value(value);
+        }
     }
     doc.to_string()
 }
@@ -248,7 +289,8 @@ fn set_path(table: &mut Table, first: &str, rest: &[&str], value: Value, key: &s
 }
 
 /// Fields of `[[cgroup]]`, `[[task]]` and `[[service]]` whose values are text.
-const TEXT_FIELDS: [&str; 9] = ["name", "parent", "cgroup", "cpus", "class", "policy", "arrival", "on_refused", "trace_csv"];
+const TEXT_FIELDS: [&str; 10] =
+    ["name", "parent", "cgroup", "cpus", "class", "policy", "arrival", "on_refused", "trace_csv", "phases_file"];
 
 /// Whether `key` holds text, so that a bare `kernel.profile=5.10` or
 /// `cgroup.app.cpus=0` stays the text it reads as, not the number 5.1 or 0.

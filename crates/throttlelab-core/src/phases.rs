@@ -1,7 +1,9 @@
 //! The phase sequence a task's threads follow: the scenario's `phases` list,
-//! or measurement windows expanded as 004's Algorithm 1.
+//! a captured thread's (`phases_file`), or measurement windows expanded as
+//! 004's Algorithm 1.
 
 use crate::scenario::{Phase, TaskSpec};
+use std::sync::Arc;
 
 /// Slices a measurement window is run in (004: `Slice` = 0.05 s).
 const SLICE_NS: u64 = 50_000_000;
@@ -17,7 +19,8 @@ pub struct Stretch {
 
 #[derive(Debug, Clone)]
 pub enum TaskPhases {
-    List(Vec<Phase>),
+    /// The task's `phases`, or a captured thread's (shared with the scenario).
+    List(Arc<[Phase]>),
     /// Trace windows, with the gaps between them as sleeping stretches.
     Windows(Vec<Stretch>),
 }
@@ -25,6 +28,9 @@ pub enum TaskPhases {
 impl TaskPhases {
     /// What every thread of `task` runs, given how many threads share it.
     pub fn of(task: &TaskSpec, threads: usize) -> Self {
+        if let Some(captured) = &task.captured {
+            return TaskPhases::List(captured.clone());
+        }
         if task.windows.is_empty() {
             let timers = task.timer_names();
             return TaskPhases::List(task.phases.iter().map(|p| p.phase(&timers).expect("validated")).collect());

@@ -14,6 +14,7 @@ use crate::types::Quota;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Simulated time cap when `duration_s` is absent: run until every finite task
 /// finishes, but never longer than this.
@@ -71,6 +72,34 @@ pub struct Scenario {
     pub services: Vec<ServiceSpec>,
     #[serde(default, rename(deserialize = "write"))]
     pub writes: Vec<WriteSpec>,
+    /// What `throttlelab capture` read of the captured cgroup, to hold a
+    /// replay against; the simulator does not use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureSpec>,
+}
+
+/// The `[capture]` table: where a workload was captured and its cgroup's
+/// `cpu.stat` deltas over the capture (names and units of cgroup v2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureSpec {
+    /// The cgroup's directory, or the pids given.
+    pub source: String,
+    pub release: String,
+    pub duration_s: f64,
+    pub threads: u64,
+    /// Absent where the cgroup does not count it (v1 without a cpuacct cgroup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_usec: Option<u64>,
+    pub nr_periods: u64,
+    pub nr_throttled: u64,
+    pub throttled_usec: u64,
+    /// Demand captured: every thread's time on a CPU.
+    pub cpu_usec: u64,
+    /// Switches out of a captured thread whose switch in the kernel left out
+    /// of the trace: bursts missing from `cpu_usec`.
+    #[serde(default)]
+    pub untraced_switches: u64,
 }
 
 fn default_seed() -> u64 {
@@ -284,6 +313,13 @@ pub struct TaskSpec {
     /// relative to the scenario file's directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_csv: Option<String>,
+    /// A captured thread's phases instead, from the section named as the
+    /// task in this gzip-compressed side file (`throttlelab capture`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases_file: Option<String>,
+    /// What `phases_file` holds for it, once read.
+    #[serde(skip)]
+    pub captured: Option<Arc<[Phase]>>,
     /// ClockSpeedA / ClockSpeedB (004 eq. 8): CPU time on the traced machine
     /// to CPU time here.
     #[serde(default = "default_clock_scale")]
@@ -467,6 +503,15 @@ pub enum Phase {
     Timer(u64),
     /// rt-app's `timer`: the thread's timer number `timer`, of this period.
     RtTimer { period: u64, timer: usize, mode: TimerMode },
+    /// Sleep until this time of the run (a captured wake-up from outside the
+    /// workload: a request does not wait for a throttled group); no sleep
+    /// if it is past.
+    SleepUntil(u64),
+    /// Sleep until a `Wake` of another thread names this one (at once if
+    /// one did meanwhile: wake-ups are counted, as a futex word would).
+    Wait,
+    /// Wake the (single) thread of task number `task` without blocking.
+    Wake(usize),
 }
 
 impl PhaseSpec {
@@ -768,6 +813,17 @@ impl Scenario {
             validate_task_times(t)?;
             if t.loops < -1 || t.loops == 0 {
                 return Err(ScenarioError::new(key("loop"), format!("must be -1 (forever) or >= 1, got {}", t.loops)));
+            }
+            if let Some(captured) = &t.captured {
+                if t.threads != 1 {
+                    return Err(ScenarioError::new(key("threads"), format!("a captured thread (phases_file) is one thread, got {}", t.threads)));
+                }
+                if !captured.iter().any(|p| matches!(p, Phase::Run(r) if *r > 0)) {
+                    return Err(ScenarioError::new(key("phases_file"), "its section has no run_us > 0".to_string()));
+                }
+                self.check_member_cpus(&key("cpus"), &t.cpus, group_cpus)?;
+                self.validate_deadline(t, group_cpus)?;
+                continue;
             }
             if !t.windows.is_empty() {
                 if !t.phases.is_empty() {

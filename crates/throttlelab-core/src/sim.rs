@@ -94,6 +94,8 @@ pub struct Thread {
     pub timers: Vec<Option<Time>>,
     /// Counts `runtime` phases begun, so that a `RuntimeEnd` meets its own.
     pub runtime_gen: u64,
+    /// `Wake`s of siblings not yet met by a `Wait` of this thread.
+    pub wakes_pending: u64,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.
@@ -196,6 +198,8 @@ pub struct Sim<'s> {
     pub(crate) hw: Smt,
     /// What each task's threads run (`phases`, or trace windows expanded).
     pub(crate) task_phases: Vec<TaskPhases>,
+    /// Each task's first thread: a `Wake` phase's target.
+    pub(crate) task_threads: Vec<ThreadId>,
     /// Runnable, not throttled deadline threads (running or waiting).
     pub(crate) dl_runnable: Vec<ThreadId>,
     /// Per task: CPU time in each `sample_ms` interval, and the total sampled.
@@ -271,6 +275,7 @@ impl<'s> Sim<'s> {
             features: Features::of(&scenario.kernel.features),
             hw: Smt::new(nr_cpus, scenario.machine.smt, &scenario.machine.smt_speed),
             task_phases: scenario.tasks.iter().map(|t| TaskPhases::of(t, TaskPhases::threads(t))).collect(),
+            task_threads: Vec::with_capacity(scenario.tasks.len()),
             dl_runnable: Vec::new(),
             cpu_series: vec![Vec::new(); scenario.tasks.len()],
             cpu_sampled_ns: vec![0; scenario.tasks.len()],
@@ -379,6 +384,7 @@ impl<'s> Sim<'s> {
                 self.advance(tid, true, false)
             }
             Event::Wake(tid) => self.advance(tid, true, true),
+            Event::Signal(tid) => self.advance(tid, true, false),
             Event::RuntimeEnd { tid, gen } => self.runtime_end(tid, gen),
             Event::RunDone { cpu, gen } => {
                 if self.rqs[cpu].run_gen == gen {

@@ -60,7 +60,7 @@ pub fn read(path: &Path) -> Result<UsageTrace, String> {
 /// opened: a FIFO would block the open, a device (`/dev/zero`) never end.
 /// `O_NONBLOCK` keeps a FIFO put in its place meanwhile from blocking, and
 /// the opened file is checked again.
-fn open_regular(path: &Path) -> Result<File, String> {
+pub(crate) fn open_regular(path: &Path) -> Result<File, String> {
     let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
     check_regular(path, &std::fs::metadata(path).map_err(cannot)?)?;
     let file = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(cannot)?;

@@ -71,6 +71,7 @@ impl Sim<'_> {
             started_at: 0,
             timers: Vec::new(),
             runtime_gen: 0,
+            wakes_pending: 0,
         });
         tid
     }
@@ -78,6 +79,7 @@ impl Sim<'_> {
     pub(crate) fn spawn_workloads(&mut self) {
         let s = self.scenario;
         for (ti, t) in s.tasks.iter().enumerate() {
+            self.task_threads.push(self.threads.len());
             let tg = self.tg_of(&t.cgroup);
             let allowed = self.allowed_cpus(tg, &t.cpus);
             for i in 0..TaskPhases::threads(t) {
@@ -220,12 +222,12 @@ impl Sim<'_> {
     fn next_phase(&mut self, tid: ThreadId, ti: usize, completed: bool) -> bool {
         let task = &self.scenario.tasks[ti];
         let phases = &self.task_phases[ti];
-        let th = &mut self.threads[tid];
         if completed {
-            th.phase += 1;
+            self.threads[tid].phase += 1;
         }
-        th.state = ThreadState::Runnable;
+        self.threads[tid].state = ThreadState::Runnable;
         loop {
+            let th = &mut self.threads[tid];
             if th.phase >= phases.len() {
                 th.phase = 0;
                 th.loops_done += 1;
@@ -280,6 +282,33 @@ impl Sim<'_> {
                         TimerMode::Absolute => expiry,
                     });
                     th.phase += 1;
+                }
+                Phase::SleepUntil(at) if at > self.now => {
+                    th.state = ThreadState::Sleeping;
+                    self.events.push(at, Event::Wake(tid));
+                    return false;
+                }
+                Phase::SleepUntil(_) => th.phase += 1,
+                Phase::Wait if th.wakes_pending > 0 => {
+                    th.wakes_pending -= 1;
+                    th.phase += 1;
+                }
+                Phase::Wait => {
+                    th.state = ThreadState::Sleeping;
+                    return false;
+                }
+                Phase::Wake(target_task) => {
+                    th.phase += 1;
+                    let target = self.task_threads[target_task];
+                    let t = &mut self.threads[target];
+                    t.wakes_pending += 1;
+                    // The first wake of a thread that waits wakes it; later
+                    // ones wait for its next `Wait`.
+                    let target_phases = &self.task_phases[target_task];
+                    let waits = t.phase < target_phases.len() && target_phases.get(t.phase) == Phase::Wait;
+                    if t.state == ThreadState::Sleeping && waits && t.wakes_pending == 1 {
+                        self.events.push(self.now, Event::Signal(target));
+                    }
                 }
             }
         }

@@ -151,16 +151,34 @@ impl TraceRun {
 #[pyfunction]
 fn real(py: Python<'_>, scenario: &str, overrides: Vec<String>, worker: PathBuf) -> PyResult<String> {
     let s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
-    let out = match py.detach(|| throttlelab_real::run(&s, &worker)) {
-        Ok(out) => out,
-        Err(e @ throttlelab_real::Error::Interrupted(sig)) => {
-            let err = Interrupted::new_err(e.to_string());
-            err.value(py).setattr("signal", sig)?;
-            return Err(err);
-        }
-        Err(throttlelab_real::Error::Harness(m)) => return Err(HarnessError::new_err(m)),
-    };
+    let out = py.detach(|| throttlelab_real::run(&s, &worker)).map_err(|e| real_err(py, e))?;
     Ok(serde_json::to_string(&out).expect("output serialises"))
+}
+
+/// A real run's or capture's error: `Interrupted` (with its `signal`) or `HarnessError`.
+fn real_err(py: Python<'_>, e: throttlelab_real::Error) -> PyErr {
+    match e {
+        throttlelab_real::Error::Interrupted(sig) => {
+            let err = Interrupted::new_err(e.to_string());
+            err.value(py).setattr("signal", sig).map_or_else(|e| e, |()| err)
+        }
+        throttlelab_real::Error::Harness(m) => HarnessError::new_err(m),
+    }
+}
+
+/// Capture a cgroup's threads (`cgroup`, a directory) or processes' (`pids`)
+/// for `duration_s` from the kernel's scheduler events; writes the scenario to
+/// `out` and its phases beside it. Returns the `[capture]` table as JSON.
+/// Releases the GIL while capturing.
+#[pyfunction]
+#[pyo3(signature = (out, duration_s, cgroup = None, pids = Vec::new()))]
+fn capture(py: Python<'_>, out: PathBuf, duration_s: f64, cgroup: Option<PathBuf>, pids: Vec<u32>) -> PyResult<String> {
+    use throttlelab_real::capture::Target;
+    let target = cgroup.map_or(Target::Pids(pids), Target::Cgroup);
+    let duration = std::time::Duration::try_from_secs_f64(duration_s)
+        .map_err(|_| ScenarioError::new_err(format!("--duration: must be a number of seconds > 0, got {duration_s}")))?;
+    let spec = py.detach(|| throttlelab_real::capture::capture(&target, duration, &out)).map_err(|e| real_err(py, e))?;
+    Ok(serde_json::to_string(&spec).expect("the capture serialises"))
 }
 
 /// Refuse, in one line, what `real` would refuse before it starts (not root,
@@ -236,6 +254,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rt_app_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(real, m)?)?;
     m.add_function(wrap_pyfunction!(real_preflight, m)?)?;
+    m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(features, m)?)?;

@@ -230,6 +230,106 @@ impl Layout {
     }
 }
 
+/// A cgroup found on the host (not one of ours): only read, for a capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub version: Version,
+    /// Its directory in the hierarchy of each controller; a v1 cgroup may
+    /// have none in the cpuacct or cpuset hierarchy.
+    cpu: PathBuf,
+    cpuacct: Option<PathBuf>,
+    cpuset: Option<PathBuf>,
+}
+
+impl Layout {
+    /// The cgroup at `rel`, a path below the hierarchies' roots (as
+    /// /proc/PID/cgroup gives it), or an absolute directory in one of them.
+    pub fn found(&self, rel: &Path) -> Result<Found> {
+        let rel = self
+            .hierarchies
+            .iter()
+            .find_map(|h| rel.strip_prefix(&h.root).ok())
+            .unwrap_or_else(|| rel.strip_prefix("/").unwrap_or(rel));
+        let at = |pick: fn(&Hierarchy) -> bool| Some(self.find(pick).root.join(rel)).filter(|d| d.is_dir());
+        let cpu = self.find(|h| h.cpu).root.join(rel);
+        if !cpu.is_dir() {
+            return Err(Error::harness(format!("no cgroup {}: not a directory", cpu.display())));
+        }
+        Ok(Found { version: self.version, cpu, cpuacct: at(|h| h.cpuacct), cpuset: at(|h| h.cpuset) })
+    }
+}
+
+impl Found {
+    pub fn dir(&self) -> &Path {
+        &self.cpu
+    }
+
+    /// Its counters now (usage 0 where [`Found::has_usage`] says there is none).
+    pub fn stats(&self) -> Result<RawStats> {
+        read_stats(self.version, &self.cpu, self.cpuacct.as_deref())
+    }
+
+    /// Whether it counts its usage: v1 only in a cpuacct cgroup of the same path.
+    pub fn has_usage(&self) -> bool {
+        self.version == Version::V2 || self.cpuacct.is_some()
+    }
+
+    /// Its `cpu.max` and burst.
+    pub fn limit(&self) -> Result<Limit> {
+        let number = |file: &str| -> Result<i64> {
+            let path = self.cpu.join(file);
+            let text = read(&path)?;
+            text.trim().parse().map_err(|_| Error::harness(format!("{}: not a number: {text:?}", path.display())))
+        };
+        // cpu.max.burst and cpu.cfs_burst_us came with 5.14.
+        let burst_us = number(if self.version == Version::V2 { "cpu.max.burst" } else { "cpu.cfs_burst_us" }).unwrap_or(0) as u64;
+        let (quota, period_us) = match self.version {
+            Version::V2 => {
+                let path = self.cpu.join("cpu.max");
+                let text = read(&path)?;
+                let bad = || Error::harness(format!("{}: expected \"QUOTA PERIOD\", got {text:?}", path.display()));
+                let (q, p) = text.trim().split_once(' ').ok_or_else(bad)?;
+                (if q == "max" { -1 } else { q.parse().map_err(|_| bad())? }, p.parse().map_err(|_| bad())?)
+            }
+            Version::V1 => (number("cpu.cfs_quota_us")?, number("cpu.cfs_period_us")? as u64),
+        };
+        let quota_us = if quota < 0 { Quota::Max } else { Quota::Us(quota as u64) };
+        Ok(Limit { period_us, quota_us, burst_us })
+    }
+
+    /// Its cpu.weight (v1: cpu.shares, 1024 = weight 100).
+    pub fn weight(&self) -> Result<u64> {
+        let (file, per_100) = if self.version == Version::V2 { ("cpu.weight", 100) } else { ("cpu.shares", 1024) };
+        let path = self.cpu.join(file);
+        let text = read(&path)?;
+        let v: u64 = text.trim().parse().map_err(|_| Error::harness(format!("{}: not a number: {text:?}", path.display())))?;
+        Ok((v * 100 / per_100).clamp(1, 10_000))
+    }
+
+    /// The CPUs its tasks may use (a CPU list); None without a cpuset cgroup.
+    pub fn cpus(&self) -> Result<Option<String>> {
+        let file = if self.version == Version::V2 { "cpuset.cpus.effective" } else { "cpuset.effective_cpus" };
+        self.cpuset.as_ref().map(|dir| Ok(read(&dir.join(file))?.trim().to_string())).transpose()
+    }
+
+    /// The threads in it now.
+    pub fn threads(&self) -> Result<Vec<u32>> {
+        let path = self.cpu.join(if self.version == Version::V2 { "cgroup.threads" } else { "tasks" });
+        Ok(read(&path)?.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    }
+}
+
+/// The counters of the cgroup at `cpu_dir` (v1: usage from `cpuacct_dir`, if any).
+fn read_stats(version: Version, cpu_dir: &Path, cpuacct_dir: Option<&Path>) -> Result<RawStats> {
+    let mut stats = parse_cpu_stat(&read(&cpu_dir.join("cpu.stat"))?);
+    if let (Version::V1, Some(dir)) = (version, cpuacct_dir) {
+        let path = dir.join("cpuacct.usage");
+        let text = read(&path)?;
+        stats.usage_ns = text.trim().parse().map_err(|_| Error::harness(format!("{}: not a number: {text:?}", path.display())))?;
+    }
+    Ok(stats)
+}
+
 /// The bandwidth a new cgroup starts with.
 pub const KERNEL_DEFAULT: Limit = Limit { period_us: 100_000, quota_us: Quota::Max, burst_us: 0 };
 
@@ -532,13 +632,7 @@ impl Tree {
     /// Scenario cgroup `i`'s counters now.
     pub fn stats(&self, i: usize) -> Result<RawStats> {
         let cpu_dir = self.dir(self.layout.find(|h| h.cpu), Some(i));
-        let mut stats = parse_cpu_stat(&read(&cpu_dir.join("cpu.stat"))?);
-        if self.layout.version == Version::V1 {
-            let path = self.dir(self.layout.find(|h| h.cpuacct), Some(i)).join("cpuacct.usage");
-            let text = read(&path)?;
-            stats.usage_ns = text.trim().parse().map_err(|_| Error::harness(format!("{}: not a number: {text:?}", path.display())))?;
-        }
-        Ok(stats)
+        read_stats(self.layout.version, &cpu_dir, Some(&self.dir(self.layout.find(|h| h.cpuacct), Some(i))))
     }
 
     /// Remove what was created: files a write created, then directories,

@@ -10,6 +10,7 @@
 //! what a run killed outright left behind, the next run removes. One run at
 //! a time (see [`lock`]).
 
+pub mod capture;
 mod cgroupfs;
 mod error;
 mod host;
@@ -17,6 +18,7 @@ mod lock;
 mod probe;
 mod signals;
 mod timer_trace;
+pub mod sched_trace;
 pub mod worker;
 
 pub use cgroupfs::{Version, ROOT_ENV};
@@ -690,9 +692,12 @@ fn remove_stale(layout: &Layout) {
 }
 
 /// Refuse, touching nothing, what `run` refuses before it starts: not root,
-/// more CPUs than the host has, no cpu controller. `compare` asks first, so
+/// a captured thread, more CPUs than the host has, no cpu controller. `compare` asks first, so
 /// that it does not let the host settle only to be refused.
 pub fn preflight(s: &Scenario) -> Result<()> {
+    if let Some(t) = s.tasks.iter().find(|t| t.phases_file.is_some()) {
+        return Err(Error::harness(format!("task.{}.phases_file: the real backend cannot replay a capture yet (use the simulator)", t.name)));
+    }
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;
     host::check_cpus(s.machine.cpus, &host::online_cpus()?)?;
@@ -701,7 +706,7 @@ pub fn preflight(s: &Scenario) -> Result<()> {
 }
 
 /// Where the cgroup hierarchies are mounted (THROTTLELAB_CGROUP_ROOT overrides).
-fn cgroup_root() -> PathBuf {
+pub(crate) fn cgroup_root() -> PathBuf {
     std::env::var_os(ROOT_ENV).map_or(PathBuf::from(cgroupfs::DEFAULT_ROOT), PathBuf::from)
 }
 

@@ -1,4 +1,5 @@
-//! Where the kernel put a group's period timer. Since 6.6 each group's timer
+//! Where the kernel put a group's period timer, and the tracefs instance
+//! every trace of ours runs in. Since 6.6 each group's timer
 //! starts at a random offset (`init_cfs_bandwidth`), and whether its expiries
 //! fall just before or just after a tick decides how a group whose quota is
 //! exactly its demand throttles (docs/fidelity.md). The first bandwidth
@@ -18,11 +19,17 @@ use std::path::{Path, PathBuf};
 /// Where tracefs is usually mounted, newest first; the first is where a run mounts it.
 const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
-/// A tracefs instance recording `hrtimer_start`; removed when dropped, and
-/// tracefs unmounted after it if this run mounted it.
+/// A tracefs instance recording `hrtimer_start`.
 #[derive(Debug)]
 pub struct TimerTrace {
-    dir: PathBuf,
+    instance: Instance,
+}
+
+/// A tracefs instance of our own, so that the host's tracing is left alone;
+/// removed when dropped, and tracefs unmounted after it if we mounted it.
+#[derive(Debug)]
+pub struct Instance {
+    pub dir: PathBuf,
     /// Dropped after `dir` is removed (fields drop after `drop` runs).
     _mount: Option<Mount>,
 }
@@ -75,40 +82,57 @@ fn locate(found: Option<&Path>, mount: impl FnOnce(&Path) -> io::Result<()>) -> 
     Ok((at.to_path_buf(), true))
 }
 
-impl TimerTrace {
+impl Instance {
     /// Create instance `name`, mounting tracefs first if it is not; Err says
-    /// in a few words why the period timers cannot be traced.
-    pub fn open(name: &str) -> Result<TimerTrace, String> {
+    /// in a few words why not.
+    pub fn open(name: &str) -> Result<Instance, String> {
         let found = TRACEFS.iter().map(Path::new).find(|p| p.join("instances").is_dir());
         let (root, mounted) = locate(found, mount_tracefs)?;
         let mount = mounted.then(|| Mount(root.clone()));
         let dir = root.join("instances").join(name);
         fs::create_dir(&dir).map_err(|e| format!("cannot create the tracefs instance {}: {e}", dir.display()))?;
-        let trace = TimerTrace { dir, _mount: mount };
+        Ok(Instance { dir, _mount: mount })
+    }
+
+    /// Write `value` to the instance's `file`; Err names the file.
+    pub fn write(&self, file: &str, value: &str) -> Result<(), String> {
+        let path = self.dir.join(file);
+        fs::write(&path, value).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}
+
+impl TimerTrace {
+    /// Create instance `name` recording `hrtimer_start`; Err says in a few
+    /// words why the period timers cannot be traced.
+    pub fn open(name: &str) -> Result<TimerTrace, String> {
+        let trace = TimerTrace { instance: Instance::open(name)? };
         // Only timers this process arms: the writes run here, other groups' do not.
-        for (file, value) in [("set_event_pid", std::process::id().to_string()), ("events/timer/hrtimer_start/enable", "1".to_string())] {
-            let path = trace.dir.join(file);
-            fs::write(&path, value).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        }
+        trace.instance.write("set_event_pid", &std::process::id().to_string())?;
+        trace.instance.write("events/timer/hrtimer_start/enable", "1")?;
         Ok(trace)
     }
 
     /// Forget what was recorded so far.
     pub fn clear(&self) {
         // Best effort: a failed clear leaves older events, and the last one wins.
-        let _ = fs::write(self.dir.join("trace"), "");
+        let _ = self.instance.write("trace", "");
     }
 
     /// The expiry (CLOCK_MONOTONIC, ns) of the last period timer armed
     /// since `clear`.
     pub fn last_period_timer_expiry_ns(&self) -> Option<u64> {
-        last_period_timer_expiry_ns(&fs::read_to_string(self.dir.join("trace")).ok()?)
+        last_period_timer_expiry_ns(&fs::read_to_string(self.instance.dir.join("trace")).ok()?)
     }
 }
 
 impl Drop for TimerTrace {
     fn drop(&mut self) {
-        let _ = fs::write(self.dir.join("events/timer/hrtimer_start/enable"), "0");
+        let _ = self.instance.write("events/timer/hrtimer_start/enable", "0");
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
         if let Err(e) = fs::remove_dir(&self.dir) {
             eprintln!(
                 "throttlelab: warning: cannot remove tracefs instance {}: {e}",

@@ -1,0 +1,428 @@
+//! From the kernel's scheduler events, in tracefs's text format, to each
+//! captured thread's demand: CPU bursts and what ended each sleep.
+//!
+//! A burst is time on a CPU between blocking: a `sched_switch` whose
+//! `prev_state` is `R`/`R+` is a preemption (or a throttle) and the burst goes
+//! on. A sleep ends with a `sched_waking`; its waker decides its kind: none
+//! (an interrupt, the idle task, the thread itself) is a timer, and the sleep
+//! keeps its length; a captured thread is a sibling, whose `wake` the sleeper
+//! `wait`s for; any other task is a request from outside, which keeps its time.
+
+use std::collections::HashMap;
+
+/// What the trace marker says where the capture window starts and ends.
+pub const START_MARK: &str = "throttlelab capture start";
+pub const END_MARK: &str = "throttlelab capture end";
+
+/// One line of the `trace` file that matters here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub ts_ns: u64,
+    /// The task the event ran in (its header's `comm-pid`).
+    pub pid: u32,
+    /// Whether it ran in an interrupt (the flags' `h`, `s` or `H`).
+    pub in_irq: bool,
+    pub kind: Kind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    Switch { prev_pid: u32, prev_comm: String, preempted: bool, next_pid: u32, next_comm: String },
+    Waking { pid: u32 },
+    Fork { child_pid: u32, child_comm: String },
+    Exit { pid: u32 },
+    Mark(String),
+}
+
+/// The value of `key=` in `text` (the last one: a comm may hold anything).
+fn value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let at = text.rfind(&format!(" {key}=")).map(|i| i + 1).or_else(|| text.starts_with(&format!("{key}=")).then_some(0))?;
+    let rest = &text[at + key.len() + 1..];
+    Some(rest.split(' ').next().unwrap_or(rest))
+}
+
+fn number(text: &str, key: &str) -> Result<u32, String> {
+    value(text, key).and_then(|v| v.parse().ok()).ok_or_else(|| format!("no {key}= number"))
+}
+
+/// `comm=` of a comm that is followed by `next` (`prev_comm=a b prev_pid=`).
+fn comm<'a>(text: &'a str, key: &str, next: &str) -> &'a str {
+    let start = text.find(&format!("{key}=")).map_or(0, |i| i + key.len() + 1);
+    let end = text.rfind(&format!(" {next}=")).unwrap_or(text.len()).max(start);
+    &text[start..end]
+}
+
+/// `1234.567890` (seconds) as ns.
+fn timestamp_ns(text: &str) -> Option<u64> {
+    let (s, frac) = text.split_once('.')?;
+    if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let frac_ns: u64 = frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32);
+    s.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(frac_ns)
+}
+
+/// Parse one line of `trace`: None for comments and other events, Err for
+/// a line of ours that does not read.
+pub fn parse_line(line: &str) -> Option<Result<Event, String>> {
+    if line.starts_with('#') {
+        return None;
+    }
+    const EVENTS: [&str; 6] =
+        [": sched_switch: ", ": sched_waking: ", ": sched_wakeup: ", ": sched_process_fork: ", ": sched_process_exit: ", ": tracing_mark_write: "];
+    let (head, name, body) = EVENTS.iter().find_map(|e| line.find(e).map(|i| (&line[..i], &e[2..e.len() - 2], &line[i + e.len()..])))?;
+    Some(parse_event(head, name, body).map_err(|m| format!("{m} in {:?}", line.trim())))
+}
+
+fn parse_event(head: &str, name: &str, body: &str) -> Result<Event, String> {
+    // `comm-pid [cpu] flags timestamp`, flags absent without irq-info.
+    let words: Vec<&str> = head.split_whitespace().collect();
+    let ts_ns = words.last().and_then(|w| timestamp_ns(w)).ok_or("no timestamp")?;
+    let cpu_at = words.iter().rposition(|w| w.starts_with('[') && w.ends_with(']')).ok_or("no [cpu]")?;
+    let in_irq = words.get(cpu_at + 1).filter(|_| cpu_at + 2 < words.len()).is_some_and(|f| matches!(f.as_bytes().get(2), Some(b'h' | b's' | b'H')));
+    let task = head[..head.find(words[cpu_at]).expect("a word of head")].trim();
+    let pid = task.rsplit_once('-').and_then(|(_, p)| p.parse().ok()).ok_or("no comm-pid")?;
+    let kind = match name {
+        "sched_switch" => {
+            let (prev, next) = body.split_once(" ==> ").ok_or("no ==>")?;
+            let state = value(prev, "prev_state").ok_or("no prev_state=")?;
+            Kind::Switch {
+                prev_pid: number(prev, "prev_pid")?,
+                prev_comm: comm(prev, "prev_comm", "prev_pid").to_string(),
+                preempted: state.starts_with('R'),
+                next_pid: number(next, "next_pid")?,
+                next_comm: comm(next, "next_comm", "next_pid").to_string(),
+            }
+        }
+        "sched_waking" | "sched_wakeup" => Kind::Waking { pid: number(body, "pid")? },
+        "sched_process_fork" => Kind::Fork {
+            child_pid: number(body, "child_pid")?,
+            child_comm: comm(body, "child_comm", "child_pid").to_string(),
+        },
+        "sched_process_exit" => Kind::Exit { pid: number(body, "pid")? },
+        _ => Kind::Mark(body.trim().to_string()),
+    };
+    Ok(Event { ts_ns, pid, in_irq, kind })
+}
+
+/// A phase of a captured thread, as the phases file writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Run { ns: u64 },
+    /// A timed sleep of this length.
+    Sleep { ns: u64 },
+    /// Woken from outside at this time of the capture.
+    Until { ns: u64 },
+    /// Woken by a sibling.
+    Wait,
+    /// Wakes the sibling of this pid.
+    Wake { pid: u32 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Not seen yet in the window.
+    Unknown,
+    /// In a burst: running (`on_cpu_since`) or waiting for a CPU.
+    Burst,
+    /// Blocked since this time.
+    Sleeping(u64),
+    Exited,
+}
+
+/// One captured thread.
+#[derive(Debug, Clone)]
+pub struct Thread {
+    pub pid: u32,
+    pub comm: String,
+    /// When it was forked, from the start of the capture (0: it was there).
+    pub start_ns: u64,
+    pub phases: Vec<Phase>,
+    /// Time on a CPU within the capture.
+    pub cpu_ns: u64,
+    /// Switches out with no switch in before them: the kernel left the
+    /// switch in out of the trace (6.18 does, from the idle task, now and
+    /// then), and the time it ran is not known.
+    pub untraced_switches: u64,
+    state: State,
+    on_cpu_since: Option<u64>,
+    burst_ns: u64,
+}
+
+/// Turns the events of a capture window into each thread's phases.
+#[derive(Debug)]
+pub struct Recorder {
+    threads: Vec<Thread>,
+    by_pid: HashMap<u32, usize>,
+    /// Start of the window (the start mark), once seen.
+    start_ns: Option<u64>,
+    end_ns: Option<u64>,
+}
+
+impl Recorder {
+    /// Capture the threads `pids` (`comm` of each), and those they fork.
+    pub fn new(threads: &[(u32, String)]) -> Recorder {
+        let mut r = Recorder { threads: Vec::new(), by_pid: HashMap::new(), start_ns: None, end_ns: None };
+        for (pid, comm) in threads {
+            r.add(*pid, comm, 0, State::Unknown);
+        }
+        r
+    }
+
+    fn add(&mut self, pid: u32, comm: &str, start_ns: u64, state: State) {
+        let t = Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, burst_ns: 0 };
+        self.by_pid.insert(pid, self.threads.len());
+        self.threads.push(t);
+    }
+
+    /// Take one event; those outside the window only move the marks.
+    pub fn event(&mut self, e: &Event) {
+        let Some(start) = self.start_ns else {
+            if e.kind == Kind::Mark(START_MARK.to_string()) {
+                self.start_ns = Some(e.ts_ns);
+            }
+            return;
+        };
+        if self.end_ns.is_some() {
+            return;
+        }
+        let now = e.ts_ns.saturating_sub(start);
+        match &e.kind {
+            Kind::Mark(m) if m == END_MARK => self.end_ns = Some(e.ts_ns),
+            Kind::Mark(_) => {}
+            Kind::Switch { prev_pid, prev_comm, preempted, next_pid, next_comm } => {
+                if let Some(t) = self.thread(*prev_pid, prev_comm) {
+                    t.off_cpu(now, *preempted);
+                }
+                if let Some(t) = self.thread(*next_pid, next_comm) {
+                    if t.state == State::Unknown {
+                        t.state = State::Burst;
+                    }
+                    t.on_cpu_since = Some(now);
+                }
+            }
+            Kind::Waking { pid } => self.waking(now, e.pid, e.in_irq, *pid),
+            Kind::Fork { child_pid, child_comm } => {
+                if self.by_pid.contains_key(&e.pid) && !self.by_pid.contains_key(child_pid) {
+                    self.add(*child_pid, child_comm, now, State::Burst);
+                }
+            }
+            Kind::Exit { pid } => {
+                if let Some(t) = self.by_pid.get(pid).map(|&i| &mut self.threads[i]) {
+                    t.off_cpu(now, false);
+                    t.state = State::Exited;
+                }
+            }
+        }
+    }
+
+    /// Thread `pid`, if captured and not exited; `comm` renames it (exec).
+    fn thread(&mut self, pid: u32, comm: &str) -> Option<&mut Thread> {
+        let t = &mut self.threads[*self.by_pid.get(&pid)?];
+        if t.state == State::Exited {
+            return None;
+        }
+        if t.comm != comm && !comm.is_empty() {
+            t.comm = comm.to_string();
+        }
+        Some(t)
+    }
+
+    fn waking(&mut self, now: u64, waker: u32, in_irq: bool, pid: u32) {
+        let Some(&i) = self.by_pid.get(&pid) else { return };
+        let slept_since = match self.threads[i].state {
+            State::Sleeping(since) => Some(since),
+            State::Unknown => None,
+            // Already runnable (woken before it blocked): nothing to replay.
+            State::Burst | State::Exited => return,
+        };
+        let sibling = (!in_irq && waker != pid).then(|| self.by_pid.get(&waker).copied()).flatten();
+        let outside = !in_irq && waker != 0 && waker != pid && sibling.is_none();
+        let phase = match (sibling, slept_since) {
+            (Some(w), _) if self.threads[w].state != State::Exited => {
+                let waker = &mut self.threads[w];
+                waker.end_burst_segment(now);
+                waker.phases.push(Phase::Wake { pid });
+                Phase::Wait
+            }
+            // A timed sleep that began before the window: only its end is known.
+            (_, None) => Phase::Until { ns: now },
+            _ if outside => Phase::Until { ns: now },
+            (_, Some(since)) => Phase::Sleep { ns: now.saturating_sub(since) },
+        };
+        let t = &mut self.threads[i];
+        t.phases.push(phase);
+        t.state = State::Burst;
+    }
+
+    /// The captured threads once the trace is read, their last bursts closed
+    /// at the end mark; Err if a mark is missing; and the window's length.
+    pub fn finish(mut self) -> Result<(Vec<Thread>, u64), String> {
+        let start = self.start_ns.ok_or("the trace has no start mark (its buffer overflowed, or tracing did not run)")?;
+        let end = self.end_ns.ok_or("the trace has no end mark")?.saturating_sub(start);
+        for t in &mut self.threads {
+            if t.state == State::Burst {
+                t.end_burst_segment(end);
+            }
+        }
+        Ok((self.threads, end))
+    }
+}
+
+impl Thread {
+    /// Off its CPU at `now`: preempted (the burst goes on) or blocked.
+    fn off_cpu(&mut self, now: u64, preempted: bool) {
+        if self.state == State::Unknown {
+            // Running when the capture began.
+            self.on_cpu_since = Some(0);
+            self.state = State::Burst;
+        }
+        match self.on_cpu_since.take() {
+            Some(since) => {
+                self.burst_ns += now.saturating_sub(since);
+                self.cpu_ns += now.saturating_sub(since);
+            }
+            None => self.untraced_switches += 1,
+        }
+        if !preempted && self.state == State::Burst {
+            self.push_run();
+            self.state = State::Sleeping(now);
+        }
+    }
+
+    /// The burst so far ends at `now` (a wake of a sibling, or the end).
+    fn end_burst_segment(&mut self, now: u64) {
+        if self.state == State::Unknown {
+            self.on_cpu_since = Some(0);
+            self.state = State::Burst;
+        }
+        if let Some(since) = self.on_cpu_since.as_mut() {
+            self.burst_ns += now.saturating_sub(*since);
+            self.cpu_ns += now.saturating_sub(*since);
+            *since = now;
+        }
+        self.push_run();
+    }
+
+    fn push_run(&mut self) {
+        if self.burst_ns > 0 {
+            self.phases.push(Phase::Run { ns: self.burst_ns });
+            self.burst_ns = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The threads' phases from trace text, threads 10 (`a`) and 11 (`b`) captured.
+    fn phases(trace: &str) -> Vec<Vec<Phase>> {
+        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
+        for line in trace.lines() {
+            if let Some(e) = parse_line(line) {
+                r.event(&e.unwrap());
+            }
+        }
+        r.finish().unwrap().0.into_iter().map(|t| t.phases).collect()
+    }
+
+    fn switch(ts: &str, prev: u32, state: &str, next: u32) -> String {
+        let name = |p| if p == 0 { "swapper/0".to_string() } else { format!("t {p}") };
+        format!(
+            "  {}-{prev}  [000] d..2.  {ts}: sched_switch: prev_comm={} prev_pid={prev} prev_prio=120 prev_state={state} ==> next_comm={} next_pid={next} next_prio=120\n",
+            name(prev), name(prev), name(next)
+        )
+    }
+
+    fn waking(ts: &str, waker: u32, flags: &str, pid: u32) -> String {
+        format!("  w-{waker}  [001] {flags}  {ts}: sched_waking: comm=x pid={pid} prio=120 target_cpu=000\n")
+    }
+
+    fn mark(ts: &str, m: &str) -> String {
+        format!("  tl-99  [000] .....  {ts}: tracing_mark_write: {m}\n")
+    }
+
+    #[test]
+    fn parses_the_text_format() {
+        let e = parse_line("  my task-4321  [001] d.h2.  17247.880505: sched_waking: comm=b c pid=12 prio=120 target_cpu=001").unwrap().unwrap();
+        assert_eq!(e, Event { ts_ns: 17_247_880_505_000, pid: 4321, in_irq: true, kind: Kind::Waking { pid: 12 } });
+        let e = parse_line(&switch("1.000001", 10, "R+", 0)).unwrap().unwrap();
+        assert!(matches!(e.kind, Kind::Switch { prev_pid: 10, preempted: true, next_pid: 0, ref prev_comm, .. } if prev_comm == "t 10"));
+        let e = parse_line("  sh-5  [000] .....  2.5: sched_process_fork: comm=sh pid=5 child_comm=sh child_pid=6").unwrap().unwrap();
+        assert_eq!(e.kind, Kind::Fork { child_pid: 6, child_comm: "sh".into() });
+        assert_eq!(e.ts_ns, 2_500_000_000);
+        assert!(parse_line("# tracer: nop").is_none());
+        assert!(parse_line("  sh-5  [000] .....  2.5: hrtimer_start: x").is_none());
+        let e = parse_line("  sh-5  [000] .....  2.5: sched_waking: comm=x prio=1").unwrap().unwrap_err();
+        assert!(e.starts_with("no pid= number in"), "{e}");
+    }
+
+    #[test]
+    fn preemption_continues_a_burst_and_blocking_ends_it() {
+        let t = [
+            mark("1.000000", START_MARK),
+            switch("1.000000", 0, "R", 10),
+            switch("1.002000", 10, "R+", 0), // preempted or throttled: not demand
+            switch("1.005000", 0, "R", 10),
+            switch("1.006000", 10, "S", 0), // 3 ms burst
+            waking("1.016000", 0, "d.h2.", 10), // a timer, 10 ms later
+            switch("1.017000", 0, "R", 10),
+            mark("1.018000", END_MARK),
+        ]
+        .concat();
+        let p = phases(&t);
+        assert_eq!(p[0], vec![Phase::Run { ns: 3_000_000 }, Phase::Sleep { ns: 10_000_000 }, Phase::Run { ns: 1_000_000 }]);
+        assert!(p[1].is_empty(), "b never ran");
+    }
+
+    #[test]
+    fn the_waker_decides_the_kind_of_sleep() {
+        let t = [
+            mark("1.000000", START_MARK),
+            waking("1.001000", 500, "d..2.", 10), // a: asleep before the start, woken from outside
+            switch("1.001000", 0, "R", 10),
+            waking("1.002000", 10, "d..2.", 11), // a wakes b (b asleep since before the start)
+            switch("1.003000", 10, "S", 11),
+            switch("1.004000", 11, "D", 0),
+            waking("1.010000", 11, "d..2.", 11), // b woken by itself: a timer
+            switch("1.015000", 0, "R", 11),
+            waking("1.020000", 11, "d..2.", 10), // b wakes a
+            mark("1.030000", END_MARK),
+        ]
+        .concat();
+        let p = phases(&t);
+        let run = |ms: u64| Phase::Run { ns: ms * 1_000_000 };
+        assert_eq!(p[0], vec![Phase::Until { ns: 1_000_000 }, run(1), Phase::Wake { pid: 11 }, run(1), Phase::Wait]);
+        assert_eq!(p[1], vec![Phase::Wait, run(1), Phase::Sleep { ns: 6_000_000 }, run(5), Phase::Wake { pid: 10 }, run(10)]);
+    }
+
+    #[test]
+    fn a_thread_running_at_the_start_and_a_fork() {
+        let t = [
+            mark("1.000000", START_MARK),
+            "  a-10  [000] .....  1.001000: sched_process_fork: comm=a pid=10 child_comm=kid child_pid=12\n".to_string(),
+            switch("1.002000", 10, "S", 12),
+            "  kid-12  [000] .....  1.003000: sched_process_exit: comm=kid pid=12 prio=120\n".to_string(),
+            switch("1.003000", 12, "X", 0),
+            mark("1.004000", END_MARK),
+            switch("1.005000", 0, "R", 11), // after the end: ignored
+        ]
+        .concat();
+        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
+        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
+        let (threads, end_ns) = r.finish().unwrap();
+        assert_eq!(end_ns, 4_000_000);
+        assert_eq!(threads[0].phases, vec![Phase::Run { ns: 2_000_000 }]);
+        // Named as its last switch calls it (an exec renames a thread).
+        assert_eq!((threads[2].comm.as_str(), threads[2].start_ns, threads[2].cpu_ns), ("t 12", 1_000_000, 1_000_000));
+        assert_eq!(threads[2].phases, vec![Phase::Run { ns: 1_000_000 }]);
+        assert!(threads[1].phases.is_empty());
+    }
+
+    #[test]
+    fn a_trace_without_marks_is_refused() {
+        let r = Recorder::new(&[(10, "a".into())]);
+        assert!(r.finish().unwrap_err().starts_with("the trace has no start mark"));
+    }
+}

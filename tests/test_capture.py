@@ -1,0 +1,177 @@
+"""throttlelab capture: a known workload captured from the host kernel and
+replayed in the simulator (needs root and tracefs; skipped otherwise), and
+the one-line errors of captures that do not read. The conversion from
+events to phases is tested in Rust on hand-written trace text
+(crates/throttlelab-real/src/sched_trace.rs), and the replay of each kind
+of wake-up in crates/throttlelab-core/tests/captured_phases.rs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import cli
+from throttlelab import _native
+from throttlelab.scenarios import load_scenario_text
+from test_errors import assert_error
+
+CGROUP_ROOT = Path(os.environ.get("THROTTLELAB_CGROUP_ROOT", "/sys/fs/cgroup"))
+WORKLOAD = Path(__file__).with_name("capture_workload.py")
+PERIOD_US = 100_000
+
+
+def _hierarchies() -> list[Path] | None:
+    """The cgroup directories a test group needs (v2: one; v1: cpu, cpuacct, cpuset)."""
+    if (CGROUP_ROOT / "cgroup.controllers").is_file() and "cpu" in (CGROUP_ROOT / "cgroup.controllers").read_text().split():
+        return [CGROUP_ROOT]
+    v1 = [CGROUP_ROOT / c for c in ("cpu", "cpuacct", "cpuset")]
+    return v1 if (v1[0] / "cpu.cfs_period_us").is_file() else None
+
+
+def _missing() -> str | None:
+    if os.geteuid() != 0:
+        return "capture needs root"
+    if _hierarchies() is None:
+        return f"no cpu controller under {CGROUP_ROOT}"
+    return None
+
+
+needs_root = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+
+
+def _make_group(name: str, quota_us: int) -> list[Path]:
+    dirs = [h / name for h in _hierarchies()]
+    for d in dirs:
+        d.mkdir()
+        if (d / "cpuset.cpus").exists() and (d.parent / "cpuset.cpus").exists():
+            (d / "cpuset.cpus").write_text((d.parent / "cpuset.cpus").read_text())
+            (d / "cpuset.mems").write_text((d.parent / "cpuset.mems").read_text())
+    if (dirs[0] / "cpu.max").exists():
+        (dirs[0] / "cpu.max").write_text(f"{quota_us} {PERIOD_US}")
+    else:
+        (dirs[0] / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (dirs[0] / "cpu.cfs_quota_us").write_text(str(quota_us))
+    return dirs
+
+
+@pytest.fixture
+def workload():
+    """Four processes in a fresh cgroup under 0.3 CPU per 100 ms: one that
+    works and sleeps on a timer, one that works and wakes a second (its
+    sibling) through a pipe, the second, which waits for it, and one that
+    serves requests from outside the cgroup (`_send_requests`)."""
+    name = f"capture-test-{os.getpid()}"
+    dirs = _make_group(name, 30_000)
+    sibling_r, sibling_w = os.pipe()
+    request_r, request_w = os.pipe()
+    n = 100_000  # about 2 ms of CPU on the development machine
+    argvs = [
+        ["timer", str(2 * n), "0.004"],
+        ["waker", str(n), "0.010", str(sibling_w)],
+        ["waiter", str(n), str(sibling_r)],
+        ["waiter", str(n // 2), str(request_r)],
+    ]
+    fds = (sibling_r, sibling_w, request_r)
+    procs = [subprocess.Popen([sys.executable, str(WORKLOAD), *a], pass_fds=fds) for a in argvs]
+    try:
+        for p in procs:
+            for d in dirs:
+                (d / "cgroup.procs").write_text(str(p.pid))
+        yield dirs[0], request_w
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        for fd in (*fds, request_w):
+            os.close(fd)
+        time.sleep(0.1)
+        for d in reversed(dirs):
+            d.rmdir()
+
+
+def _send_requests(fd: int, seconds: float) -> subprocess.Popen:
+    """A process outside the cgroup writing a byte to `fd` every 20 ms."""
+    code = f"import os, time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    os.write({fd}, b'r')\n    time.sleep(0.02)\n"
+    return subprocess.Popen([sys.executable, "-c", code], pass_fds=(fd,))
+
+
+@needs_root
+def test_a_capture_replays_its_cpu_stat(workload, tmp_path):
+    group, request_w = workload
+    out = tmp_path / "w.toml"
+    sender = _send_requests(request_w, 4.0)
+    time.sleep(0.3)
+    try:
+        started = time.monotonic()
+        result = cli("capture", "--cgroup", str(group), "--duration", "3", "-o", str(out))
+        assert result.exit_code == 0, result.stderr
+        assert time.monotonic() - started < 10
+    finally:
+        sender.wait()
+    text = out.read_text()
+    assert 'phases_file = "w.phases.gz"' in text and "[capture]" in text
+    phases = gzip.decompress((tmp_path / "w.phases.gz").read_bytes()).decode()
+    kinds = {line.split()[0] for line in phases.splitlines()[1:] if line and not line.startswith("[")}
+    assert kinds == {"run_us", "sleep_us", "until_us", "wait", "wake"}, kinds
+
+    # Replayed in the simulator, from another directory (the side file is found beside the scenario).
+    started = time.monotonic()
+    replay = cli("run", str(out), "--json")
+    assert replay.exit_code == 0, replay.stderr
+    assert time.monotonic() - started < 10
+    sim = json.loads(replay.stdout)["cgroups"][group.name]
+    cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
+    print("captured", cap, "replayed", sim)
+    # The band. The group is throttled in every period, so its usage is the
+    # quota per period give or take what the CPUs' local pools carry over a
+    # period boundary (up to a slice, 5 ms, each, on both CPUs: 10 ms of 900)
+    # and bursts cut by the window's ends: 5 %. (Measured: the threads' traced
+    # CPU time within 1.2 % of cpu.stat's usage, the replay's within 1.2 % of
+    # it.) The replay holds to the demand captured; the capture holds to
+    # cpu.stat only where the kernel left no switch in out of the trace (on
+    # the 6.18 host it does now and then, from the idle task: a third of the
+    # bursts in some runs). The periods counted may differ by the period
+    # timer's phase against the window: one at each end; and the replay's
+    # period timer has a phase of its own, which moves a throttle in or out of
+    # a period at either end, and the kernel's in 1-3 more (15 %).
+    assert abs(sim["usage_usec"] - cap["cpu_usec"]) <= 0.05 * cap["cpu_usec"]
+    assert cap["cpu_usec"] <= 1.05 * cap["usage_usec"]
+    if cap["untraced_switches"] == 0:
+        assert abs(cap["cpu_usec"] - cap["usage_usec"]) <= 0.05 * cap["usage_usec"]
+        assert abs(sim["usage_usec"] - cap["usage_usec"]) <= 0.05 * cap["usage_usec"]
+        assert abs(sim["nr_throttled"] - cap["nr_throttled"]) <= max(3, 0.15 * cap["nr_periods"])
+    assert abs(sim["nr_periods"] - cap["nr_periods"]) <= 2
+
+
+def _capture_scenario(tmp_path: Path, phases: bytes) -> Path:
+    (tmp_path / "w.phases.gz").write_bytes(phases)
+    out = tmp_path / "w.toml"
+    out.write_text('name = "c"\nduration_s = 1\n[[task]]\nname = "a-1"\nloop = 1\nphases_file = "w.phases.gz"\n')
+    return out
+
+
+def test_a_capture_that_does_not_read_is_one_line(tmp_path):
+    out = _capture_scenario(tmp_path, b"not gzip-compressed, really not")
+    assert_error(cli("run", str(out)), "task.a-1.phases_file", "invalid gzip header")
+    out = _capture_scenario(tmp_path, gzip.compress(b"# throttlelab phases v1\n[a-1]\nrun_us 10\nnap_us 5\n"))
+    assert_error(cli("run", str(out)), "task.a-1.phases_file", "line 4: unknown phase")
+    out = _capture_scenario(tmp_path, gzip.compress(b"# throttlelab phases v1\n[b-2]\nrun_us 10\n"))
+    assert_error(cli("run", str(out)), "has no section [a-1]")
+
+
+def test_the_real_backend_refuses_a_capture(tmp_path):
+    out = _capture_scenario(tmp_path, gzip.compress(b"# throttlelab phases v1\n[a-1]\nrun_us 10\n"))
+    assert cli("run", str(out)).exit_code == 0
+    assert_error(cli("real", str(out)), "task.a-1.phases_file: the real backend cannot replay a capture yet")
+
+
+def test_capture_wants_one_target():
+    result = cli("capture", "--duration", "1", "-o", "x.toml")
+    assert result.exit_code == 2 and "give --cgroup PATH or --pid PID" in result.stderr
