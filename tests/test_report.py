@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 
 from helpers import cli
+from throttlelab import reproduce as experiments
 from test_errors import assert_error
 
 IMG = '<img src="data:image/png;base64,'
@@ -48,8 +49,8 @@ def test_scenario_without_limit_has_only_the_timeline(tmp_path):
 
 def test_experiment_report(tmp_path):
     page = write_report(tmp_path, "chiluk-fibtest")
-    assert page.count(IMG) == 2  # one chart per column
-    assert "for each fibtest threads (one panel per kernel)" in page
+    assert page.count(IMG) == len(experiments.get("chiluk-fibtest").columns) == 3  # one chart per column
+    assert "for each fibtest threads (one panel per kernel and limit)" in page
     assert "1452" in page and "Chiluk, 'Throttling: New Developments in Application Performance with CPU Limits', KubeCon NA 2019" in html.unescape(page)
 
 
