@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from rich.console import RenderableType
-from scipy.stats import mannwhitneyu
 from rich.markup import escape
 
 from throttlelab import _native
@@ -135,6 +134,8 @@ def same_distribution(kernel: Sequence[float], sim: Sequence[float]) -> bool:
     are one and the same value on both sides are)."""
     if len(set(kernel)) == 1 and set(kernel) == set(sim):
         return True
+    from scipy.stats import mannwhitneyu  # half a second to import: not at every command's start
+
     return bool(mannwhitneyu(kernel, sim, alternative="two-sided").pvalue >= ALPHA)
 
 
