@@ -175,3 +175,22 @@ def test_the_real_backend_refuses_a_capture(tmp_path):
 def test_capture_wants_one_target():
     result = cli("capture", "--duration", "1", "-o", "x.toml")
     assert result.exit_code == 2 and "give --cgroup PATH or --pid PID" in result.stderr
+
+
+def test_advise_and_sweep_take_a_capture(tmp_path):
+    """A capture is a scenario like any other (#16 item 3): advise searches a limit
+    for it and sweep varies its cgroup, its phases read from the side file."""
+    burst = b"run_us 20000\nsleep_us 30000\n"
+    (tmp_path / "w.phases.gz").write_bytes(gzip.compress(b"# throttlelab phases v1\n[a-1]\n" + 40 * burst))
+    out = tmp_path / "w.toml"
+    out.write_text('name = "c"\nduration_s = 2\n[[cgroup]]\nname = "app"\nperiod_us = 100000\nquota_us = 20000\n'
+                   '[[task]]\nname = "a-1"\ncgroup = "app"\nloop = 1\nphases_file = "w.phases.gz"\n')
+    advice = cli("advise", str(out), "--cgroup", "app", "--max-throttled", "5%", "--json")
+    assert advice.exit_code == 0, advice.stderr
+    # 20 ms of every 50 ms is 0.4 CPUs: a limit that throttles at most 5 % of periods is not below it.
+    limit = json.loads(advice.stdout)["recommendation"]
+    assert limit["quota_us"] / limit["period_us"] >= 0.4, limit
+    sweep = cli("sweep", str(out), "--grid", "cgroup.app.quota_us=20000,80000", "--json")
+    assert sweep.exit_code == 0, sweep.stderr
+    throttled = [row["cgroup.app.throttled_ratio"] for row in json.loads(sweep.stdout)]
+    assert throttled[0] > 0.5 and throttled[1] == 0.0, throttled
