@@ -164,3 +164,9 @@ def test_compare_refuses_a_missing_kernel_image(tmp_path, write_scenario):
     result = cli("compare", write_scenario(), "--kernel", str(tmp_path / "bzImage"))
     assert result.exit_code == 2
     assert result.stderr == f"throttlelab: error: no kernel image at {tmp_path / 'bzImage'}\n"
+
+
+def test_vm_options_need_a_kernel(write_scenario):
+    for option in (["--accel", "tcg"], ["--cgroup", "v1"]):
+        result = cli("real", write_scenario(), *option)
+        assert result.exit_code == 2 and "--accel and --cgroup need --kernel" in result.stderr

@@ -3,6 +3,7 @@ validate, list and benchmark scenarios."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -104,14 +105,25 @@ def run(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
 
 
 def kernel_options(command: Any) -> Any:
-    """``--kernel``, ``--accel`` and ``--cgroup``: run on another kernel, booted under QEMU."""
+    """``--kernel``, ``--accel`` and ``--cgroup``: run on another kernel, booted
+    under QEMU; the command gets ``on``, a ``compare.KernelRun`` (None: the host)."""
+    @functools.wraps(command)
+    def with_kernel(*args: Any, kernel: Optional[str], accel: Optional[str], cgroup_version: Optional[str],
+                    **kwargs: Any) -> Any:
+        if kernel is None and (accel or cgroup_version):
+            raise click.UsageError("--accel and --cgroup need --kernel")
+        if kernel is None:
+            return command(*args, on=None, **kwargs)
+        note = Terminal().note
+        return command(*args, on=vm.runner(vm.kernel(kernel, note), accel or "auto", cgroup_version or "v2", note), **kwargs)
+
     for option in reversed((
         click.option("--kernel", metavar="RELEASE|PATH", help="Boot this kernel with QEMU and run there: a release of Debian's (6.1, 6.12), fetched once, or a kernel image (bzImage)."),
-        click.option("--accel", type=click.Choice(vm.ACCELS), default="auto", show_default=True, help="With --kernel: QEMU's accelerator (auto: KVM where it boots the kernel, TCG otherwise)."),
-        click.option("--cgroup", "cgroup_version", type=click.Choice(vm.CGROUP_VERSIONS), default="v2", show_default=True, help="With --kernel: the guest's cgroup hierarchy."),
+        click.option("--accel", type=click.Choice(vm.ACCELS), help="With --kernel: QEMU's accelerator (default auto: KVM where it boots the kernel, TCG otherwise)."),
+        click.option("--cgroup", "cgroup_version", type=click.Choice(vm.CGROUP_VERSIONS), help="With --kernel: the guest's cgroup hierarchy (default v2)."),
     )):
-        command = option(command)
-    return command
+        with_kernel = option(with_kernel)
+    return with_kernel
 
 
 @main.command()
@@ -119,8 +131,7 @@ def kernel_options(command: Any) -> Any:
 @set_option
 @kernel_options
 @click.option("--json", "as_json", is_flag=True, help="Print the output document as JSON.")
-def real(scenario: str, overrides: tuple[str, ...], kernel: Optional[str], accel: str, cgroup_version: str,
-         as_json: bool) -> None:
+def real(scenario: str, overrides: tuple[str, ...], on: Optional[comparison.KernelRun], as_json: bool) -> None:
     """Run SCENARIO on the host kernel in real cgroups and read cpu.stat (needs root).
 
     The cgroups live under one parent, throttlelab-<pid>, removed at the end, on
@@ -130,11 +141,7 @@ def real(scenario: str, overrides: tuple[str, ...], kernel: Optional[str], accel
     With --kernel the run happens in a VM that boots that kernel (see
     docs/vm.md); host.vm in the output says which kernel and accelerator."""
     text, _ = load_scenario_text(scenario)
-    if kernel is None:
-        _emit(_native.real(text, list(overrides), WORKER), as_json)
-        return
-    note = Terminal().note
-    _emit(vm.real(vm.kernel(kernel, note), text, overrides, accel, cgroup_version, note), as_json)
+    _emit(on(text, overrides) if on else _native.real(text, list(overrides), WORKER), as_json)
 
 
 @main.command()
@@ -172,8 +179,8 @@ def _emit(out: str, as_json: bool) -> None:
 @click.option("--paired", is_flag=True, help="Diagnostic: start each simulator run, with its period timers, where its kernel run was.")
 @kernel_options
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison (with every run) as JSON.")
-def compare(scenario: str, overrides: tuple[str, ...], runs: int, paired: bool, kernel: Optional[str], accel: str,
-            cgroup_version: str, as_json: bool) -> None:
+def compare(scenario: str, overrides: tuple[str, ...], runs: int, paired: bool, on: Optional[comparison.KernelRun],
+            as_json: bool) -> None:
     """Run SCENARIO on the host kernel and in the simulator, side by side (needs root).
 
     The simulator gets the kernel's CONFIG_HZ, the profile of its release and its
@@ -183,7 +190,6 @@ def compare(scenario: str, overrides: tuple[str, ...], runs: int, paired: bool, 
     kernel under QEMU (docs/vm.md)."""
     text, _ = load_scenario_text(scenario)
     terminal = Terminal()
-    on = vm.runner(vm.kernel(kernel, terminal.note), accel, cgroup_version) if kernel else None
     with terminal.progress() as progress:
         bar = progress.add_task("compare", total=2 * runs)
         step = lambda label: progress.update(bar, advance=1, description=label)  # noqa: E731

@@ -249,8 +249,17 @@ def real(k: Kernel, scenario: str, overrides: Sequence[str], accel: str = "auto"
 
 def runner(k: Kernel, accel: str = "auto", cgroup: str = "v2",
            note: Callable[[str], None] = lambda _: None) -> Callable[[str, Sequence[str]], str]:
-    """Runs on ``k`` as ``compare.kernel_runs`` takes them."""
-    return lambda scenario, overrides: real(k, scenario, overrides, accel, cgroup, note)
+    """Runs on ``k`` as ``compare.kernel_runs`` takes them. ``auto`` decides on
+    the first run: KVM that could not boot the kernel is not tried again."""
+    chosen = accel
+
+    def run_on_k(scenario: str, overrides: Sequence[str]) -> str:
+        nonlocal chosen
+        out = real(k, scenario, overrides, chosen, cgroup, note)
+        chosen = json.loads(out)["host"]["vm"]["accel"]
+        return out
+
+    return run_on_k
 
 
 def run(k: Kernel, scenario: str, overrides: Sequence[str], resolved: dict[str, Any], accel: str = "auto",
@@ -344,8 +353,8 @@ def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, tmp: Path, note: Calla
     if code is None:
         raise VmError(f"the guest stopped before the run ended{_tail(log)}")
     if code != "0":
-        errors = [line for line in log.splitlines() if line.startswith("throttlelab-real: ")]
-        raise VmError(f"in the guest: {errors[-1] if errors else 'exit ' + code}")
+        said = [line for line in log.splitlines() if line.startswith("throttlelab-real: ")]
+        raise VmError(f"in the guest: {said[-1] if said else 'exit ' + code}")
     out = json.loads(_read(result))
     out["host"]["vm"] = {
         "kernel": k.name, "accel": accel, "cpus": cpus,

@@ -66,9 +66,14 @@ const REPORT_TIMEOUT_NS: u64 = 5_000_000_000;
 
 /// [`START_DELAY_NS`], or what [`START_DELAY_ENV`] says.
 fn start_delay_ns() -> Result<u64> {
-    match std::env::var(START_DELAY_ENV) {
-        Err(_) => Ok(START_DELAY_NS),
-        Ok(ms) => match ms.parse::<u64>() {
+    parse_start_delay(std::env::var(START_DELAY_ENV).ok().as_deref())
+}
+
+/// The start delay an environment value asks for (None: unset).
+fn parse_start_delay(value: Option<&str>) -> Result<u64> {
+    match value {
+        None => Ok(START_DELAY_NS),
+        Some(ms) => match ms.parse::<u64>() {
             Ok(ms @ 1..=60_000) => Ok(ms * 1_000_000),
             _ => Err(Error::harness(format!("{START_DELAY_ENV} must be milliseconds in 1..=60000, got {ms:?}"))),
         },
@@ -781,6 +786,16 @@ pub fn run(s: &Scenario, worker: &Path) -> Result<Output> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_start_delay_is_milliseconds_from_the_environment() {
+        assert_eq!(parse_start_delay(None).unwrap(), START_DELAY_NS);
+        assert_eq!(parse_start_delay(Some("500")).unwrap(), 500_000_000);
+        for bad in ["0", "60001", "-5", "0.5", "fast", ""] {
+            let e = parse_start_delay(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("THROTTLELAB_START_DELAY_MS must be milliseconds in 1..=60000"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn the_state_follows_a_command_with_spaces_and_parentheses() {
