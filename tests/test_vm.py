@@ -108,7 +108,7 @@ def test_a_failing_run_in_the_guest_says_why(write_scenario):
     k = vm.kernel("6.12", lambda _: None)
     text = Path(write_scenario()).read_text()
     with pytest.raises(vm.VmError, match="in the guest: throttlelab-real: error: machine.cpus = 2 but CPU 1 is not online"):
-        vm.run(k, text, [], resolved(cpus=1), accel="tcg")
+        vm.run(k, text, [[]], resolved(cpus=1), accel="tcg")
 
 
 @needs_vm
@@ -116,7 +116,7 @@ def test_a_kernel_without_the_patches_says_so():
     """kernel.features slush_fund on Debian's kernel: it has no SLUSH_FUND sched feature."""
     k = vm.kernel("6.12", lambda _: None)
     with pytest.raises(vm.VmError, match="in the guest: throttlelab-real: error: this kernel has no sched feature SLUSH_FUND"):
-        vm.run(k, "", [], resolved(features=["slush_fund"]), accel="tcg")
+        vm.run(k, "", [[]], resolved(features=["slush_fund"]), accel="tcg")
 
 
 def test_a_feature_no_patch_adds_is_refused(tmp_path):
@@ -124,7 +124,7 @@ def test_a_feature_no_patch_adds_is_refused(tmp_path):
     image.write_bytes(b"")
     k = vm.kernel(str(image), lambda _: None)
     with pytest.raises(vm.VmError, match=r"no kernel patch for kernel.features atomic_pool \(kernel/patches has slush_fund, noop_update\)"):
-        vm.run(k, "", [], resolved(features=["slush_fund", "atomic_pool"]))
+        vm.run(k, "", [[]], resolved(features=["slush_fund", "atomic_pool"]))
 
 
 def resolved(cpus: int = 2, features: list[str] = []) -> dict:
@@ -140,21 +140,24 @@ def test_a_kernel_without_what_the_run_needs_is_refused_before_booting(tmp_path)
     k = vm.kernel(str(image), lambda _: None)
     assert k.config == config
     with pytest.raises(vm.VmError, match=r"has no cgroup v1's cpuset \(CONFIG_CPUSETS_V1 is not set\) \(use --cgroup v2\)"):
-        vm.run(k, "", [], resolved(), cgroup="v1")
+        vm.run(k, "", [[]], resolved(), cgroup="v1")
     config.write_text("# CONFIG_CFS_BANDWIDTH is not set\n")
     with pytest.raises(vm.VmError, match=r"has no CFS bandwidth control"):
-        vm.run(k, "", [], resolved(), cgroup="v2")
+        vm.run(k, "", [[]], resolved(), cgroup="v2")
 
 
 @needs_vm
 def test_compare_holds_the_simulator_against_a_vm_kernel(write_scenario):
-    """compare --kernel: the kernel runs boot Debian's 6.1, and the simulator is
-    set up like it (its release's profile, 5.14; its CONFIG_HZ)."""
+    """compare --kernel: the kernel runs boot Debian's 6.1 (once for both), and
+    the simulator is set up like it (its release's profile, 5.14; its CONFIG_HZ)."""
     path = write_scenario(quota_us="5000")
     result = cli("compare", "--json", path, "--set", "duration_s=1", "--runs", "2", "--kernel", "6.1")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert [run["host"]["release"].startswith("6.1.") for run in doc["kernel_runs"]] == [True, True]
+    # Both runs in one boot, each in fresh cgroups after a settle.
+    assert [run["host"]["vm"]["run_in_boot"] for run in doc["kernel_runs"]] == [1, 2]
+    assert doc["kernel_runs"][1]["host"]["uptime_s"] - doc["kernel_runs"][0]["host"]["uptime_s"] >= 2.0
     assert [run["profile"] for run in doc["sim_runs"]] == ["5.14", "5.14"]
     throttled = doc["cgroups"]["app"]["throttled_ratio"]
     assert throttled["kernel"]["lo"] >= 0.9 and throttled["sim"]["lo"] >= 0.9, throttled

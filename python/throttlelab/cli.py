@@ -141,7 +141,7 @@ def real(scenario: str, overrides: tuple[str, ...], on: Optional[comparison.Kern
     With --kernel the run happens in a VM that boots that kernel (see
     docs/vm.md); host.vm in the output says which kernel and accelerator."""
     text, _ = load_scenario_text(scenario)
-    _emit(on(text, overrides) if on else _native.real(text, list(overrides), WORKER), as_json)
+    _emit(next(iter(on(text, [overrides], 0.0))) if on else _native.real(text, list(overrides), WORKER), as_json)
 
 
 @main.command()

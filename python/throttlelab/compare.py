@@ -27,7 +27,7 @@ import json
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from rich.console import RenderableType
 from rich.markup import escape
@@ -53,8 +53,10 @@ ALPHA = 0.05
 #: 10-16 times in 400 periods back to back against 4-12 after a pause.
 SETTLE_S = 1.0
 
-#: Runs a scenario (text, overrides) on a kernel and returns the output document as JSON.
-KernelRun = Callable[[str, Sequence[str]], str]
+#: Runs a scenario (text) on a kernel once per overrides list in ``runs``,
+#: each after ``settle_s`` of quiet, and yields the output documents (JSON) in
+#: order: the host's one by one (``host_runs``), a VM's all from one boot (``vm.runner``).
+KernelRun = Callable[[str, Sequence[Sequence[str]], float], Iterable[str]]
 
 @dataclass
 class Stats:
@@ -95,19 +97,23 @@ def kernel_runs(
     settle_s: float = SETTLE_S,
     on: Optional[KernelRun] = None,
 ) -> list[dict[str, Any]]:
-    """Run scenario ``text`` ``runs`` times on the host (or ``on`` another
-    kernel: ``vm.runner``), each after ``settle_s`` of quiet; ``step(label)``
-    after each run."""
+    """Run scenario ``text`` ``runs`` times (seeds 1..runs) on the host (or
+    ``on`` another kernel: ``vm.runner``), each after ``settle_s`` of quiet;
+    ``step(label)`` after each run."""
     step = step or (lambda _label: None)
-    if on is None:
-        _native.real_preflight(text, list(overrides))  # refused now, not after the first settle
-        on = lambda text, overrides: _native.real(text, list(overrides), WORKER)  # noqa: E731
     kernel = []
-    for i in range(runs):
-        time.sleep(settle_s)
-        kernel.append(json.loads(on(text, [*overrides, f"seed={i + 1}"])))
+    for i, out in enumerate((on or host_runs)(text, [[*overrides, f"seed={i + 1}"] for i in range(runs)], settle_s)):
+        kernel.append(json.loads(out))
         step(f"kernel run {i + 1}")
     return kernel
+
+
+def host_runs(text: str, runs: Sequence[Sequence[str]], settle_s: float) -> Iterator[str]:
+    """The host's ``KernelRun``: the real backend, one run after another."""
+    _native.real_preflight(text, list(runs[0]))  # refused now, not after the first settle
+    for overrides in runs:
+        time.sleep(settle_s)
+        yield _native.real(text, list(overrides), WORKER)
 
 
 def simulator_runs(

@@ -5,9 +5,9 @@ backend's two executables (``throttlelab-real``, the controller, and
 ``throttlelab-worker``; no Python inside), their shared libraries, the scenario
 and the kernel's config. The guest's init mounts proc, sysfs, devtmpfs and the
 cgroup hierarchy (v2, or v1's ``cpu`` on request), runs the controller on the
-scenario and powers off. The output document comes back on the second serial
-port (the console, the first, is kept for errors), with ``host.vm`` saying how
-the kernel ran.
+scenario once per run (a comparison's runs share one boot) and powers off. The
+output documents come back on the second serial port, a line each (the console,
+the first, is kept for errors), with ``host.vm`` saying how the kernel ran.
 
 A release (``6.1``, ``6.12``) is Debian's newest ``linux-image-<release>...-amd64``
 package, fetched with ``apt-get download`` once and kept under
@@ -164,13 +164,14 @@ def _check(cmd: list[str], what: str, cwd: Optional[str] = None) -> str:
     return done.stdout
 
 
-def initramfs(out: Path, scenario: str, overrides: Sequence[str], resolved: dict[str, Any], cgroup: str,
-              config: Optional[Path]) -> None:
+def initramfs(out: Path, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[str, Any], cgroup: str,
+              config: Optional[Path], settle_s: float) -> None:
     """Write the guest's initramfs (newc cpio) to ``out``: busybox, the two
-    executables and their libraries, the scenario with its overrides, the
-    kernel's config, the trace CSVs its tasks read at their own absolute paths,
-    and a run script that turns on the sched features of the scenario's
-    ``kernel.features`` that a patched kernel has (kernel/patches)."""
+    executables and their libraries, the scenario, the kernel's config, the
+    trace CSVs its tasks read at their own absolute paths, and a run script
+    that turns on the sched features of the scenario's ``kernel.features`` that
+    a patched kernel has (kernel/patches), then runs the scenario once per
+    overrides list in ``runs``, each after ``settle_s`` of quiet."""
     busybox = shutil.which("busybox")
     if busybox is None or shutil.which("cpio") is None:
         raise VmError("the guest needs busybox and cpio: apt-get install busybox-static cpio")
@@ -189,12 +190,10 @@ def initramfs(out: Path, scenario: str, overrides: Sequence[str], resolved: dict
         if config is not None:
             shutil.copy2(config, root / "throttlelab" / "config")
         (root / "throttlelab" / "scenario.toml").write_text(scenario, encoding="utf-8")
-        args = [str(Path("/throttlelab") / CONTROLLER.name), "/throttlelab/scenario.toml"]
-        for o in overrides:
-            args += ["--set", o]
         (root / "throttlelab" / "run.sh").write_text(
             _sched_features(resolved["kernel"]["features"])
-            + f"export THROTTLELAB_START_DELAY_MS={_START_DELAY_MS}\nexec {shlex.join(args)}\n",
+            + f"export THROTTLELAB_START_DELAY_MS={_START_DELAY_MS}\n"
+            + "".join(f"sleep {settle_s}; {shlex.join(_controller(overrides))} || exit $?\n" for overrides in runs),
             encoding="utf-8",
         )
         init = root / "init"
@@ -204,6 +203,14 @@ def initramfs(out: Path, scenario: str, overrides: Sequence[str], resolved: dict
         with open(out, "wb") as f:
             subprocess.run(["cpio", "--quiet", "-o", "-0", "-H", "newc", "-R", "0:0"], cwd=root, input=names,
                            stdout=f, check=True)
+
+
+def _controller(overrides: Sequence[str]) -> list[str]:
+    """The guest's command line for one run of the scenario."""
+    args = [str(Path("/throttlelab") / CONTROLLER.name), "/throttlelab/scenario.toml"]
+    for o in overrides:
+        args += ["--set", o]
+    return args
 
 
 def _libraries(executables: Sequence[Path]) -> set[Path]:
@@ -240,33 +247,37 @@ def qemu_command(k: Kernel, initrd: Path, cpus: int, accel: str, console: Path, 
     ]
 
 
-def real(k: Kernel, scenario: str, overrides: Sequence[str], accel: str = "auto", cgroup: str = "v2",
-         note: Callable[[str], None] = lambda _: None) -> str:
-    """``throttlelab real --kernel``: the scenario resolved by the core, then :func:`run`."""
-    resolved = json.loads(_native.validate(scenario, list(overrides)))
-    return run(k, scenario, overrides, resolved, accel, cgroup, note)
+def real(k: Kernel, scenario: str, runs: Sequence[Sequence[str]], accel: str = "auto", cgroup: str = "v2",
+         note: Callable[[str], None] = lambda _: None, settle_s: float = 0.0) -> list[str]:
+    """``throttlelab real --kernel``: the scenario resolved by the core (with
+    the first run's overrides), then :func:`run`."""
+    resolved = json.loads(_native.validate(scenario, list(runs[0])))
+    return run(k, scenario, runs, resolved, accel, cgroup, note, settle_s)
 
 
 def runner(k: Kernel, accel: str = "auto", cgroup: str = "v2",
-           note: Callable[[str], None] = lambda _: None) -> Callable[[str, Sequence[str]], str]:
-    """Runs on ``k`` as ``compare.kernel_runs`` takes them. ``auto`` decides on
-    the first run: KVM that could not boot the kernel is not tried again."""
+           note: Callable[[str], None] = lambda _: None) -> Callable[[str, Sequence[Sequence[str]], float], list[str]]:
+    """Runs on ``k`` as ``compare.kernel_runs`` takes them (a ``KernelRun``):
+    all of a call's runs in one boot. ``auto`` decides on the first boot: KVM
+    that could not boot the kernel is not tried again."""
     chosen = accel
 
-    def run_on_k(scenario: str, overrides: Sequence[str]) -> str:
+    def run_on_k(scenario: str, runs: Sequence[Sequence[str]], settle_s: float) -> list[str]:
         nonlocal chosen
-        out = real(k, scenario, overrides, chosen, cgroup, note)
-        chosen = json.loads(out)["host"]["vm"]["accel"]
-        return out
+        outs = real(k, scenario, runs, chosen, cgroup, note, settle_s)
+        chosen = json.loads(outs[0])["host"]["vm"]["accel"]
+        return outs
 
     return run_on_k
 
 
-def run(k: Kernel, scenario: str, overrides: Sequence[str], resolved: dict[str, Any], accel: str = "auto",
-        cgroup: str = "v2", note: Callable[[str], None] = lambda _: None) -> str:
-    """Boot ``k`` with as many CPUs as the scenario has, run the scenario
-    (``resolved``: as the core resolved it) in its cgroups, and return the
-    output document as JSON."""
+def run(k: Kernel, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[str, Any], accel: str = "auto",
+        cgroup: str = "v2", note: Callable[[str], None] = lambda _: None, settle_s: float = 0.0) -> list[str]:
+    """Boot ``k`` once with as many CPUs as the scenario has, run the scenario
+    (``resolved``: as the core resolved it) in its cgroups once per overrides
+    list in ``runs`` (each in fresh cgroups, after ``settle_s`` of quiet), and
+    return the output documents as JSON. One boot for several runs: under TCG a
+    boot costs twice a 2 s run (docs/vm.md)."""
     _check_config(k, cgroup)
     unpatched = [f for f in resolved["kernel"]["features"] if f not in SCHED_FEATURES]
     if unpatched:
@@ -278,15 +289,15 @@ def run(k: Kernel, scenario: str, overrides: Sequence[str], resolved: dict[str, 
     kvm = accel == "kvm" or (accel == "auto" and os.access("/dev/kvm", os.R_OK | os.W_OK))
     with tempfile.TemporaryDirectory() as tmp:
         initrd = Path(tmp) / "initrd"
-        initramfs(initrd, scenario, overrides, resolved, cgroup, k.config)
+        initramfs(initrd, scenario, runs, resolved, cgroup, k.config, settle_s)
         if kvm:
             try:
-                return _boot(k, initrd, cpus, "kvm", Path(tmp), note)
+                return _boot(k, initrd, cpus, "kvm", len(runs), Path(tmp), note)
             except VmError as e:
                 if accel == "kvm":
                     raise
                 note(f"KVM cannot boot it here ({e}); using TCG")
-        return _boot(k, initrd, cpus, "tcg", Path(tmp), note)
+        return _boot(k, initrd, cpus, "tcg", len(runs), Path(tmp), note)
 
 
 #: What the guest's run needs of the kernel's config, per hierarchy: (option, what it is).
@@ -329,9 +340,10 @@ def _sched_features(features: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, tmp: Path, note: Callable[[str], None]) -> str:
+def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, runs: int, tmp: Path, note: Callable[[str], None]) -> list[str]:
+    """Boot the guest and return its runs' output documents, each with ``host.vm``."""
     console, result = tmp / f"console-{accel}", tmp / f"result-{accel}"
-    note(f"booting {k.name} ({accel.upper()}, {cpus} CPUs)")
+    note(f"booting {k.name} ({accel.upper()}, {cpus} CPUs, {runs} run{'s' if runs > 1 else ''})")
     start = time.monotonic()
     cmd = qemu_command(k, initrd, cpus, accel, console, result)
     errors = tmp / f"qemu-{accel}.err"
@@ -355,12 +367,16 @@ def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, tmp: Path, note: Calla
     if code != "0":
         said = [line for line in log.splitlines() if line.startswith("throttlelab-real: ")]
         raise VmError(f"in the guest: {said[-1] if said else 'exit ' + code}")
-    out = json.loads(_read(result))
-    out["host"]["vm"] = {
-        "kernel": k.name, "accel": accel, "cpus": cpus,
-        "boot_s": round(up_s if up_s is not None else 0.0, 3), "wall_s": round(time.monotonic() - start, 3),
-    }
-    return json.dumps(out, separators=(",", ":"))
+    outs = [json.loads(line) for line in _read(result).splitlines() if line.strip()]
+    if len(outs) != runs:
+        raise VmError(f"the guest wrote {len(outs)} output documents for {runs} runs{_tail(log)}")
+    wall_s = time.monotonic() - start
+    for i, out in enumerate(outs):
+        out["host"]["vm"] = {
+            "kernel": k.name, "accel": accel, "cpus": cpus, "boot_s": round(up_s if up_s is not None else 0.0, 3),
+            "wall_s": round(wall_s, 3), "runs_in_boot": runs, "run_in_boot": i + 1,
+        }
+    return [json.dumps(out, separators=(",", ":")) for out in outs]
 
 
 def _read(path: Path) -> str:
