@@ -25,11 +25,11 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from throttlelab import reproduce as experiments  # noqa: E402
+from throttlelab.explain import demand_per_period_ns  # noqa: E402
 from throttlelab._native import validate as _native_validate  # noqa: E402
 from throttlelab.metrics import CGROUP_METRICS, limit  # noqa: E402
 from throttlelab.timeline import (  # noqa: E402
-    Trace, cpu_slices, end_ns, instants, limited_groups, pool_levels, running_intervals, simulate, subtree,
-    throttled_intervals, time_per_bin_ns,
+    Trace, cpu_slices, end_ns, instants, limited_groups, pool_levels, simulate, throttled_intervals, time_per_bin_ns,
 )
 
 #: Periods shown in the time plots of a scenario unless --window-ms says otherwise.
@@ -289,10 +289,7 @@ def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[
     for tg in limited:
         name = trace["groups"][tg]
         cg = groups[name]
-        unlimited, unlimited_trace = simulate(text, [*overrides, f"cgroup.{name}.quota_us=-1"])
-        period_ns, until_ns = cg["period_us"] * 1000, end_ns(unlimited)
-        bounds = [*range(0, until_ns, period_ns), until_ns]
-        demand = time_per_bin_ns(bounds, running_intervals(unlimited_trace, subtree(trace, groups, name), until_ns))
+        demand = demand_per_period_ns(text, overrides, name)
         body += [
             f"<h2>cgroup {html.escape(name)}: {html.escape(limit(cg['quota_us'], cg['period_us'], cg['burst_us']))}</h2>",
             _figure(_demand_figure(name, cg, demand)),
