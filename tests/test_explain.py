@@ -8,7 +8,7 @@ from pathlib import Path
 
 from helpers import cli, scenario_text
 from test_errors import assert_error
-from throttlelab.explain import concurrency
+from throttlelab.explain import measure_periods
 
 
 def explain_json(*args: str) -> dict:
@@ -118,8 +118,13 @@ def test_the_most_throttled_group_is_explained_by_default(tmp_path):
     assert explain_json(write(tmp_path, text), "--runs", "1")["cgroup"] == "tight"
 
 
-def test_concurrency_counts_overlaps_per_bin():
-    spans = [(0, 10), (5, 15), (12, 30), (25, 28)]
-    at_start, peak = concurrency([0, 10, 20, 30], spans)
-    assert at_start == [1, 1, 1] and peak == [2, 2, 2]
-    assert concurrency([0, 10], []) == ([0], [0])
+def test_the_traced_pass_bins_cpu_time_and_counts_threads():
+    # Two spinners on 2 CPUs, no limit: 20 ms of CPU in each 10 ms window, both on CPUs throughout.
+    series = measure_periods(scenario_text(quota_us="-1"), [], "app")
+    assert len(series["ran_ns"]) == 50  # 0.5 s of 10 ms windows, none empty at the end
+    assert all(abs(ns - 20_000_000) < 100_000 for ns in series["ran_ns"])
+    assert set(series["at_start"]) == {2} and set(series["peak"]) == {2}
+    # One thread of 2 ms every 10 ms: at most one at once, 2 ms per window.
+    text = scenario_text(quota_us="-1", threads="1", phases="[{ run_us = 2000 }, { sleep_us = 8000 }]")
+    series = measure_periods(text, [], "app")
+    assert max(series["peak"]) == 1 and all(1_900_000 <= ns <= 2_100_000 for ns in series["ran_ns"][:-1])

@@ -36,7 +36,7 @@ from throttlelab import _native
 from throttlelab.metrics import limit
 from throttlelab.runner import Runner
 from throttlelab.terminal import did_you_mean, table
-from throttlelab.timeline import end_ns, running_intervals, simulate, subtree, time_per_bin_ns
+from throttlelab.timeline import TracedRun, end_ns, subtree
 
 #: Seeds (1..N) unless --runs says otherwise.
 DEFAULT_RUNS = 5
@@ -66,42 +66,47 @@ def measure_periods(text: str, overrides: Sequence[str], cgroup: str) -> dict[st
     """One traced run of ``text`` (with ``overrides``): for each window of the
     cgroup's period from 0 on, ``ran_ns``, the CPU time of the cgroup's (and its
     descendants') threads, ``at_start`` the number of its threads on a CPU at
-    the window's start and ``peak`` the most at once in it. Module-level, so
-    that a process pool can run it."""
-    output, trace = simulate(text, overrides)
+    the window's start and ``peak`` the most at once in it. One pass over the
+    trace as it streams (a long run's trace never sits in memory: the number of
+    the group's threads on CPUs, integrated over time). Module-level, so that a
+    process pool can run it."""
     resolved = json.loads(_native.validate(text, list(overrides)))
     groups = {cg["name"]: cg for cg in resolved["cgroups"]}
-    until = end_ns(output)
     period_ns = groups[cgroup]["period_us"] * 1000
-    bounds = [*range(0, until, period_ns), until]
-    tgs = subtree(trace, groups, cgroup)
-    running = list(running_intervals(trace, tgs, until))
-    at_start, peak = concurrency(bounds, running)
-    return {
-        "ran_ns": time_per_bin_ns(bounds, running),
-        "at_start": at_start,
-        "peak": peak,
-    }
+    # at_start is the level just after a window's first instant (the switches at that instant
+    # count), so it is filled once time moves on: None until then.
+    ran, at_start, peak = [0], [None], [0]
+    state = {"level": 0, "t": 0, "next": period_ns}  # CPUs running the group; time integrated to; next window
 
+    def advance(t_ns: int) -> None:
+        level = state["level"]
+        if at_start[-1] is None and t_ns > state["next"] - period_ns:
+            at_start[-1] = level
+        while t_ns >= state["next"]:
+            ran[-1] += level * (state["next"] - state["t"])
+            state["t"] = state["next"]
+            state["next"] += period_ns
+            ran.append(0), at_start.append(level if t_ns > state["t"] else None), peak.append(level)
+        ran[-1] += level * (t_ns - state["t"])
+        state["t"] = t_ns
 
-def concurrency(bounds: list[int], spans: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """For each bin ``[bounds[i], bounds[i + 1])``: how many ``spans`` cover its
-    start, and the most that overlap anywhere in it."""
-    edges = sorted([(a, 1) for a, b in spans if b > a] + [(b, -1) for a, b in spans if b > a])
-    at_start, peak = [], []
-    level, j = 0, 0
-    for lo, hi in zip(bounds, bounds[1:]):
-        while j < len(edges) and edges[j][0] <= lo:  # ends before starts at one instant (-1 sorts first)
-            level += edges[j][1]
-            j += 1
-        at_start.append(level)
-        most = level
-        while j < len(edges) and edges[j][0] < hi:
-            level += edges[j][1]
-            most = max(most, level)
-            j += 1
-        peak.append(most)
-    return at_start, peak
+    run = TracedRun(text, overrides)
+    tgs: Optional[set[int]] = None
+    on_cpu: dict[int, bool] = {}
+    for _now_ns, chunk in run:
+        tgs = subtree(chunk, groups, cgroup) if tgs is None else tgs
+        for r in chunk["records"]:
+            if r["kind"] != "switch" or r["cpu"] is None:
+                continue
+            advance(r["t_ns"])
+            on = r["arg"] is not None and r["tg"] in tgs
+            state["level"] += on - on_cpu.get(r["cpu"], False)
+            on_cpu[r["cpu"]] = on
+            peak[-1] = max(peak[-1], state["level"])
+    advance(end_ns(run.output()))
+    if len(ran) > 1 and state["t"] == state["next"] - period_ns:  # a window that starts at the end
+        del ran[-1], at_start[-1], peak[-1]
+    return {"ran_ns": ran, "at_start": [state["level"] if n is None else n for n in at_start], "peak": peak}
 
 
 def demand_per_period_ns(text: str, overrides: Sequence[str], cgroup: str) -> list[int]:
