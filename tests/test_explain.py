@@ -128,3 +128,10 @@ def test_the_traced_pass_bins_cpu_time_and_counts_threads():
     text = scenario_text(quota_us="-1", threads="1", phases="[{ run_us = 2000 }, { sleep_us = 8000 }]")
     series = measure_periods(text, [], "app")
     assert max(series["peak"]) == 1 and all(1_900_000 <= ns <= 2_100_000 for ns in series["ran_ns"][:-1])
+
+
+def test_from_python():
+    import throttlelab
+
+    doc = throttlelab.explain("two-spinners", seeds=1, set=["duration_s=1", "cgroup.app.quota_us=15000"])
+    assert doc["cgroup"] == "app" and doc["seeds"] == [1] and doc["demand_per_period"]["over_quota_ratio"] == 1.0

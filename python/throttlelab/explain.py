@@ -24,6 +24,7 @@ series rather than traces.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import tomllib
@@ -35,6 +36,7 @@ from rich.console import RenderableType
 from throttlelab import _native
 from throttlelab.metrics import limit
 from throttlelab.runner import Runner
+from throttlelab.scenarios import PathArg
 from throttlelab.terminal import did_you_mean, table
 from throttlelab.timeline import TracedRun, end_ns, subtree
 
@@ -254,7 +256,7 @@ def explain_text(
     chosen = pick_cgroup(resolved, cgroup)
     seed_list = list(range(1, seeds + 1))
     limited = [c["name"] for c in resolved["cgroups"] if c["quota_us"] is not None]
-    with (runner or Runner()) as run:
+    with contextlib.nullcontext(runner) if runner else Runner() as run:  # a runner given stays open
         per_seed = [[*overrides, f"seed={s}"] for s in seed_list]
         if on_total:
             on_total(len(seed_list) * (2 + max(len(_variants(resolved, c)) for c in resolved["cgroups"] if c["name"] in limited)))
@@ -318,6 +320,15 @@ def explain_text(
             "throttled_ratio": captured["nr_throttled"] / captured["nr_periods"],
         }
     return doc
+
+
+def explain(scenario: PathArg, cgroup: Optional[str] = None, seeds: int = DEFAULT_RUNS, *,
+            set: Optional[Sequence[str]] = None) -> dict[str, Any]:
+    """Why ``cgroup`` of ``scenario`` (a built-in name, a path, a capture or TOML
+    text) is throttled: the ``explain --json`` document, from seeds 1..``seeds``."""
+    from throttlelab import scenario_text
+
+    return explain_text(scenario_text(scenario), cgroup, set or (), seeds)
 
 
 # --- plain words -------------------------------------------------------------------
