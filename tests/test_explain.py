@@ -128,6 +128,11 @@ def test_the_traced_pass_bins_cpu_time_and_counts_threads():
     text = scenario_text(quota_us="-1", threads="1", phases="[{ run_us = 2000 }, { sleep_us = 8000 }]")
     series = measure_periods(text, [], "app")
     assert max(series["peak"]) == 1 and all(1_900_000 <= ns <= 2_100_000 for ns in series["ran_ns"][:-1])
+    assert 50 <= len(series["burst_peak"]) <= 52 and set(series["burst_peak"]) == {1}  # a burst every 10 ms
+    # Four threads of 2 ms every 10 ms on 2 CPUs start together: bursts of 2 at once.
+    text = scenario_text(quota_us="-1", threads="4", phases="[{ run_us = 2000 }, { timer_us = 10000 }]")
+    series = measure_periods(text, [], "app")
+    assert set(series["burst_peak"]) == {2} and set(series["peak"]) == {2}
 
 
 def test_from_python():

@@ -68,7 +68,9 @@ def measure_periods(text: str, overrides: Sequence[str], cgroup: str) -> dict[st
     """One traced run of ``text`` (with ``overrides``): for each window of the
     cgroup's period from 0 on, ``ran_ns``, the CPU time of the cgroup's (and its
     descendants') threads, ``at_start`` the number of its threads on a CPU at
-    the window's start and ``peak`` the most at once in it. One pass over the
+    the window's start and ``peak`` the most at once in it; and ``burst_peak``,
+    the most at once in each burst (a stretch in which at least one of them is
+    on a CPU, however it spans windows). One pass over the
     trace as it streams (a long run's trace never sits in memory: the number of
     the group's threads on CPUs, integrated over time). Module-level, so that a
     process pool can run it."""
@@ -92,6 +94,7 @@ def measure_periods(text: str, overrides: Sequence[str], cgroup: str) -> dict[st
         ran[-1] += level * (t_ns - state["t"])
         state["t"] = t_ns
 
+    burst_peak: list[int] = []
     run = TracedRun(text, overrides)
     tgs: Optional[set[int]] = None
     on_cpu: dict[int, bool] = {}
@@ -102,13 +105,19 @@ def measure_periods(text: str, overrides: Sequence[str], cgroup: str) -> dict[st
                 continue
             advance(r["t_ns"])
             on = r["arg"] is not None and r["tg"] in tgs
+            before = state["level"]
             state["level"] += on - on_cpu.get(r["cpu"], False)
             on_cpu[r["cpu"]] = on
             peak[-1] = max(peak[-1], state["level"])
+            if before == 0 < state["level"]:
+                burst_peak.append(state["level"])
+            elif state["level"]:
+                burst_peak[-1] = max(burst_peak[-1], state["level"])
     advance(end_ns(run.output()))
     if len(ran) > 1 and state["t"] == state["next"] - period_ns:  # a window that starts at the end
         del ran[-1], at_start[-1], peak[-1]
-    return {"ran_ns": ran, "at_start": [state["level"] if n is None else n for n in at_start], "peak": peak}
+    at_start = [state["level"] if n is None else n for n in at_start]
+    return {"ran_ns": ran, "at_start": at_start, "peak": peak, "burst_peak": burst_peak}
 
 
 def demand_per_period_ns(text: str, overrides: Sequence[str], cgroup: str) -> list[int]:
@@ -309,6 +318,8 @@ def explain_text(
             "threads": threads,
             "at_period_start": _int_quantiles([n for r in free_runs for n in r["at_start"]]),
             "peak_per_period": _int_quantiles([n for r in free_runs for n in r["peak"]]),
+            "bursts": sum(len(r["burst_peak"]) for r in free_runs),
+            "peak_per_burst": _int_quantiles([n for r in free_runs for n in r["burst_peak"]]),
         },
         "mechanics": rows(mechanics(resolved, cg)) if throttled else [],
         "fixes": rows(fixes(resolved, cg)) if throttled else [],
@@ -381,12 +392,14 @@ def render(doc: dict[str, Any]) -> list[RenderableType]:
         + f".{mean_note}"
     )
     conc = doc["concurrency"]
-    peak = conc["peak_per_period"]["p50"]
-    spend = f" {peak} threads on CPUs spend the quota in {_ms(quota_us / peak)}." if peak > 1 and doc["throttled"] else ""
+    peak, burst = conc["peak_per_period"], conc["peak_per_burst"]
+    spend = (f" {peak['p50']} threads on CPUs spend the quota of {quota_us / period_us:.3g} CPUs in"
+             f" {_ms(quota_us / peak['p50'])}." if peak["p50"] > 1 and doc["throttled"] else "")
     lines.append(
-        f"Concurrency: of its {conc['threads']} threads, {conc['at_period_start']['p50']} run at a period's start"
-        f" (p50; max {conc['at_period_start']['max']}) and up to {peak} at once within a period (p50; max"
-        f" {conc['peak_per_period']['max']}), against a quota of {quota_us / period_us:.3g} CPUs.{spend}"
+        f"Concurrency, without the limit: of its {conc['threads']} threads, up to {peak['p50']} are on CPUs at once in a"
+        f" period (p50; max {peak['max']}), {conc['at_period_start']['p50']} at a period's start (p50; max"
+        f" {conc['at_period_start']['max']}); its {conc['bursts']} bursts (stretches with one on a CPU, all seeds)"
+        f" reach {burst['p50']} at once (p50; p90 {burst['p90']}).{spend}"
     )
     if not doc["throttled"]:
         return lines
