@@ -9,8 +9,9 @@ taken from a rule of thumb:
   quota. (Not what it ran plus its throttled time under the limit: a
   throttled runqueue counts on every CPU, busy or not, so that sum is the
   period times the CPUs whenever the group throttles at all);
-- concurrency: how many of its threads run at once, at the start of each
-  period-long window and at the window's peak, without the limit;
+- concurrency: how many of its threads are on CPUs at once, at the start of
+  each period-long window, at the window's peak and at the peak of each burst
+  (a stretch with at least one of them on a CPU), without the limit;
 - what the mechanics contribute: counterfactual runs with one knob of the
   kernel changed (1 ms slices, CONFIG_HZ 1000, another release's profile,
   ``noop_update`` when the scenario rewrites ``cpu.max``);
@@ -324,7 +325,10 @@ def explain_text(
         "mechanics": rows(mechanics(resolved, cg)) if throttled else [],
         "fixes": rows(fixes(resolved, cg)) if throttled else [],
     }
-    captured = tomllib.loads(text).get("capture")  # the core checked it; it does not keep it
+    try:  # the core checked [capture] and does not keep it
+        captured = tomllib.loads(text).get("capture")
+    except tomllib.TOMLDecodeError:  # TOML the core reads and Python's 1.0 parser does not
+        captured = None
     if captured and captured.get("nr_periods"):
         doc["capture"] = {
             "nr_periods": captured["nr_periods"], "nr_throttled": captured["nr_throttled"],
