@@ -158,7 +158,7 @@ def test_one_vocabulary_across_commands():
     def options(command: str) -> set[str]:
         return {opt for p in main.commands[command].params for opt in getattr(p, "opts", [])}
 
-    for command in ("bench", "compare", "advise"):
+    for command in ("bench", "compare", "advise", "explain"):
         assert "--runs" in options(command) and not {"--repeat", "--seeds"} & options(command), command
     for command in ("trace", "report", "sweep"):
         assert {"-o", "--out"} <= options(command) and "--csv" not in options(command), command

@@ -14,8 +14,9 @@ from throttlelab._native import run as _native_run
 from throttlelab.scenarios import PathArg, ScenarioNotFound, builtin_names, load_scenario_text
 
 # These functions take the names of their modules: import anything else from
-# throttlelab.sweep and throttlelab.advise with "from ... import".
+# throttlelab.sweep, throttlelab.advise and throttlelab.explain with "from ... import".
 from throttlelab.advise import advise
+from throttlelab.explain import explain
 from throttlelab.sweep import sweep
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "__version__",
     "advise",
     "builtin_names",
+    "explain",
     "load_scenario_text",
     "run",
     "scenario_text",

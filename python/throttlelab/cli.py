@@ -21,6 +21,8 @@ from throttlelab.terminal import Terminal, did_you_mean
 from throttlelab.worker import WORKER
 # Modules named like the package's functions throttlelab.sweep and throttlelab.advise: import from them.
 from throttlelab.advise import EXIT_UNMET, AdviseError, advise_text
+from throttlelab.explain import DEFAULT_RUNS as EXPLAIN_RUNS, ExplainError, explain_text
+from throttlelab.explain import render as render_explanation
 from throttlelab.advise import render as render_advice
 from throttlelab.sweep import SweepError, parse_grid, sweep_rows
 from throttlelab.sweep import render as render_sweep
@@ -30,7 +32,7 @@ DEFAULT_SCENARIO = "ugedal-table2"
 #: Errors that are the user's input, not a bug: reported in one line, exit code 2.
 USER_ERRORS = (
     _native.ScenarioError, _native.HarnessError, ScenarioNotFound, experiments.UnknownExperiment,
-    SweepError, AdviseError, RunnerError, vm.VmError,
+    SweepError, AdviseError, ExplainError, RunnerError, vm.VmError,
 )
 
 
@@ -457,3 +459,27 @@ def advise(
     else:
         terminal.print(*render_advice(result))
     return 0 if result["met"] else EXIT_UNMET
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--cgroup", help="The cgroup to explain (default: the only limited one, or the most throttled).")
+@click.option("--runs", "seeds", default=EXPLAIN_RUNS, show_default=True, type=click.IntRange(min=1), help="Seeds (1..N) every measurement is made on.")
+@set_option
+@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
+def explain(scenario: str, cgroup: Optional[str], seeds: int, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Say why a cgroup of SCENARIO (a scenario or a capture) is throttled, in
+    numbers from simulations: its demand per period against the quota, how many
+    threads run at once, what slices, ticks, the release and rewrites of cpu.max
+    contribute (counterfactual runs), and what each fix would change."""
+    text, _ = load_scenario_text(scenario)
+    terminal = Terminal()
+    with terminal.progress() as progress:
+        bar = progress.add_task("explain", total=None)
+        result = explain_text(
+            text, cgroup, overrides, seeds, step=lambda: progress.advance(bar), on_total=lambda n: progress.update(bar, total=n),
+        )
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        terminal.print(*render_explanation(result))

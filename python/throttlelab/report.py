@@ -10,13 +10,12 @@ throttles marked), the throttled time of every period, and what each CPU did
 from __future__ import annotations
 
 import base64
-import bisect
 import html
 import io
 import json
 import os
 from collections import defaultdict
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import matplotlib
 
@@ -26,9 +25,12 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from throttlelab import reproduce as experiments  # noqa: E402
+from throttlelab.explain import demand_per_period_ns  # noqa: E402
 from throttlelab._native import validate as _native_validate  # noqa: E402
 from throttlelab.metrics import CGROUP_METRICS, limit  # noqa: E402
-from throttlelab.timeline import Trace, cpu_slices, end_ns, instants, limited_groups, pool_levels, simulate  # noqa: E402
+from throttlelab.timeline import (  # noqa: E402
+    Trace, cpu_slices, end_ns, instants, limited_groups, pool_levels, simulate, throttled_intervals, time_per_bin_ns,
+)
 
 #: Periods shown in the time plots of a scenario unless --window-ms says otherwise.
 DEFAULT_WINDOW_PERIODS = 10
@@ -77,21 +79,6 @@ def write(out_dir: str, page: str) -> str:
 
 
 # --- a scenario ---------------------------------------------------------------
-
-
-def _throttled_intervals(trace: Trace, tg: int, until_ns: int) -> list[tuple[int, int, int]]:
-    """``(cpu, start_ns, end_ns)`` of every throttle of group ``tg``."""
-    since: dict[int, int] = {}
-    spans = []
-    for r in instants(trace, ("throttle", "unthrottle")):
-        if r["tg"] != tg:
-            continue
-        if r["kind"] == "throttle":
-            since[r["cpu"]] = r["t_ns"]
-        elif r["cpu"] in since:
-            spans.append((r["cpu"], since.pop(r["cpu"]), r["t_ns"]))
-    spans += [(cpu, start, until_ns) for cpu, start in since.items()]
-    return spans
 
 
 def _pools_figure(trace: Trace, tg: int, window: tuple[int, int]) -> tuple[Figure, str]:
@@ -154,8 +141,8 @@ def _periods_figure(trace: Trace, tg: int, output: dict[str, Any], until_ns: int
     name = trace["groups"][tg]
     refills = [r["t_ns"] for r in instants(trace, ("refill",)) if r["tg"] == tg]
     bounds = [0, *refills, until_ns]
-    spans = ((start, end) for _cpu, start, end in _throttled_intervals(trace, tg, until_ns))
-    throttled_ms = [ns / 1e6 for ns in _time_per_bin_ns(bounds, spans)]
+    spans = ((start, end) for _cpu, start, end in throttled_intervals(trace, tg, until_ns))
+    throttled_ms = [ns / 1e6 for ns in time_per_bin_ns(bounds, spans)]
     starts_s = [a / 1e9 for a in bounds[:-1]]
     widths_s = [(b - a) / 1e9 for a, b in zip(bounds, bounds[1:])]
     fig, ax = plt.subplots(figsize=(11, 3))
@@ -215,33 +202,6 @@ def _timeline_figure(trace: Trace, window: tuple[int, int]) -> tuple[Figure, str
         " although it had work, blank where there was nothing to run."
     )
     return fig, caption
-
-
-def _running_intervals(trace: Trace, groups: set[int], until_ns: int) -> Iterator[tuple[int, int]]:
-    """``(start_ns, end_ns)`` of every stretch a thread of ``groups`` ran on a CPU."""
-    since: dict[int, int] = {}  # cpu -> when one of the groups' threads began to run
-    for r in trace["records"]:
-        if r["kind"] != "switch" or r["cpu"] is None:
-            continue
-        start = since.pop(r["cpu"], None)
-        if start is not None:
-            yield start, r["t_ns"]
-        if r["arg"] is not None and r["tg"] in groups:
-            since[r["cpu"]] = r["t_ns"]
-    for start in since.values():
-        yield start, until_ns
-
-
-def _time_per_bin_ns(bounds: list[int], spans: Iterable[tuple[int, int]]) -> list[int]:
-    """How much of ``spans`` falls in each bin ``[bounds[i], bounds[i + 1])``
-    (added up where spans overlap, as over CPUs)."""
-    bins = [0] * (len(bounds) - 1)
-    for start, end in spans:
-        i = max(0, bisect.bisect_right(bounds, start) - 1)
-        while i < len(bins) and bounds[i] < end:
-            bins[i] += max(0, min(end, bounds[i + 1]) - max(start, bounds[i]))
-            i += 1
-    return bins
 
 
 def _demand_figure(name: str, cg: dict[str, Any], demand_ns: list[int]) -> tuple[Figure, str]:
@@ -329,10 +289,7 @@ def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[
     for tg in limited:
         name = trace["groups"][tg]
         cg = groups[name]
-        unlimited, unlimited_trace = simulate(text, [*overrides, f"cgroup.{name}.quota_us=-1"])
-        period_ns, until_ns = cg["period_us"] * 1000, end_ns(unlimited)
-        bounds = [*range(0, until_ns, period_ns), until_ns]
-        demand = _time_per_bin_ns(bounds, _running_intervals(unlimited_trace, _subtree(trace, groups, name), until_ns))
+        demand = demand_per_period_ns(text, overrides, name)
         body += [
             f"<h2>cgroup {html.escape(name)}: {html.escape(limit(cg['quota_us'], cg['period_us'], cg['burst_us']))}</h2>",
             _figure(_demand_figure(name, cg, demand)),
@@ -343,19 +300,6 @@ def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[
         body += ["<h2>Services</h2>", _figure(_latency_figure(output))]
     body += [f"<h2>CPUs, first {window_ms:g} ms</h2>", _figure(_timeline_figure(trace, window))]
     return _page(output["scenario"], body)
-
-
-def _subtree(trace: Trace, groups: dict[str, dict[str, Any]], name: str) -> set[int]:
-    """The task groups (trace indices) of cgroup ``name`` and its descendants."""
-
-    def under(g: str) -> bool:
-        while g:
-            if g == name:
-                return True
-            g = groups[g]["parent"] or ""
-        return False
-
-    return {tg for tg, g in enumerate(trace["groups"]) if g in groups and under(g)}
 
 
 # --- an experiment --------------------------------------------------------------

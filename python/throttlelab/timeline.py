@@ -12,6 +12,7 @@ throttled and the pool levels then) only set the state.
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Optional
@@ -187,3 +188,58 @@ def pool_levels(trace: Trace, tgs: Iterable[int]) -> dict[PoolKey, list[tuple[in
     for key, t_ns, level in PoolLevels(tgs).feed(trace):
         series.setdefault(key, []).append((t_ns, level))
     return series
+
+
+def throttled_intervals(trace: Trace, tg: int, until_ns: int) -> list[tuple[int, int, int]]:
+    """``(cpu, start_ns, end_ns)`` of every throttle of group ``tg``."""
+    since: dict[int, int] = {}
+    spans = []
+    for r in instants(trace, ("throttle", "unthrottle")):
+        if r["tg"] != tg:
+            continue
+        if r["kind"] == "throttle":
+            since[r["cpu"]] = r["t_ns"]
+        elif r["cpu"] in since:
+            spans.append((r["cpu"], since.pop(r["cpu"]), r["t_ns"]))
+    spans += [(cpu, start, until_ns) for cpu, start in since.items()]
+    return spans
+
+
+def running_intervals(trace: Trace, groups: set[int], until_ns: int) -> Iterator[tuple[int, int]]:
+    """``(start_ns, end_ns)`` of every stretch a thread of ``groups`` ran on a CPU."""
+    since: dict[int, int] = {}  # cpu -> when one of the groups' threads began to run
+    for r in trace["records"]:
+        if r["kind"] != "switch" or r["cpu"] is None:
+            continue
+        start = since.pop(r["cpu"], None)
+        if start is not None:
+            yield start, r["t_ns"]
+        if r["arg"] is not None and r["tg"] in groups:
+            since[r["cpu"]] = r["t_ns"]
+    for start in since.values():
+        yield start, until_ns
+
+
+def time_per_bin_ns(bounds: list[int], spans: Iterable[tuple[int, int]]) -> list[int]:
+    """How much of ``spans`` falls in each bin ``[bounds[i], bounds[i + 1])``
+    (added up where spans overlap, as over CPUs)."""
+    bins = [0] * (len(bounds) - 1)
+    for start, end in spans:
+        i = max(0, bisect.bisect_right(bounds, start) - 1)
+        while i < len(bins) and bounds[i] < end:
+            bins[i] += max(0, min(end, bounds[i + 1]) - max(start, bounds[i]))
+            i += 1
+    return bins
+
+
+def subtree(trace: Trace, groups: dict[str, dict[str, Any]], name: str) -> set[int]:
+    """The task groups (trace indices) of cgroup ``name`` and its descendants."""
+
+    def under(g: str) -> bool:
+        while g:
+            if g == name:
+                return True
+            g = groups[g]["parent"] or ""
+        return False
+
+    return {tg for tg, g in enumerate(trace["groups"]) if g in groups and under(g)}
