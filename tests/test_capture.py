@@ -172,6 +172,23 @@ def test_the_real_backend_refuses_a_capture(tmp_path):
     assert_error(cli("real", str(out)), "task.a-1.phases_file: the real backend cannot replay a capture yet")
 
 
+@needs_root
+def test_a_capture_makes_its_directory_and_refuses_an_unwritable_output_before_capturing(tmp_path):
+    """An hour's capture is not lost at the end for want of a directory: the
+    output's directory is made, and an output that cannot be written is refused
+    at once (the test would wait out the hour otherwise) and leaves no files."""
+    me = str(os.getpid())
+    out = tmp_path / "new" / "dir" / "c.toml"
+    result = cli("capture", "--pid", me, "--duration", "0.2", "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert out.is_file() and out.with_suffix(".phases.gz").is_file()
+    (tmp_path / "file").write_text("")
+    done = subprocess.run([sys.executable, "-m", "throttlelab", "capture", "--pid", me, "--duration", "3600", "-o",
+                           str(tmp_path / "file" / "c.toml")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith(f"throttlelab: error: cannot create {tmp_path / 'file'}"), done.stderr
+    assert not (tmp_path / "file" / "c.toml").exists()
+
+
 def test_capture_wants_one_target():
     result = cli("capture", "--duration", "1", "-o", "x.toml")
     assert result.exit_code == 2 and "give --cgroup PATH or --pid PID" in result.stderr

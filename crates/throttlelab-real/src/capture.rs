@@ -44,9 +44,30 @@ const EVENTS: [&str; 4] = ["sched/sched_switch", "sched/sched_waking", "sched/sc
 
 /// Capture `target` for `duration`; write the scenario to `out` and the
 /// phases beside it (`<stem>.phases.gz`). Returns the `[capture]` table.
+/// Both files are created before the capture starts (with the scenario's
+/// directory, if missing), so that an output that cannot be written is
+/// refused before a minute of capturing rather than after; they are removed
+/// again if the capture fails.
 pub fn capture(target: &Target, duration: Duration, out: &Path) -> Result<CaptureSpec> {
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;
+    let phases_path = out.with_extension("phases.gz");
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
+    }
+    let scenario_file = fs::File::create(out).map_err(|e| Error::io("create", out, e))?;
+    let phases_file = fs::File::create(&phases_path).map_err(|e| Error::io("create", &phases_path, e))?;
+    let captured = record(target, duration, out, scenario_file, &phases_path, phases_file);
+    if captured.is_err() {
+        let _ = fs::remove_file(out);
+        let _ = fs::remove_file(&phases_path);
+    }
+    captured
+}
+
+/// `capture` once its output files are open.
+fn record(target: &Target, duration: Duration, out: &Path, mut scenario_file: fs::File, phases_path: &Path,
+          phases_file: fs::File) -> Result<CaptureSpec> {
     let signals = signals::Guard::install()?;
     let layout = Layout::detect(&cgroup_root())?;
     let (group, threads, source) = match target {
@@ -116,12 +137,11 @@ pub fn capture(target: &Target, duration: Duration, out: &Path) -> Result<Captur
             spec.usage_usec.map_or("?".to_string(), |u| (u / 1_000).to_string())
         );
     }
-    let phases_path = out.with_extension("phases.gz");
     let names = task_names(&captured);
-    write_phases(&phases_path, &captured, &names)?;
+    write_phases(phases_path, phases_file, &captured, &names)?;
     let file_name = phases_path.file_name().expect("a file name").to_string_lossy();
     let text = scenario_text(&spec, &group, &captured, &names, &file_name)?;
-    fs::write(out, text).map_err(|e| Error::io("write", out, e))?;
+    scenario_file.write_all(text.as_bytes()).map_err(|e| Error::io("write", out, e))?;
     Ok(spec)
 }
 
@@ -195,7 +215,7 @@ fn task_names(threads: &[Thread]) -> Vec<String> {
         .collect()
 }
 
-fn write_phases(path: &Path, threads: &[Thread], names: &[String]) -> Result<()> {
+fn write_phases(path: &Path, file: fs::File, threads: &[Thread], names: &[String]) -> Result<()> {
     let name_of = |pid: u32| threads.iter().position(|t| t.pid == pid).map(|i| names[i].as_str());
     let mut text = format!("{HEADER}\n");
     for (t, name) in threads.iter().zip(names) {
@@ -211,7 +231,6 @@ fn write_phases(path: &Path, threads: &[Thread], names: &[String]) -> Result<()>
             };
         }
     }
-    let file = fs::File::create(path).map_err(|e| Error::io("create", path, e))?;
     let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
     gz.write_all(text.as_bytes()).and_then(|_| gz.finish().map(drop)).map_err(|e| Error::io("write", path, e))
 }
