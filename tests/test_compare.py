@@ -61,6 +61,17 @@ def test_background_averages_over_runs():
     assert mean_host([{"background_per_s": 0.0, "background_us": 0.0}])["background_us"] == 0.0
 
 
+def test_the_ticks_lateness_is_the_runs_median_where_every_run_measured_it():
+    run = {"release": "6.18", "background_per_s": 1.0, "background_us": 1.0}
+    latencies = [{**run, "tick_latency_us": us} for us in (7.0, 40.0, 9.0)]
+    assert mean_host(latencies)["tick_latency_us"] == 9.0
+    assert "tick_latency_us" not in mean_host([*latencies, run]), "one run without tracefs: the simulator's defaults"
+    text = scenario_text(top="", period_us="10000", quota_us="10000")
+    jitter = ["machine.tick_jitter_us=18.0", "machine.timer_jitter_us=18.0"]
+    assert simulate(text, [], json.dumps({**run, "hz": 250, "cgroup": "v1", "uptime_s": 1.0, "tick_latency_us": 9.0})) == simulate(
+        text, ['kernel.profile="6.18"', "machine.hz=250", "machine.background_per_s=1.0", "machine.background_us=1.0", *jitter])
+
+
 def test_each_simulator_run_gets_its_kernel_runs_timer_offsets():
     text = scenario_text(top="", period_us="10000", quota_us="10000")
     host = {

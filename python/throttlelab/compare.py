@@ -77,8 +77,9 @@ class Stats:
 
 def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The first run's host, its background activity averaged over all runs
-    (the duration per preemption weighted by the preemptions); the start and
-    the timer offsets, which differ per run, are left out."""
+    (the duration per preemption weighted by the preemptions) and the median
+    of its ticks' lateness where every run measured it; the start and the
+    timer offsets, which differ per run, are left out."""
     host = dict(hosts[0])
     host.pop("period_timer_offset_us", None)
     host.pop("uptime_s", None)
@@ -86,6 +87,10 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     lost = sum(h["background_per_s"] * h["background_us"] for h in hosts)
     host["background_per_s"] = per_s
     host["background_us"] = lost / (per_s * len(hosts)) if per_s > 0 else 0.0
+    latencies = [h.get("tick_latency_us") for h in hosts]
+    host.pop("tick_latency_us", None)
+    if None not in latencies:
+        host["tick_latency_us"] = statistics.median(latencies)
     return host
 
 
@@ -198,7 +203,8 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
     parts: list[RenderableType] = [
         f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"
         f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: profile {result['sim_runs'][0]['profile']},"
-        f" the host's HZ and background ({host['background_per_s']:.1f}/s x {host['background_us']:.0f} us);"
+        f" the host's HZ and background ({host['background_per_s']:.1f}/s x {host['background_us']:.0f} us"
+        + (f", ticks {host['tick_latency_us']:.0f} us late" if "tick_latency_us" in host else "") + ");"
         + (" unpaired: each seed draws its own start and period timer phases" if not result["paired"]
            else " paired: each run started and its period timers placed as in its kernel run" if result["timers_placed"]
            else " paired: each run started as in its kernel run (period timers not traced)"),

@@ -8,7 +8,7 @@ use crate::scenario::Scenario;
 
 impl Scenario {
     /// Take the host's kernel (the profile of its release, its CONFIG_HZ when
-    /// known) and its measured background activity. `placed`: also start where
+    /// known), its measured background activity and its interrupts' lateness. `placed`: also start where
     /// that kernel run started against the tick grid and put each group's
     /// period timer where the kernel had it (a paired run, a diagnostic); else
     /// the simulator draws both itself.
@@ -20,6 +20,11 @@ impl Scenario {
         }
         self.machine.background_per_s = host.background_per_s;
         self.machine.background_us = host.background_us;
+        if let Some(latency_us) = host.tick_latency_us {
+            // Uniform lateness in [0, 2 x median): the median the probe measured.
+            self.machine.tick_jitter_us = 2.0 * latency_us;
+            self.machine.timer_jitter_us = 2.0 * latency_us;
+        }
         if placed {
             self.machine.uptime_s = Some(host.uptime_s);
             for cgroup in &mut self.cgroups {
@@ -45,17 +50,22 @@ mod tests {
             cgroup: "v2".into(),
             background_per_s: 12.5,
             background_us: 40.0,
+            tick_latency_us: Some(45.0),
             period_timer_offset_us: BTreeMap::from([("app".into(), 4321.5)]),
             uptime_s: 1234.5,
         }
     }
 
     #[test]
-    fn takes_the_hosts_kernel_and_background() {
+    fn takes_the_hosts_kernel_background_and_interrupt_lateness() {
         let mut s = crate::load(SCENARIO, &[]).unwrap();
+        let defaults = (s.machine.tick_jitter_us, s.machine.timer_jitter_us);
+        s.set_like(&Host { tick_latency_us: None, ..host() }, false).unwrap();
+        assert_eq!((s.machine.tick_jitter_us, s.machine.timer_jitter_us), defaults, "not measured: the defaults");
         s.set_like(&host(), false).unwrap();
         assert_eq!((s.kernel.profile, s.machine.hz), (Profile::for_release("6.1").unwrap(), 1000));
         assert_eq!((s.machine.background_per_s, s.machine.background_us), (12.5, 40.0));
+        assert_eq!((s.machine.tick_jitter_us, s.machine.timer_jitter_us), (90.0, 90.0));
         assert_eq!((s.machine.uptime_s, s.cgroups[0].period_timer_offset_us), (None, None), "unplaced: drawn");
         s.set_like(&host(), true).unwrap();
         assert_eq!((s.machine.uptime_s, s.cgroups[0].period_timer_offset_us), (Some(1234.5), Some(4321.5)));

@@ -38,6 +38,12 @@ pub struct Host {
     /// `machine.background_us`).
     pub background_per_s: f64,
     pub background_us: f64,
+    /// The median lateness of the tick's interrupt during that probe, from
+    /// tracefs (the simulator's `machine.tick_jitter_us` and
+    /// `timer_jitter_us`: uniform lateness with this median). None without
+    /// tracefs, and in documents from before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_latency_us: Option<f64>,
     /// Per limited cgroup, where the kernel put its period timer: expiries
     /// fall on this offset plus whole periods of CLOCK_MONOTONIC (the
     /// simulator's `period_timer_offset_us`). Empty without tracefs.

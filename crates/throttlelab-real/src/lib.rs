@@ -769,6 +769,7 @@ pub fn run(s: &Scenario, worker: &Path) -> Result<Output> {
                 cgroup,
                 background_per_s: background.per_s,
                 background_us: background.us,
+                tick_latency_us: background.tick_latency_us,
                 period_timer_offset_us,
                 uptime_s: m.start_ns as f64 / 1e9,
             };
