@@ -364,8 +364,11 @@ def no_tracefs():
 def test_without_tracefs_the_run_mounts_it_and_unmounts_it_after(write_scenario, no_tracefs, capfd):
     doc = real_json(write_scenario(), "duration_s=0.1")
     assert 0 <= doc["host"]["period_timer_offset_us"]["app"] < 10_000, doc["host"]
+    # The probe's trace too: the median tick is late, by less than a tick (4 ms at HZ=250).
+    assert 0 < doc["host"]["tick_latency_us"] < 4_000, doc["host"]
     assert _tracefs_mounts() == []
-    assert "period timer" not in capfd.readouterr().err
+    err = capfd.readouterr().err
+    assert "period timer" not in err and "tick latency" not in err
 
 
 @needs_real
