@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import gzip
 import json
+import math
 import os
 import random
 import re
@@ -39,29 +40,19 @@ DATABASE = "postgres"
 SCALE = 1
 # Total transactions per second asked of pgbench (--rate), whatever the
 # client count: each client's schedule is Poisson at RATE_PER_S / clients.
-RATE_PER_S = 1800
+RATE_PER_S = 2400
 CLIENTS = 4
 OTHER_CLIENTS = 8
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup/cpu")
+CPUACCT_V1_ROOT = Path("/sys/fs/cgroup/cpuacct")
 
 
-def _clock_ticks_per_s() -> int:
-    return os.sysconf("SC_CLK_TCK")
-
-
-def _proc_cpu_s(pid: int, reaped_children: bool) -> float:
-    """CPU time of a process from /proc/PID/stat (utime + stime, and with
-    `reaped_children` its waited-for children's too), in seconds; 0 once gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    fields = text[text.rindex(")") + 2 :].split()
-    # fields[11..14] are utime, stime, cutime, cstime (stat(5) fields 14-17).
-    ticks = int(fields[11]) + int(fields[12])
-    if reaped_children:
-        ticks += int(fields[13]) + int(fields[14])
-    return ticks / _clock_ticks_per_s()
+def cgroup_dirs(cgroup: Path) -> list[Path]:
+    """`cgroup` and, on v1 with cpuacct mounted apart, its twin of the same name there."""
+    if (cgroup / "cpuacct.usage").exists() or not cgroup.is_relative_to(CGROUP_V1_ROOT):
+        return [cgroup]
+    twin = CPUACCT_V1_ROOT / cgroup.relative_to(CGROUP_V1_ROOT)
+    return [cgroup, twin] if twin.is_dir() else [cgroup]
 
 
 def percentile(sorted_values: list[float], p: float) -> float:
@@ -78,6 +69,14 @@ class Program:
     name = "pgbench"
     # (captured client connections = backends, another count to predict)
     threads: tuple[int, int] | None = (CLIENTS, OTHER_CLIENTS)
+    # (period_us, quota_us, burst_us): 0.1 CPU, which the rate fills to some
+    # 60-70 % on a quiet host (28 us of CPU a query).
+    capture_limit = (100_000, 10_000, 0)
+    tighter_limit = (100_000, 8_000, 0)
+    shorter_period_limit = (10_000, 1_000, 0)
+    burst_limit = (100_000, 10_000, 10_000)
+    # No closed-loop throughput run: --rate fixes the throughput.
+    throughput_unit = ""
 
     def __init__(self, rate_per_s: float = RATE_PER_S) -> None:
         self.rate_per_s = rate_per_s
@@ -136,16 +135,14 @@ class Program:
         children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
         return [postmaster, *map(int, children)]
 
-    def _server_cpu_s(self) -> float:
-        """The server's CPU time so far, exited backends included (the
-        postmaster has reaped them): v1's cpu hierarchy has no usage here."""
-        postmaster, *children = self._server_pids()
-        return _proc_cpu_s(postmaster, True) + sum(_proc_cpu_s(pid, False) for pid in children)
-
     def _move_server(self, cgroup: Path) -> None:
+        """Write the server's processes into `cgroup`'s directories (its
+        cpuacct twin too, on v1 where cpuacct is mounted apart: what holds
+        the usage)."""
         for pid in self._server_pids():
-            with contextlib.suppress(ProcessLookupError):
-                (cgroup / "cgroup.procs").write_text(str(pid))
+            for d in cgroup_dirs(cgroup):
+                with contextlib.suppress(ProcessLookupError):
+                    (d / "cgroup.procs").write_text(str(pid))
 
     def _pgbench(self, *args: str, **kw) -> subprocess.CompletedProcess:
         return self._as_postgres(PGBENCH, "-h", str(self._socket_dir), *args, DATABASE, **kw)
@@ -159,17 +156,16 @@ class Program:
         scheduled start, so they hold the schedule lag (a client still
         waiting for its previous answer), as pgbench reports them."""
         assert self.tmp is not None
+        run_s = math.ceil(duration_s)  # pgbench -T takes whole seconds
         logs = Path(tempfile.mkdtemp(prefix="log-", dir=self.tmp))
         shutil.chown(logs, PG_USER)
         self._move_server(cgroup)
         try:
-            cpu_before_s = self._server_cpu_s()
             self._pgbench(
                 "-S", "-n", "-c", str(threads), "-j", "1", "--rate", str(self.rate_per_s),
-                "-T", str(max(1, round(duration_s))), "--log", "--log-prefix", str(logs / "tx"),
+                "-T", str(run_s), "--log", "--log-prefix", str(logs / "tx"),
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
-            usage_cpus = (self._server_cpu_s() - cpu_before_s) / max(1, round(duration_s))
         finally:
             self._move_server(cgroup.parent)
         latencies_ms, lags_ms = [], []
@@ -186,8 +182,7 @@ class Program:
             "p50_ms": percentile(latencies_ms, 50),
             "p90_ms": percentile(latencies_ms, 90),
             "p99_ms": percentile(latencies_ms, 99),
-            "tps": len(latencies_ms) / max(1, round(duration_s)),
-            "usage_cpus": usage_cpus,
+            "tps": len(latencies_ms) / run_s,
             "lag_p99_ms": percentile(lags_ms, 99),
         }
 
@@ -214,13 +209,16 @@ class Program:
             for p in ("p50", "p90", "p99")
         }
         figures["tps"] = requests / sim_output["duration_s"]
-        figures["usage_cpus"] = sum(c["usage_usec"] for c in sim_output["cgroups"].values()) / 1e6 / sim_output["duration_s"]
         return figures
 
+    def with_threads(self, capture: Path, threads: int, out: Path) -> Path:
+        """The driver's hook: `with_clients` with its first deal."""
+        return self.with_clients(capture, threads, out, seed=1)
+
     @staticmethod
-    def with_clients(capture: Path, clients: int, seed: int) -> Path:
+    def with_clients(capture: Path, clients: int, out: Path, seed: int) -> Path:
         """The capture with its requests dealt among `clients` backends
-        instead of the captured ones, written beside it: pgbench gives each
+        instead of the captured ones, as `out` (and its `.phases.gz`): pgbench gives each
         client a Poisson schedule at rate / clients, so dealing the captured
         arrivals at random (seeded) gives each backend that schedule. A
         backend is a section woken from outside at least a tenth as often as
@@ -253,14 +251,13 @@ class Program:
         for request in requests:
             new[f"backend-{rng.randrange(clients)}"] += request
         sections.update(new)
-        stem = f"{capture.stem}-{clients}-clients"
+        phases_out = out.with_suffix(".phases.gz")
         text = "# throttlelab phases v1\n" + "".join(f"[{n}]\n" + "".join(p + "\n" for p in lines) for n, lines in sections.items())
-        capture.with_name(f"{stem}.phases.gz").write_bytes(gzip.compress(text.encode()))
+        phases_out.write_bytes(gzip.compress(text.encode()))
         scenario, *tasks = capture.read_text().split("\n[[task]]\n")
         cgroup = re.search(r'\ncgroup = "([^"]+)"', tasks[0])[1]
-        kept = [re.sub(r'phases_file = "[^"]+"', f'phases_file = "{stem}.phases.gz"', t) for t in tasks if re.search(r'name = "([^"]+)"', t)[1] in sections]
-        kept += [f'name = "{n}"\ncgroup = "{cgroup}"\nloop = 1\nphases_file = "{stem}.phases.gz"\n' for n in new]
-        out = capture.with_name(f"{stem}.toml")
+        kept = [re.sub(r'phases_file = "[^"]+"', f'phases_file = "{phases_out.name}"', t) for t in tasks if re.search(r'name = "([^"]+)"', t)[1] in sections]
+        kept += [f'name = "{n}"\ncgroup = "{cgroup}"\nloop = 1\nphases_file = "{phases_out.name}"\n' for n in new]
         out.write_text(scenario + "".join("\n[[task]]\n" + t for t in kept))
         return out
 
@@ -282,48 +279,62 @@ class Program:
 
 # -- standalone: the driver's steps for this program alone ----------------------
 
-# (label, period_us, quota_us, burst_us, clients): the captured configuration
-# first, then what the simulator predicts from its capture alone.
-CONFIGS = [
-    ("captured", 100_000, 10_000, 0, CLIENTS),
-    ("tighter quota", 100_000, 7_000, 0, CLIENTS),
-    ("10 ms period", 10_000, 1_000, 0, CLIENTS),
-    ("burst", 100_000, 10_000, 10_000, CLIENTS),
-    (f"{OTHER_CLIENTS} clients", 100_000, 10_000, 0, OTHER_CLIENTS),
-]
+PROGRAM = Program  # what scripts/acceptance.py loads from an acceptance_*.py
+
+
+def configs(program: Program) -> list[tuple[str, tuple[int, int, int], int]]:
+    """(label, (period_us, quota_us, burst_us), clients): the captured
+    configuration first, then what the simulator predicts from its capture alone."""
+    captured, other = program.threads
+    return [
+        ("captured", program.capture_limit, captured),
+        ("tighter quota", program.tighter_limit, captured),
+        ("shorter period", program.shorter_period_limit, captured),
+        ("burst", program.burst_limit, captured),
+        (f"{other} clients", program.capture_limit, other),
+    ]
 
 
 @contextlib.contextmanager
-def limited_cgroup(name: str, period_us: int, quota_us: int, burst_us: int):
-    """A fresh v1 cpu cgroup of this limit, removed after (empty by then:
-    `Program.run` moves the server back)."""
-    path = CGROUP_V1_ROOT / name
-    path.mkdir()
+def limited_cgroup(name: str, limit: tuple[int, int, int]):
+    """A fresh v1 cpu cgroup of this limit (and its cpuacct twin, for the
+    usage), removed after: empty by then, `Program.run` moves the server back."""
+    period_us, quota_us, burst_us = limit
+    dirs = [CGROUP_V1_ROOT / name, CPUACCT_V1_ROOT / name]
     try:
-        (path / "cpu.cfs_period_us").write_text(str(period_us))
-        (path / "cpu.cfs_quota_us").write_text(str(quota_us))
-        (path / "cpu.cfs_burst_us").write_text(str(burst_us))
-        yield path
+        for d in dirs:
+            d.mkdir()
+        (dirs[0] / "cpu.cfs_period_us").write_text(str(period_us))
+        (dirs[0] / "cpu.cfs_quota_us").write_text(str(quota_us))
+        (dirs[0] / "cpu.cfs_burst_us").write_text(str(burst_us))
+        yield dirs[0]
     finally:
-        for _ in range(50):
-            try:
-                path.rmdir()
-                break
-            except OSError:  # a process still leaving
-                time.sleep(0.1)
+        for d in dirs:
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # a process still leaving
+                    time.sleep(0.1)
 
 
 def cpu_stat(cgroup: Path) -> dict[str, int]:
-    return {k: int(v) for k, v in (line.split() for line in (cgroup / "cpu.stat").read_text().splitlines())}
+    """cpu.stat's counters, and the cpuacct twin's usage in ns."""
+    stat = {k: int(v) for k, v in (line.split() for line in (cgroup / "cpu.stat").read_text().splitlines())}
+    stat["usage_ns"] = int((cgroup_dirs(cgroup)[-1] / "cpuacct.usage").read_text())
+    return stat
 
 
 def measure(program: Program, cgroup: Path, clients: int, duration_s: float) -> dict[str, float]:
-    """One kernel run: the program's figures and the cgroup's throttled ratio."""
-    before = cpu_stat(cgroup)
+    """One kernel run: the program's figures, the cgroup's throttled ratio and usage."""
+    before, t0 = cpu_stat(cgroup), time.monotonic()
     figures = program.run(cgroup, clients, duration_s)
-    after = cpu_stat(cgroup)
+    after, wall_s = cpu_stat(cgroup), time.monotonic() - t0
     periods = after["nr_periods"] - before["nr_periods"]
     figures["throttled_ratio"] = (after["nr_throttled"] - before["nr_throttled"]) / max(1, periods)
+    figures["usage_cpus"] = (after["usage_ns"] - before["usage_ns"]) / 1e9 / wall_s
     return figures
 
 
@@ -336,17 +347,22 @@ def capture(program: Program, cgroup: Path, clients: int, duration_s: float, out
     def serve() -> None:
         try:
             result.update(measure(program, cgroup, clients, duration_s + 2))
-        except BaseException as e:  # reported by the caller's thread
+        except BaseException as e:  # re-raised in the caller's thread
             error.append(e)
 
     server = threading.Thread(target=serve)
     server.start()
     try:
         time.sleep(1)
-        subprocess.run(
-            [sys.executable, "-m", "throttlelab", "capture", "--cgroup", str(cgroup), "--duration", str(duration_s), "-o", str(out)],
-            check=True,
-        )  # fmt: skip
+        argv = [sys.executable, "-m", "throttlelab", "capture", "--cgroup", str(cgroup), "--duration", str(duration_s), "-o", str(out)]
+        recorder = subprocess.Popen(argv)
+        try:
+            if recorder.wait() != 0:
+                raise RuntimeError(f"throttlelab capture exited {recorder.returncode}")
+        except KeyboardInterrupt:
+            recorder.send_signal(signal.SIGINT)  # it removes its tracefs instance
+            recorder.wait()
+            raise
     finally:
         server.join()
     if error:
@@ -354,17 +370,22 @@ def capture(program: Program, cgroup: Path, clients: int, duration_s: float, out
     return result
 
 
-def simulate(program: Program, scenario: Path, period_us: int, quota_us: int, burst_us: int, runs: int) -> list[dict[str, float]]:
-    """The replay under this limit with the simulator's own timer phases (seeds 1..runs)."""
+def simulate(program: Program, capture: Path, clients: int, limit: tuple[int, int, int], runs: int) -> list[dict[str, float]]:
+    """The replay under this limit with the simulator's own timer phases
+    (seeds 1..runs); for another client count, seed k also deals the requests."""
     import throttlelab
 
-    cgroup = re.search(r'\[\[cgroup\]\]\nname = "([^"]+)"', scenario.read_text())[1]
-    limit = [f"cgroup.{cgroup}.period_us={period_us}", f"cgroup.{cgroup}.quota_us={quota_us}", f"cgroup.{cgroup}.burst_us={burst_us}"]
+    cgroup = re.search(r'\[\[cgroup\]\]\nname = "([^"]+)"', capture.read_text())[1]
+    sets = [f"cgroup.{cgroup}.{key}={value}" for key, value in zip(("period_us", "quota_us", "burst_us"), limit)]
     predictions = []
     for seed in range(1, runs + 1):
-        out = throttlelab.run(str(scenario), set=[*limit, f"seed={seed}"])
+        scenario = capture
+        if clients != program.threads[0]:
+            scenario = Program.with_clients(capture, clients, capture.with_name(f"{capture.stem}-{clients}-clients.toml"), seed)
+        out = throttlelab.run(str(scenario), set=[*sets, f"seed={seed}"])
         figures = program.predicted(out)
         figures["throttled_ratio"] = out["cgroups"][cgroup]["throttled_ratio"]
+        figures["usage_cpus"] = out["cgroups"][cgroup]["usage_usec"] / 1e6 / out["duration_s"]
         predictions.append(figures)
     return predictions
 
@@ -399,27 +420,28 @@ def main() -> int:
     rows = []
     try:
         program.setup()
-        label, period_us, quota_us, burst_us, clients = CONFIGS[0]
         cap = args.out / "capture.toml"
-        with limited_cgroup(f"throttlelab-pgbench-{os.getpid()}", period_us, quota_us, burst_us) as cgroup:
+        _, limit, clients = configs(program)[0]
+        with limited_cgroup(f"throttlelab-pgbench-{os.getpid()}", limit) as cgroup:
             during_capture = capture(program, cgroup, clients, args.duration_s, cap)
         print("during the capture:", json.dumps(during_capture), flush=True)
-        for k, (label, period_us, quota_us, burst_us, clients) in enumerate(CONFIGS):
-            scenario = cap if clients == CLIENTS else Program.with_clients(cap, clients, seed=1)
-            predicted = simulate(program, scenario, period_us, quota_us, burst_us, args.runs)
+        for k, (label, limit, clients) in enumerate(configs(program)):
+            predicted = simulate(program, cap, clients, limit, args.runs)
             measured = []
             for run in range(args.runs):
-                with limited_cgroup(f"throttlelab-pgbench-{os.getpid()}-{k}-{run}", period_us, quota_us, burst_us) as cgroup:
+                with limited_cgroup(f"throttlelab-pgbench-{os.getpid()}-{k}-{run}", limit) as cgroup:
                     measured.append(measure(program, cgroup, clients, args.duration_s))
-            rows.append({"config": label, "period_us": period_us, "quota_us": quota_us, "burst_us": burst_us, "clients": clients,
-                         "predicted": predicted, "measured": measured})  # fmt: skip
-            print(f"\n{label}: cpu.cfs_period_us {period_us} cfs_quota_us {quota_us} cfs_burst_us {burst_us}, {clients} clients", flush=True)
+            rows.append({"config": label, "limit": limit, "clients": clients, "predicted": predicted, "measured": measured})
+            print(f"\n{label}: cfs_period_us, cfs_quota_us, cfs_burst_us {limit}, {clients} clients", flush=True)
             print(f"  {'':16} {'predicted mean':>14} {'kernel mean':>12} {'kernel range':>18}")
             for key in ("throttled_ratio", "usage_cpus", "p50_ms", "p90_ms", "p99_ms", "tps"):
                 p = [f[key] for f in predicted]
                 m = [f[key] for f in measured]
                 span = f"{min(m):.3f}-{max(m):.3f}"
                 print(f"  {key:16} {statistics.mean(p):14.3f} {statistics.mean(m):12.3f} {span:>18}  {verdict(key, p, m)}", flush=True)
+    except KeyboardInterrupt:
+        print("acceptance_pgbench: interrupted; the server, its cgroups and files are removed", file=sys.stderr)
+        return 130
     finally:
         program.teardown()
         (args.out / "results.json").write_text(json.dumps(rows, indent=1))
