@@ -335,6 +335,7 @@ def measure(program: Program, cgroup: Path, clients: int, duration_s: float) -> 
     periods = after["nr_periods"] - before["nr_periods"]
     figures["throttled_ratio"] = (after["nr_throttled"] - before["nr_throttled"]) / max(1, periods)
     figures["usage_cpus"] = (after["usage_ns"] - before["usage_ns"]) / 1e9 / wall_s
+    figures["cpu_us_per_query"] = figures["usage_cpus"] / figures["tps"] * 1e6
     return figures
 
 
@@ -386,6 +387,8 @@ def simulate(program: Program, capture: Path, clients: int, limit: tuple[int, in
         figures = program.predicted(out)
         figures["throttled_ratio"] = out["cgroups"][cgroup]["throttled_ratio"]
         figures["usage_cpus"] = out["cgroups"][cgroup]["usage_usec"] / 1e6 / out["duration_s"]
+        # What the capture holds a query to cost; a kernel run's differs on a busy host.
+        figures["cpu_us_per_query"] = figures["usage_cpus"] / figures["tps"] * 1e6
         predictions.append(figures)
     return predictions
 
@@ -434,7 +437,7 @@ def main() -> int:
             rows.append({"config": label, "limit": limit, "clients": clients, "predicted": predicted, "measured": measured})
             print(f"\n{label}: cfs_period_us, cfs_quota_us, cfs_burst_us {limit}, {clients} clients", flush=True)
             print(f"  {'':16} {'predicted mean':>14} {'kernel mean':>12} {'kernel range':>18}")
-            for key in ("throttled_ratio", "usage_cpus", "p50_ms", "p90_ms", "p99_ms", "tps"):
+            for key in ("throttled_ratio", "usage_cpus", "p50_ms", "p90_ms", "p99_ms", "tps", "cpu_us_per_query"):
                 p = [f[key] for f in predicted]
                 m = [f[key] for f in measured]
                 span = f"{min(m):.3f}-{max(m):.3f}"
