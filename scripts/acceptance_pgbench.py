@@ -10,6 +10,14 @@ latency the simulator reports (README, "Captured workloads"). pgbench -S
 (select-only) makes one query a transaction, so one of pgbench's latencies is
 one such request. The data directory is on tmpfs with fsync off: CPU time is
 what the workload waits for.
+
+Standalone (root; about 5 minutes at the defaults, 5 runs of 10 s per row):
+
+    python scripts/acceptance_pgbench.py --runs 5 --duration-s 10 -o DIR
+
+captures the server at the capture limit, predicts every row from that capture
+with seeds 1..runs, measures each row on the kernel `runs` times, prints
+predicted against measured, and writes DIR/capture.toml and DIR/results.json.
 """
 
 from __future__ import annotations
