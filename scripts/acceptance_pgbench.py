@@ -197,23 +197,23 @@ class Program:
     # -- the simulator's side -----------------------------------------------
 
     @staticmethod
-    def backends(sim_output: dict) -> dict[str, dict]:
-        """The captured tasks that serve pgbench's queries: those woken from
-        outside at least a tenth as often as the busiest (the postmaster is
-        woken from outside only for a connection, the background processes
-        by timers)."""
-        woken = {name: t for name, t in sim_output["tasks"].items() if t.get("requests")}
-        busiest = max((t["requests"] for t in woken.values()), default=0)
-        return {name: t for name, t in woken.items() if t["requests"] >= busiest / 10}
+    def backends(requests: dict[str, int]) -> list[str]:
+        """Of the captured tasks and how often each was woken from outside,
+        those that serve pgbench's queries: woken at least a tenth as often
+        as the busiest (the postmaster is woken from outside only for a
+        connection, the background processes by timers)."""
+        busiest = max(requests.values(), default=0)
+        return [name for name, n in requests.items() if n > 0 and n >= busiest / 10]
 
     def predicted(self, sim_output: dict) -> dict[str, float]:
         """pgbench's figures from a replay: each percentile as the mean of the
         backends' own, weighted by their requests (the backends serve alike
         clients; the output keeps no single list of all requests)."""
-        backends = self.backends(sim_output)
-        requests = sum(t["requests"] for t in backends.values())
+        tasks = sim_output["tasks"]
+        backends = [tasks[name] for name in self.backends({name: t.get("requests", 0) for name, t in tasks.items()})]
+        requests = sum(t["requests"] for t in backends)
         figures = {
-            f"{p}_ms": sum(t["latency_us"][p] * t["requests"] for t in backends.values()) / max(1, requests) / 1e3
+            f"{p}_ms": sum(t["latency_us"][p] * t["requests"] for t in backends) / max(1, requests) / 1e3
             for p in ("p50", "p90", "p99")
         }
         figures["tps"] = requests / sim_output["duration_s"]
@@ -241,8 +241,7 @@ class Program:
                 sections[name] = []
             elif line:
                 sections[name].append(line)
-        woken = {name: sum(p.startswith("until_us") for p in lines) for name, lines in sections.items()}
-        old = [name for name, n in woken.items() if n >= max(woken.values()) / 10]
+        old = Program.backends({name: sum(p.startswith("until_us") for p in lines) for name, lines in sections.items()})
         if any(p == "wait" for name in old for p in sections[name]) or any(
             p.split()[1] in old for lines in sections.values() for p in lines if p.startswith("wake ")
         ):
