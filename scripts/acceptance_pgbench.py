@@ -122,10 +122,10 @@ class Program:
         argv = [str(PG_BIN / "postgres"), "-D", str(data)]
         for key, value in settings.items():
             argv += ["-c", f"{key}={value}"]
-        log = open(self.tmp / "server.log", "w")
-        self.server = subprocess.Popen(
-            argv, stdout=log, stderr=log, start_new_session=True, user=PG_USER, group=PG_USER, extra_groups=[]
-        )
+        with open(self.tmp / "server.log", "w") as log:
+            self.server = subprocess.Popen(
+                argv, stdout=log, stderr=log, start_new_session=True, user=PG_USER, group=PG_USER, extra_groups=[]
+            )
         deadline = time.monotonic() + 30
         while subprocess.run([str(PG_BIN / "pg_isready"), "-q", "-h", str(self._socket_dir)]).returncode != 0:
             if time.monotonic() > deadline or self.server.poll() is not None:
@@ -133,13 +133,10 @@ class Program:
             time.sleep(0.2)
         self._pgbench("-i", "-q", "-s", str(SCALE), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def _postmaster_pid(self) -> int:
-        assert self.server is not None
-        return self.server.pid
-
     def _server_pids(self) -> list[int]:
         """The postmaster and its children (background processes, backends)."""
-        postmaster = self._postmaster_pid()
+        assert self.server is not None
+        postmaster = self.server.pid
         children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
         return [postmaster, *map(int, children)]
 
