@@ -87,8 +87,21 @@ pub struct TaskStats {
     pub finished_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
+    /// Requests answered: a service's, or a captured task's wake-ups from
+    /// outside the workload (`until_us` phases).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
+    /// A service's request latency, arrival to the end of its work. For a
+    /// task woken from outside (a server thread a client outside the cgroup
+    /// wakes), from each `until_us` wake-up (the request's arrival, which
+    /// keeps its time of the run) to the thread's next block (its response
+    /// sent); a request that arrives while the thread is still busy counts
+    /// from its arrival. This is what throttling adds to a client's latency;
+    /// a client's own measure (send to response received, e.g. pgbench's)
+    /// also holds what happens outside the thread: the client's own CPU time
+    /// and scheduling, the way in (send to `sched_waking`) and out, and a
+    /// request that takes several wake-ups of the thread (a transaction of
+    /// several statements) counts here as several.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<Latency>,
     /// Trace-driven tasks: response time minus the trace's duration (004 eq. 14).
@@ -163,7 +176,7 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
         );
     }
     let mut tasks = BTreeMap::new();
-    let mut add = |name: &str, driver: Driver, class: Option<String>, svc: Option<usize>, trace_ns: Option<u64>, series: Option<&Vec<u64>>| {
+    let mut add = |name: &str, driver: Driver, class: Option<String>, requests_ns: Option<&Vec<u64>>, trace_ns: Option<u64>, series: Option<&Vec<u64>>| {
         let threads: Vec<_> = sim.threads.iter().filter(|t| t.driver == driver).collect();
         let dl = threads.iter().any(|t| t.dl.is_some());
         let done = !threads.is_empty() && threads.iter().all(|t| t.finished_at.is_some());
@@ -175,8 +188,8 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
                 work_usec: threads.iter().map(|t| t.work_ns).sum::<u64>() / 1_000,
                 finished_s: done.then(|| threads.iter().filter_map(|t| t.finished_at).max().unwrap_or(0) as f64 / 1e9),
                 class,
-                requests: svc.map(|i| sim.services[i].latencies_ns.len() as u64),
-                latency_us: svc.map(|i| latency(&sim.services[i].latencies_ns)),
+                requests: requests_ns.map(|ns| ns.len() as u64),
+                latency_us: requests_ns.map(|ns| latency(ns)),
                 delay_s: trace_ns.filter(|_| done).map(|trace| {
                     let response = threads.iter().map(|t| t.finished_at.unwrap_or(0) - t.started_at).max().unwrap_or(0);
                     (response as f64 - trace as f64) / 1e9
@@ -189,10 +202,10 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
     };
     for (i, t) in s.tasks.iter().enumerate() {
         let series = (s.sample_ms > 0).then(|| &sim.cpu_series[i]);
-        add(&t.name, Driver::Task(i), t.class.clone(), None, TaskPhases::trace_ns(t), series);
+        add(&t.name, Driver::Task(i), t.class.clone(), sim.request_latencies_ns[i].as_ref(), TaskPhases::trace_ns(t), series);
     }
     for (i, svc) in s.services.iter().enumerate() {
-        add(&svc.name, Driver::Worker(i), None, Some(i), None, None);
+        add(&svc.name, Driver::Worker(i), None, Some(&sim.services[i].latencies_ns), None, None);
     }
     Output {
         scenario: s.name.clone(),

@@ -95,6 +95,12 @@ impl TaskPhases {
         (i == start && st.run_ns > 0).then(|| st.run_ns as f64 / (st.run_ns + st.sleep_ns) as f64)
     }
 
+    /// Whether the threads are woken from outside the workload
+    /// ([`Phase::SleepUntil`]): requests whose latency is reported.
+    pub fn has_requests(&self) -> bool {
+        matches!(self, TaskPhases::List(l) if l.iter().any(|p| matches!(p, Phase::SleepUntil(_))))
+    }
+
     /// For a trace: how long it lasts (first window's start to last end).
     pub fn trace_ns(task: &TaskSpec) -> Option<u64> {
         let (first, last) = (task.windows.first()?, task.windows.last()?);

@@ -514,6 +514,14 @@ pub enum Phase {
     Wake(usize),
 }
 
+impl Phase {
+    /// A phase where the thread blocks (or would, were its wake-up not
+    /// already past): what ends a captured request ([`Phase::SleepUntil`]).
+    pub fn blocks(self) -> bool {
+        matches!(self, Phase::Sleep(1..) | Phase::Timer(_) | Phase::RtTimer { .. } | Phase::SleepUntil(_) | Phase::Wait)
+    }
+}
+
 impl PhaseSpec {
     /// The phase, given the names of its task's timers ([`TaskSpec::timer_names`]).
     pub fn phase(&self, timers: &[&str]) -> Option<Phase> {

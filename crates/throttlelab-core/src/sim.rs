@@ -81,7 +81,8 @@ pub struct Thread {
     pub cpu_ns: u64,
     pub work_ns: u64,
     pub finished_at: Option<Time>,
-    /// Arrival time of the request a worker is serving.
+    /// Arrival time of the request a worker is serving, or that a
+    /// phase-driven thread was woken for (`SleepUntil`) and has not answered.
     pub request: Option<Time>,
     /// CPU time still to spend before work resumes (kernel overhead charged
     /// to this thread).
@@ -205,6 +206,9 @@ pub struct Sim<'s> {
     /// Per task: CPU time in each `sample_ms` interval, and the total sampled.
     pub(crate) cpu_series: Vec<Vec<u64>>,
     cpu_sampled_ns: Vec<u64>,
+    /// Per task woken from outside (`TaskPhases::has_requests`): each
+    /// request's latency, from its wake-up to the thread's next block.
+    pub(crate) request_latencies_ns: Vec<Option<Vec<u64>>>,
     /// Bandwidth of the admitted deadline threads, and what admission allows.
     pub(crate) dl_total_bw: u64,
     pub(crate) dl_capacity_bw: u64,
@@ -254,6 +258,8 @@ impl<'s> Sim<'s> {
                 p = tgs[a].parent;
             }
         }
+        let task_phases: Vec<_> = scenario.tasks.iter().map(|t| TaskPhases::of(t, TaskPhases::threads(t))).collect();
+        let request_latencies_ns = task_phases.iter().map(|p| p.has_requests().then(Vec::new)).collect();
         let mut sim = Sim {
             scenario,
             profile: scenario.kernel.profile,
@@ -274,11 +280,12 @@ impl<'s> Sim<'s> {
             trace: None,
             features: Features::of(&scenario.kernel.features),
             hw: Smt::new(nr_cpus, scenario.machine.smt, &scenario.machine.smt_speed),
-            task_phases: scenario.tasks.iter().map(|t| TaskPhases::of(t, TaskPhases::threads(t))).collect(),
+            task_phases,
             task_threads: Vec::with_capacity(scenario.tasks.len()),
             dl_runnable: Vec::new(),
             cpu_series: vec![Vec::new(); scenario.tasks.len()],
             cpu_sampled_ns: vec![0; scenario.tasks.len()],
+            request_latencies_ns,
             dl_total_bw: 0,
             dl_capacity_bw: dl_capacity_bw(nr_cpus, scenario.kernel.profile),
             every_tick: options.every_tick,

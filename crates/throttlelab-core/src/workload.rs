@@ -222,7 +222,8 @@ impl Sim<'_> {
     fn next_phase(&mut self, tid: ThreadId, ti: usize, completed: bool) -> bool {
         let task = &self.scenario.tasks[ti];
         let phases = &self.task_phases[ti];
-        if completed {
+        // A `SleepUntil` woken at its time is passed below, which notes its request.
+        if completed && !matches!(phases.get(self.threads[tid].phase), Phase::SleepUntil(_)) {
             self.threads[tid].phase += 1;
         }
         self.threads[tid].state = ThreadState::Runnable;
@@ -238,7 +239,16 @@ impl Sim<'_> {
                     return false;
                 }
             }
-            match phases.get(th.phase) {
+            let phase = phases.get(th.phase);
+            if phase.blocks() {
+                // The request it was woken for is answered: a captured
+                // thread blocked here, after sending its response.
+                if let (Some(arrived), Some(latencies)) = (th.request, &mut self.request_latencies_ns[ti]) {
+                    latencies.push(self.now - arrived);
+                    th.request = None;
+                }
+            }
+            match phase {
                 Phase::Run(0) | Phase::Runtime(0) | Phase::Sleep(0) => th.phase += 1,
                 Phase::Run(w) => {
                     th.work_left = w;
@@ -288,7 +298,11 @@ impl Sim<'_> {
                     self.events.push(at, Event::Wake(tid));
                     return false;
                 }
-                Phase::SleepUntil(_) => th.phase += 1,
+                Phase::SleepUntil(at) => {
+                    // A request arrived at `at` (later than now if the thread was busy).
+                    th.request = Some(at);
+                    th.phase += 1;
+                }
                 Phase::Wait if th.wakes_pending > 0 => {
                     th.wakes_pending -= 1;
                     th.phase += 1;

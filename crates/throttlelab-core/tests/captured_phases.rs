@@ -59,6 +59,28 @@ fn wake_ups_replay_by_their_kind() {
 }
 
 #[test]
+fn requests_last_from_their_wake_up_to_the_next_block() {
+    // c is woken from outside at 30 ms (4 ms of work), at 32 ms while still
+    // busy (2 ms more: queued behind the first), and at 60 ms (1 ms of work, a
+    // 5 ms timed sleep that ends the request, 1 ms more that belongs to none).
+    let text = format!(
+        "{HEADER}\n[a]\nrun_us 1\n[b]\nrun_us 1\n[c]\nuntil_us 30000\nrun_us 4000\nuntil_us 32000\nrun_us 2000\n\
+         until_us 60000\nrun_us 1000\nsleep_us 5000\nrun_us 1000\n"
+    );
+    let file = gz_file("requests.gz", &text);
+    let out = serde_json::to_value(simulate(&load(&scenario(file.to_str().unwrap(), 1_000_000), &[]).unwrap())).unwrap();
+    let c = &out["tasks"]["c"];
+    assert_eq!(c["requests"], 3, "{c}");
+    let ms = |p: &str| c["latency_us"][p].as_f64().unwrap() / 1e3;
+    // 4 ms, 4 ms (32 -> 36) and 1 ms, each plus wake-up and tick costs below 0.5 ms.
+    assert!((ms("p50") - 4.0).abs() < 0.5 && (ms("max") - 4.0).abs() < 0.5, "{c}");
+    assert!(out["tasks"]["a"].get("latency_us").is_none(), "a is never woken from outside");
+    // Throttled at 3 ms per 100 ms, the first request waits for the next period.
+    let tight = serde_json::to_value(simulate(&load(&scenario(file.to_str().unwrap(), 3_000), &[]).unwrap())).unwrap();
+    assert!(tight["tasks"]["c"]["latency_us"]["max"].as_u64().unwrap() > 60_000, "{}", tight["tasks"]["c"]);
+}
+
+#[test]
 fn a_wake_before_the_wait_is_kept() {
     // b reaches its wait after a woke it: it does not sleep.
     let text = format!("{HEADER}\n[a]\nrun_us 1000\nwake b\nsleep_us 100000\nrun_us 1\n[b]\nrun_us 5000\nwait\nrun_us 1000\n[c]\nrun_us 1\n");

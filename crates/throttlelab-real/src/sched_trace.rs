@@ -22,6 +22,8 @@ pub struct Event {
     pub pid: u32,
     /// Whether it ran in an interrupt (the flags' `h`, `s` or `H`).
     pub in_irq: bool,
+    /// The CPU whose buffer it is in.
+    pub cpu: u32,
     pub kind: Kind,
 }
 
@@ -80,6 +82,7 @@ fn parse_event(head: &str, name: &str, body: &str) -> Result<Event, String> {
     let ts_ns = words.last().and_then(|w| timestamp_ns(w)).ok_or("no timestamp")?;
     let cpu_at = words.iter().rposition(|w| w.starts_with('[') && w.ends_with(']')).ok_or("no [cpu]")?;
     let in_irq = words.get(cpu_at + 1).filter(|_| cpu_at + 2 < words.len()).is_some_and(|f| matches!(f.as_bytes().get(2), Some(b'h' | b's' | b'H')));
+    let cpu = words[cpu_at][1..words[cpu_at].len() - 1].parse().map_err(|_| "no [cpu]")?;
     let task = head[..head.find(words[cpu_at]).expect("a word of head")].trim();
     let pid = task.rsplit_once('-').and_then(|(_, p)| p.parse().ok()).ok_or("no comm-pid")?;
     let kind = match name {
@@ -102,7 +105,7 @@ fn parse_event(head: &str, name: &str, body: &str) -> Result<Event, String> {
         "sched_process_exit" => Kind::Exit { pid: number(body, "pid")? },
         _ => Kind::Mark(body.trim().to_string()),
     };
-    Ok(Event { ts_ns, pid, in_irq, kind })
+    Ok(Event { ts_ns, pid, in_irq, cpu, kind })
 }
 
 /// A phase of a captured thread, as the phases file writes it.
@@ -140,13 +143,15 @@ pub struct Thread {
     pub phases: Vec<Phase>,
     /// Time on a CPU within the capture.
     pub cpu_ns: u64,
-    /// Switches out with no switch in before them: the kernel left the
-    /// switch in out of the trace (6.18 does, from the idle task, now and
-    /// then), and the time it ran is not known.
+    /// Switches out with no switch in before them that `Recorder` could not
+    /// bound: the kernel left the switch in out of the trace, and the time
+    /// it ran is not known.
     pub untraced_switches: u64,
     state: State,
     on_cpu_since: Option<u64>,
     burst_ns: u64,
+    /// Its last `sched_waking`.
+    woken_ns: Option<u64>,
 }
 
 /// Turns the events of a capture window into each thread's phases.
@@ -157,12 +162,15 @@ pub struct Recorder {
     /// Start of the window (the start mark), once seen.
     start_ns: Option<u64>,
     end_ns: Option<u64>,
+    /// Per CPU, when its last switch in the window went to the idle task
+    /// (None: to a task, or none seen yet).
+    idle_since: HashMap<u32, Option<u64>>,
 }
 
 impl Recorder {
     /// Capture the threads `pids` (`comm` of each), and those they fork.
     pub fn new(threads: &[(u32, String)]) -> Recorder {
-        let mut r = Recorder { threads: Vec::new(), by_pid: HashMap::new(), start_ns: None, end_ns: None };
+        let mut r = Recorder { threads: Vec::new(), by_pid: HashMap::new(), start_ns: None, end_ns: None, idle_since: HashMap::new() };
         for (pid, comm) in threads {
             r.add(*pid, comm, 0, State::Unknown);
         }
@@ -170,7 +178,7 @@ impl Recorder {
     }
 
     fn add(&mut self, pid: u32, comm: &str, start_ns: u64, state: State) {
-        let t = Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, burst_ns: 0 };
+        let t = Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, burst_ns: 0, woken_ns: None };
         self.by_pid.insert(pid, self.threads.len());
         self.threads.push(t);
     }
@@ -191,7 +199,15 @@ impl Recorder {
             Kind::Mark(m) if m == END_MARK => self.end_ns = Some(e.ts_ns),
             Kind::Mark(_) => {}
             Kind::Switch { prev_pid, prev_comm, preempted, next_pid, next_comm } => {
+                let idle_since = self.idle_since.insert(e.cpu, (*next_pid == 0).then_some(now)).flatten();
                 if let Some(t) = self.thread(*prev_pid, prev_comm) {
+                    // The 6.18 host leaves some switches from the idle task
+                    // out of the trace (all of CPU 1's on one host): this
+                    // CPU went idle, and the thread, woken, ran on it since
+                    // the later of that and its wake-up.
+                    if t.state == State::Burst && t.on_cpu_since.is_none() {
+                        t.on_cpu_since = idle_since.map(|idle| idle.max(t.woken_ns.unwrap_or(idle)));
+                    }
                     t.off_cpu(now, *preempted);
                 }
                 if let Some(t) = self.thread(*next_pid, next_comm) {
@@ -253,6 +269,7 @@ impl Recorder {
         let t = &mut self.threads[i];
         t.phases.push(phase);
         t.state = State::Burst;
+        t.woken_ns = Some(now);
     }
 
     /// The captured threads once the trace is read, their last bursts closed
@@ -346,7 +363,7 @@ mod tests {
     #[test]
     fn parses_the_text_format() {
         let e = parse_line("  my task-4321  [001] d.h2.  17247.880505: sched_waking: comm=b c pid=12 prio=120 target_cpu=001").unwrap().unwrap();
-        assert_eq!(e, Event { ts_ns: 17_247_880_505_000, pid: 4321, in_irq: true, kind: Kind::Waking { pid: 12 } });
+        assert_eq!(e, Event { ts_ns: 17_247_880_505_000, pid: 4321, in_irq: true, cpu: 1, kind: Kind::Waking { pid: 12 } });
         let e = parse_line(&switch("1.000001", 10, "R+", 0)).unwrap().unwrap();
         assert!(matches!(e.kind, Kind::Switch { prev_pid: 10, preempted: true, next_pid: 0, ref prev_comm, .. } if prev_comm == "t 10"));
         let e = parse_line("  sh-5  [000] .....  2.5: sched_process_fork: comm=sh pid=5 child_comm=sh child_pid=6").unwrap().unwrap();
@@ -374,6 +391,32 @@ mod tests {
         let p = phases(&t);
         assert_eq!(p[0], vec![Phase::Run { ns: 3_000_000 }, Phase::Sleep { ns: 10_000_000 }, Phase::Run { ns: 1_000_000 }]);
         assert!(p[1].is_empty(), "b never ran");
+    }
+
+    #[test]
+    fn a_switch_from_idle_left_out_is_bounded_by_the_idle_and_the_wake_up() {
+        let on_cpu1 = |line: String| line.replacen("[000]", "[001]", 1);
+        let t = [
+            mark("1.000000", START_MARK),
+            on_cpu1(switch("1.001000", 11, "S", 0)), // CPU 1 idles from 1 ms
+            waking("1.004000", 500, "d..2.", 10),     // a woken from outside at 4 ms
+            // (the switch from idle to a, on CPU 1, left out)
+            on_cpu1(switch("1.006000", 10, "S", 0)), // a ran 2 ms
+            waking("1.008000", 500, "d..2.", 10),
+            switch("1.009000", 0, "R", 10), // traced: 1 ms
+            switch("1.010000", 10, "S", 0),
+            on_cpu1(switch("1.010200", 0, "R", 11)),
+            waking("1.010400", 500, "d..2.", 10),
+            on_cpu1(switch("1.010600", 10, "S", 0)), // CPU 1 ran b last: not bounded
+            mark("1.011000", END_MARK),
+        ]
+        .concat();
+        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
+        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
+        let (threads, _) = r.finish().unwrap();
+        let ms = |n: u64| n * 1_000_000;
+        assert_eq!(threads[0].phases[..4], [Phase::Until { ns: ms(4) }, Phase::Run { ns: ms(2) }, Phase::Until { ns: ms(8) }, Phase::Run { ns: ms(1) }]);
+        assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (ms(3), 1));
     }
 
     #[test]
