@@ -161,6 +161,9 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
         let threads: Vec<_> = sim.threads.iter().filter(|t| t.driver == driver).collect();
         let dl = threads.iter().any(|t| t.dl.is_some());
         let done = !threads.is_empty() && threads.iter().all(|t| t.finished_at.is_some());
+        // A captured thread's requests are its bursts (see `Thread::bursts_ns`).
+        let bursts: Vec<u64> = threads.iter().flat_map(|t| t.bursts_ns.iter().copied()).collect();
+        let latencies = svc.map(|i| &sim.services[i].latencies_ns).or((!bursts.is_empty()).then_some(&bursts));
         tasks.insert(
             name.to_string(),
             TaskStats {
@@ -169,8 +172,8 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
                 work_usec: threads.iter().map(|t| t.work_ns).sum::<u64>() / 1_000,
                 finished_s: done.then(|| threads.iter().filter_map(|t| t.finished_at).max().unwrap_or(0) as f64 / 1e9),
                 class,
-                requests: svc.map(|i| sim.services[i].latencies_ns.len() as u64),
-                latency_us: svc.map(|i| latency(&sim.services[i].latencies_ns)),
+                requests: latencies.map(|l| l.len() as u64),
+                latency_us: latencies.map(|l| latency(l)),
                 delay_s: trace_ns.filter(|_| done).map(|trace| {
                     let response = threads.iter().map(|t| t.finished_at.unwrap_or(0) - t.started_at).max().unwrap_or(0);
                     (response as f64 - trace as f64) / 1e9

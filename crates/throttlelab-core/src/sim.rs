@@ -96,6 +96,11 @@ pub struct Thread {
     pub runtime_gen: u64,
     /// `Wake`s of siblings not yet met by a `Wait` of this thread.
     pub wakes_pending: u64,
+    /// A captured thread (`phases_file`): when its current run phase began,
+    /// and each finished run phase's wall time (its burst's latency: the CPU
+    /// time captured, plus waiting for a CPU and throttled time here).
+    pub burst_from: Option<Time>,
+    pub bursts_ns: Vec<u64>,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.

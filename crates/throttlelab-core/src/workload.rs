@@ -72,6 +72,8 @@ impl Sim<'_> {
             timers: Vec::new(),
             runtime_gen: 0,
             wakes_pending: 0,
+            burst_from: None,
+            bursts_ns: Vec::new(),
         });
         tid
     }
@@ -223,7 +225,11 @@ impl Sim<'_> {
         let task = &self.scenario.tasks[ti];
         let phases = &self.task_phases[ti];
         if completed {
-            self.threads[tid].phase += 1;
+            let th = &mut self.threads[tid];
+            if let Some(from) = th.burst_from.take() {
+                th.bursts_ns.push(self.now - from);
+            }
+            th.phase += 1;
         }
         self.threads[tid].state = ThreadState::Runnable;
         loop {
@@ -242,6 +248,9 @@ impl Sim<'_> {
                 Phase::Run(0) | Phase::Runtime(0) | Phase::Sleep(0) => th.phase += 1,
                 Phase::Run(w) => {
                     th.work_left = w;
+                    if task.phases_file.is_some() {
+                        th.burst_from = Some(self.now);
+                    }
                     // 004 3.3: a deadline thread's runtime follows each window's rate.
                     if let Some(rate) = phases.window_entry(th.phase) {
                         self.dl_window_entry(tid, rate);

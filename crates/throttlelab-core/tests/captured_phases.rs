@@ -68,6 +68,20 @@ fn a_wake_before_the_wait_is_kept() {
 }
 
 #[test]
+fn a_captured_threads_bursts_are_its_requests() {
+    // c: two 10 ms bursts 50 ms apart, alone on the CPUs: each takes its 10 ms.
+    // With 5 ms of quota per 100 ms the first waits for the next period.
+    let text = format!("{HEADER}\n[a]\nrun_us 1\n[b]\nrun_us 1\n[c]\nrun_us 10000\nsleep_us 50000\nrun_us 10000\n");
+    let file = gz_file("bursts.gz", &text);
+    let run = |quota_us| serde_json::to_value(simulate(&load(&scenario(file.to_str().unwrap(), quota_us), &[]).unwrap())).unwrap();
+    let free = run(1_000_000);
+    assert_eq!(free["tasks"]["c"]["requests"], 2);
+    let us = |out: &serde_json::Value, q: &str| out["tasks"]["c"]["latency_us"][q].as_u64().unwrap();
+    assert!((9_900..=10_100).contains(&us(&free, "max")), "{free}");
+    assert!(us(&run(5_000), "max") > 90_000);
+}
+
+#[test]
 fn malformed_captures_name_the_key() {
     let err = |text: &str, name: &str| {
         let file = gz_file(name, text);
