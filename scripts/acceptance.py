@@ -468,7 +468,16 @@ def capture(load: Callable[[Path, float], dict[str, float]], config: Config, dur
 
     def run_capture(cgroup: Path) -> None:
         argv = [sys.executable, "-m", "throttlelab", "capture", "--cgroup", str(cgroup), "--duration", str(duration_s), "-o", str(out)]
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+        try:
+            proc.wait()
+        finally:
+            # Interrupted: SIGINT lets the capture remove its tracefs instance.
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                proc.wait(10)
+        if proc.returncode != 0:
+            raise RuntimeError(f"throttlelab capture exited {proc.returncode}")
 
     around = measure(load, config, duration_s, "capture", run_capture)
     spec = tomllib.loads(out.read_text())["capture"]
