@@ -405,7 +405,8 @@ def load_plugins() -> None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         cls = module.PROGRAM
-        PROGRAMS[cls.name] = cls
+        # A class written to the interface alone gets the optional members' defaults.
+        PROGRAMS[cls.name] = cls if issubclass(cls, Program) else type(cls.__name__, (cls, Program), {})
 
 
 # ---------------------------------------------------------------------------
