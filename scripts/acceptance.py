@@ -498,6 +498,10 @@ def predict(program: Program, scenario: Path, config: Config, seeds: int) -> lis
             "throttled_pct": 100 * cg["throttled_ratio"],
             "usage_cpus": cg["usage_usec"] / 1e6 / out["duration_s"],
             "throttled_usec": cg["throttled_usec"],
+            # When the replay's last thread ran out of phases: short of the
+            # window, the capture left out time its threads spent off the CPU
+            # without sleeping (runnable behind other work on the host).
+            "phases_end_s": max((t["finished_s"] or out["duration_s"]) for t in out["tasks"].values()),
             **program.predicted(out),
         })
     return outs
@@ -552,11 +556,19 @@ def markdown(doc: dict) -> str:
             f"| {_range(col(k, 'p50_ms'), 2)} | {_fmt(_mean(col(s, 'p50_ms')), 2)} | {_range(col(k, 'p99_ms'), 2)} | {_fmt(_mean(col(s, 'p99_ms')), 2)} "
             f"| {_mark(v['p99'])} |"
         )
-    lines += ["", "| program | captured threads | captured CPU ms | cpu.stat usage ms | untraced switches |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| program | captured threads | captured CPU ms | cpu.stat usage ms | untraced switches | window s | replay's phases end at s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in doc["rows"]:
         c = row["capture"]
         if row["config"] == "captured":
-            lines.append(f"| {row['program']} | {c['threads']} | {c['cpu_usec'] // 1000} | {c.get('usage_usec', 0) // 1000} | {c['untraced_switches']} |")
+            end_s = _mean([r["phases_end_s"] for r in row["sim"]])
+            lines.append(
+                f"| {row['program']} | {c['threads']} | {c['cpu_usec'] // 1000} | {c.get('usage_usec', 0) // 1000} | {c['untraced_switches']} "
+                f"| {c['duration_s']:.2f} | {_fmt(end_s, 2)} |"
+            )
     lines += ["", "| program | figure | without a capture, mean [min-max] | with a capture | cost |", "|---|---|---|---|---|"]
     for c in doc["capture_cost"]:
         cost = 100 * (1 - statistics.fmean(c["with"]) / statistics.fmean(c["without"]))
