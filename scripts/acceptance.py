@@ -498,10 +498,10 @@ def predict(program: Program, scenario: Path, config: Config, seeds: int) -> lis
             "throttled_pct": 100 * cg["throttled_ratio"],
             "usage_cpus": cg["usage_usec"] / 1e6 / out["duration_s"],
             "throttled_usec": cg["throttled_usec"],
-            # When the replay's last thread ran out of phases: short of the
+            # When the replay's first thread ran out of phases: short of the
             # window, the capture left out time its threads spent off the CPU
             # without sleeping (runnable behind other work on the host).
-            "phases_end_s": max((t["finished_s"] or out["duration_s"]) for t in out["tasks"].values()),
+            "phases_end_s": min((t["finished_s"] or out["duration_s"]) for t in out["tasks"].values()),
             **program.predicted(out),
         })
     return outs
@@ -558,7 +558,7 @@ def markdown(doc: dict) -> str:
         )
     lines += [
         "",
-        "| program | captured threads | captured CPU ms | cpu.stat usage ms | untraced switches | window s | replay's phases end at s |",
+        "| program | captured threads | captured CPU ms | cpu.stat usage ms | untraced switches | window s | replay's first thread ends at s |",
         "|---|---|---|---|---|---|---|",
     ]
     for row in doc["rows"]:
