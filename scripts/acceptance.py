@@ -115,10 +115,6 @@ class Config:
     burst_us: int
     threads: Optional[int]
 
-    @property
-    def cpus(self) -> float:
-        return self.quota_us / self.period_us
-
     def label(self) -> str:
         burst = f" burst {self.burst_us // 1000} ms" if self.burst_us else ""
         threads = f", {self.threads} threads" if self.threads else ""
@@ -403,8 +399,12 @@ def load_plugins() -> None:
     for path in sorted(Path(__file__).parent.glob("acceptance_*.py")):
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        cls = module.PROGRAM
+        try:
+            spec.loader.exec_module(module)
+            cls = module.PROGRAM
+        except Exception as e:  # noqa: BLE001 - someone else's file: say so and go on without it
+            print(f"acceptance.py: warning: {path.name} not loaded: {e!r}", file=sys.stderr)
+            continue
         # A class written to the interface alone gets the optional members' defaults.
         PROGRAMS[cls.name] = cls if issubclass(cls, Program) else type(cls.__name__, (cls, Program), {})
 
@@ -549,7 +549,7 @@ def markdown(doc: dict) -> str:
     ]
     for row in doc["rows"]:
         k, s, v = row["kernel"], row["sim"], row["verdict"]
-        col = lambda runs, key, d=1: [r[key] for r in runs if key in r]  # noqa: E731
+        col = lambda runs, key: [r[key] for r in runs if key in r]  # noqa: E731
         lines.append(
             f"| {row['program']} | {row['config']} | {row['limit']} | {_range(col(k, 'throttled_pct'))} | {_fmt(_mean(col(s, 'throttled_pct')))} "
             f"| {_mark(v['throttled'])} | {_range(col(k, 'usage_cpus'), 3)} | {_fmt(_mean(col(s, 'usage_cpus')), 3)} | {_mark(v['usage'])} "
@@ -582,7 +582,8 @@ def markdown(doc: dict) -> str:
 
 @dataclass
 class Options:
-    programs: list[str]
+    """The command line's choices that `accept` needs."""
+
     runs: int
     seeds: int
     duration_s: float
@@ -592,6 +593,7 @@ class Options:
 
 
 def targets(program: Program) -> Iterator[Config]:
+    """The captured configuration, then the ones predicted from its capture."""
     t = program.threads[0] if program.threads else None
     period_us, quota_us, burst_us = program.capture_limit
     yield Config("captured", period_us, quota_us, burst_us, t)
@@ -622,13 +624,23 @@ def accept(program: Program, opts: Options, term: Terminal) -> tuple[list[dict],
             kernel = []
             for i in range(opts.runs):
                 term.note(f"{program.name}: {config.name} ({config.label()}): kernel run {i + 1}/{opts.runs}")
-                kernel.append(measure(runner(program, config), config, opts.duration_s, f"{program.name}-{i}"))
+                kernel.append(retried(lambda: measure(runner(program, config), config, opts.duration_s, f"{program.name}-{i}"), term))
         kernel_rows = [{"throttled_pct": m.throttled_pct, "usage_cpus": m.usage_cpus, "throttled_usec": m.throttled_usec, **m.figures} for m in kernel]
         rows.append({
             "program": program.name, "config": config.name, "limit": config.label(), "configuration": asdict(config),
             "kernel": kernel_rows, "sim": sim, "verdict": verdicts(kernel_rows, sim), "capture": found,
         })
     return rows, capture_cost(program, opts, term)
+
+
+def retried(run: Callable[[], Measured], term: Terminal) -> Measured:
+    """`run()`, once more if it fails (a program that did not start, a busy
+    moment): one bad run should not cost the others."""
+    try:
+        return run()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        term.note(f"run failed ({e}); once more")
+        return run()
 
 
 def capture_cost(program: Program, opts: Options, term: Terminal) -> Optional[dict]:
@@ -642,8 +654,8 @@ def capture_cost(program: Program, opts: Options, term: Terminal) -> Optional[di
     without, with_ = [], []
     for i in range(opts.cost_runs):
         term.note(f"{program.name}: capture cost, run {i + 1}/{opts.cost_runs}")
-        without.append(measure(load, free, opts.duration_s, "cost").figures["throughput"])
-        with_.append(capture(load, free, opts.duration_s, opts.work / "cost.toml").figures["throughput"])
+        without.append(retried(lambda: measure(load, free, opts.duration_s, "cost"), term).figures["throughput"])
+        with_.append(retried(lambda: capture(load, free, opts.duration_s, opts.work / "cost.toml"), term).figures["throughput"])
     return {"program": program.name, "figure": program.throughput_unit, "without": without, "with": with_}
 
 
@@ -673,7 +685,7 @@ def main() -> int:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             p.error(f"{LOCK_PATH} is held: another real run is going on")
-        opts = Options(names, a.runs, a.seeds, a.duration_s, a.cost_runs, a.out, a.work or Path(temp))
+        opts = Options(a.runs, a.seeds, a.duration_s, a.cost_runs, a.out, a.work or Path(temp))
         started = time.monotonic()
         rows, costs = [], []
         for name in names:
