@@ -233,6 +233,9 @@ class Program:
 
 
 def replicate_workers(capture: Path, threads: int, out: Path, is_worker: Callable[[str], bool]) -> Path:
+    """`out`, a copy of `capture` with `threads` worker tasks: the first
+    captured ones kept, then copies (see `Program.with_threads`); its phases
+    beside it. The other tasks (a parent, a generator) stay as captured."""
     text = capture.read_text()
     doc = tomllib.loads(text)
     sections = read_phases(capture.parent / doc["task"][0]["phases_file"])
