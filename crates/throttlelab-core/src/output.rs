@@ -88,7 +88,7 @@ pub struct TaskStats {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
     /// Requests answered: a service's, or a captured task's wake-ups from
-    /// outside the workload (`until_us` phases).
+    /// outside the workload (`until_us` phases) and by its siblings (`wait`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
     /// A service's request latency, arrival to the end of its work. For a
@@ -96,7 +96,8 @@ pub struct TaskStats {
     /// wakes), from each `until_us` wake-up (the request's arrival, which
     /// keeps its time of the run) to the thread's next block (its response
     /// sent); a request that arrives while the thread is still busy counts
-    /// from its arrival. This is what throttling adds to a client's latency;
+    /// from its arrival. A sibling's wake-up (`wait`) counts from when the
+    /// thread takes it up: a wake that came while it was busy waited unseen. This is what throttling adds to a client's latency;
     /// a client's own measure (send to response received, e.g. pgbench's)
     /// also holds what happens outside the thread: the client's own CPU time
     /// and scheduling, the way in (send to `sched_waking`) and out, and a

@@ -96,9 +96,10 @@ impl TaskPhases {
     }
 
     /// Whether the threads are woken from outside the workload
-    /// ([`Phase::SleepUntil`]): requests whose latency is reported.
+    /// ([`Phase::SleepUntil`]) or by a sibling ([`Phase::Wait`]): requests
+    /// whose latency is reported.
     pub fn has_requests(&self) -> bool {
-        matches!(self, TaskPhases::List(l) if l.iter().any(|p| matches!(p, Phase::SleepUntil(_))))
+        matches!(self, TaskPhases::List(l) if l.iter().any(|p| matches!(p, Phase::SleepUntil(_) | Phase::Wait)))
     }
 
     /// For a trace: how long it lasts (first window's start to last end).

@@ -304,7 +304,9 @@ impl Sim<'_> {
                     th.phase += 1;
                 }
                 Phase::Wait if th.wakes_pending > 0 => {
+                    // A sibling's request, from when this thread takes it up.
                     th.wakes_pending -= 1;
+                    th.request = Some(self.now);
                     th.phase += 1;
                 }
                 Phase::Wait => {

@@ -81,6 +81,20 @@ fn requests_last_from_their_wake_up_to_the_next_block() {
 }
 
 #[test]
+fn a_siblings_wake_up_is_a_request_from_when_it_is_taken_up() {
+    // a wakes b at 1 ms and at 12 ms; b works 2 ms for each and waits again.
+    let text = format!(
+        "{HEADER}\n[a]\nrun_us 1000\nwake b\nsleep_us 10000\nrun_us 1000\nwake b\nsleep_us 10000\n\
+         [b]\nwait\nrun_us 2000\nwait\nrun_us 2000\nwait\n[c]\nrun_us 1\n"
+    );
+    let file = gz_file("sibling.gz", &text);
+    let out = serde_json::to_value(simulate(&load(&scenario(file.to_str().unwrap(), 1_000_000), &[]).unwrap())).unwrap();
+    let b = &out["tasks"]["b"];
+    assert_eq!(b["requests"], 2, "{b}");
+    assert!((b["latency_us"]["max"].as_f64().unwrap() / 1e3 - 2.0).abs() < 0.5, "{b}");
+}
+
+#[test]
 fn a_wake_before_the_wait_is_kept() {
     // b reaches its wait after a woke it: it does not sleep.
     let text = format!("{HEADER}\n[a]\nrun_us 1000\nwake b\nsleep_us 100000\nrun_us 1\n[b]\nrun_us 5000\nwait\nrun_us 1000\n[c]\nrun_us 1\n");
