@@ -203,10 +203,13 @@ impl Recorder {
                 if let Some(t) = self.thread(*prev_pid, prev_comm) {
                     // The 6.18 host leaves some switches from the idle task
                     // out of the trace (all of CPU 1's on one host): this
-                    // CPU went idle, and the thread, woken, ran on it since
-                    // the later of that and its wake-up.
+                    // CPU went idle, and the thread, woken since it last left
+                    // a CPU, ran on it since the later of that and its
+                    // wake-up. One that left a CPU runnable (preempted,
+                    // throttled) has no wake-up to bound it: the CPU may
+                    // have idled from its own throttle to its unthrottle.
                     if t.state == State::Burst && t.on_cpu_since.is_none() {
-                        t.on_cpu_since = idle_since.map(|idle| idle.max(t.woken_ns.unwrap_or(idle)));
+                        t.on_cpu_since = idle_since.zip(t.woken_ns).map(|(idle, woken)| idle.max(woken));
                     }
                     t.off_cpu(now, *preempted);
                 }
@@ -289,6 +292,7 @@ impl Recorder {
 impl Thread {
     /// Off its CPU at `now`: preempted (the burst goes on) or blocked.
     fn off_cpu(&mut self, now: u64, preempted: bool) {
+        self.woken_ns = None; // its wake-up is spent
         if self.state == State::Unknown {
             // Running when the capture began.
             self.on_cpu_since = Some(0);
@@ -417,6 +421,26 @@ mod tests {
         let ms = |n: u64| n * 1_000_000;
         assert_eq!(threads[0].phases[..4], [Phase::Until { ns: ms(4) }, Phase::Run { ns: ms(2) }, Phase::Until { ns: ms(8) }, Phase::Run { ns: ms(1) }]);
         assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (ms(3), 1));
+    }
+
+    #[test]
+    fn a_switch_from_idle_left_out_after_a_throttle_is_not_bounded() {
+        // a, throttled at 2 ms, leaves CPU 1 runnable; CPU 1 idles until the
+        // unthrottle, whose switch back to a is left out: the 6 ms idle is not a's.
+        let on_cpu1 = |line: String| line.replacen("[000]", "[001]", 1);
+        let t = [
+            mark("1.000000", START_MARK),
+            waking("1.001000", 500, "d..2.", 10),
+            on_cpu1(switch("1.001000", 0, "R", 10)),
+            on_cpu1(switch("1.002000", 10, "R", 0)), // throttled
+            on_cpu1(switch("1.009000", 10, "S", 0)), // ran from its unthrottle, untraced
+            mark("1.010000", END_MARK),
+        ]
+        .concat();
+        let mut r = Recorder::new(&[(10, "a".into())]);
+        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
+        let (threads, _) = r.finish().unwrap();
+        assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (1_000_000, 1));
     }
 
     #[test]
