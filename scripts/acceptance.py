@@ -398,7 +398,7 @@ PROGRAMS: dict[str, type[Program]] = {"sysbench": Sysbench, "stress-ng": StressN
 
 
 def load_plugins() -> None:
-    """Programs other helpers add in scripts/acceptance_*.py (a `PROGRAM` class)."""
+    """Programs added as scripts/acceptance_*.py files, each defining `PROGRAM` (a class)."""
     for path in sorted(Path(__file__).parent.glob("acceptance_*.py")):
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
