@@ -125,14 +125,12 @@ impl TimerTrace {
     }
 }
 
-impl Drop for TimerTrace {
-    fn drop(&mut self) {
-        let _ = self.instance.write("events/timer/hrtimer_start/enable", "0");
-    }
-}
-
 impl Drop for Instance {
     fn drop(&mut self) {
+        // Every event off before the instance goes: removing one whose
+        // hrtimer events were firing in interrupts panicked Debian's 6.12
+        // under QEMU ("Fatal exception in interrupt", docs/vm.md).
+        let _ = self.write("events/enable", "0");
         if let Err(e) = fs::remove_dir(&self.dir) {
             eprintln!(
                 "throttlelab: warning: cannot remove tracefs instance {}: {e}",
