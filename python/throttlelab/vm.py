@@ -192,7 +192,7 @@ def initramfs(out: Path, scenario: str, runs: Sequence[Sequence[str]], resolved:
         (root / "throttlelab" / "scenario.toml").write_text(scenario, encoding="utf-8")
         (root / "throttlelab" / "run.sh").write_text(
             _sched_features(resolved["kernel"]["features"])
-            + f"export THROTTLELAB_START_DELAY_MS={_START_DELAY_MS}\n"
+            + f"export THROTTLELAB_START_DELAY_MS={_START_DELAY_MS} THROTTLELAB_TICK_LATENCY=0\n"
             + "".join(f"sleep {settle_s}; {shlex.join(_controller(overrides))} || exit $?\n" for overrides in runs),
             encoding="utf-8",
         )
