@@ -127,6 +127,40 @@ def test_a_feature_no_patch_adds_is_refused(tmp_path):
         vm.run(k, "", [[]], resolved(features=["slush_fund", "atomic_pool"]))
 
 
+def test_a_guest_whose_kernel_panics_under_tcg_is_booted_again(tmp_path, monkeypatch):
+    """A panic of the emulated machine is not the run's result: booted again, up
+    to three times in all, saying so; any other failure is not retried."""
+    image = tmp_path / "bzImage"
+    image.write_bytes(b"")
+    k = vm.kernel(str(image), lambda _: None)
+    monkeypatch.setattr(vm, "initramfs", lambda out, *args: out.write_bytes(b""))
+    monkeypatch.setattr(vm.shutil, "which", lambda name: "/usr/bin/" + name)
+    boots, notes = [], []
+
+    def boot(*args):
+        boots.append(args[3])
+        if len(boots) < 3:
+            raise vm.GuestPanic("Kernel panic - not syncing: Fatal exception in interrupt")
+        return ["{}"]
+
+    monkeypatch.setattr(vm, "_boot", boot)
+    assert vm.run(k, "", [[]], resolved(), accel="tcg", note=notes.append) == ["{}"]
+    assert boots == ["tcg"] * 3 and len(notes) == 2 and "panicked under TCG" in notes[0]
+
+    def failing(error: vm.VmError):
+        def boot(*args):
+            boots.append(args[3])
+            raise error
+        return boot
+
+    for error, tries in ((vm.GuestPanic("again"), 3), (vm.VmError("in the guest: exit 2"), 1)):
+        boots.clear()
+        monkeypatch.setattr(vm, "_boot", failing(error))
+        with pytest.raises(type(error), match=str(error)):
+            vm.run(k, "", [[]], resolved(), accel="tcg")
+        assert len(boots) == tries
+
+
 def resolved(cpus: int = 2, features: list[str] = []) -> dict:
     """The parts of a resolved scenario that vm.run reads."""
     return {"machine": {"cpus": cpus}, "kernel": {"features": features}, "tasks": []}
