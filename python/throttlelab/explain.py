@@ -205,20 +205,22 @@ def _names_under(resolved: dict[str, Any], name: str) -> set[str]:
 # --- putting it together -----------------------------------------------------------
 
 
+def _rank(sorted_values: Sequence[int], p: float) -> int:
+    """The nearest-rank ``p``-quantile (0 <= p < 1) of non-empty sorted values."""
+    return sorted_values[min(len(sorted_values) - 1, int(p * len(sorted_values)))]
+
+
 def _quantiles_us(values_ns: Sequence[int]) -> dict[str, float]:
     s = sorted(values_ns)
     if not s:
         return {"p50_us": 0.0, "p90_us": 0.0, "max_us": 0.0, "mean_us": 0.0}
-
-    def q(p: float) -> float:
-        return s[min(len(s) - 1, int(p * len(s)))] / 1e3
-
-    return {"p50_us": q(0.5), "p90_us": q(0.9), "max_us": s[-1] / 1e3, "mean_us": statistics.fmean(s) / 1e3}
+    return {"p50_us": _rank(s, 0.5) / 1e3, "p90_us": _rank(s, 0.9) / 1e3, "max_us": s[-1] / 1e3,
+            "mean_us": statistics.fmean(s) / 1e3}
 
 
 def _int_quantiles(values: Sequence[int]) -> dict[str, int]:
     s = sorted(values) or [0]
-    return {"p50": s[len(s) // 2], "p90": s[min(len(s) - 1, int(0.9 * len(s)))], "max": s[-1]}
+    return {"p50": _rank(s, 0.5), "p90": _rank(s, 0.9), "max": s[-1]}
 
 
 def _summary(docs: Sequence[dict[str, Any]], cgroup: str) -> dict[str, Any]:
