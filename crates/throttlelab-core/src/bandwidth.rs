@@ -312,9 +312,10 @@ impl Sim<'_> {
             }
             se = self.ses[s].parent;
         }
+        let with_tasks = self.profile.has_throttled_time_with_tasks();
         let c = &mut self.cfs_rqs[rq];
         c.throttled = true;
-        if c.nr_running > 0 {
+        if c.nr_running > 0 || !with_tasks {
             c.throttled_clock = Some(self.now);
         }
         self.record(Some(cpu), tg, TraceKind::Throttle);
@@ -359,6 +360,17 @@ impl Sim<'_> {
         }
         if self.rqs[cpu].curr.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].nr_running > 0 {
             self.resched_curr(cpu);
+        }
+    }
+
+    /// `record_throttle_clock` (6.18; inline in `enqueue_entity` from 6.5): the
+    /// first task to arrive on a runqueue throttled while empty starts its
+    /// throttled time.
+    pub(crate) fn record_throttle_clock(&mut self, rq: CfsRqId) {
+        let now = self.now;
+        let c = &mut self.cfs_rqs[rq];
+        if c.throttled && c.throttled_clock.is_none() {
+            c.throttled_clock = Some(now);
         }
     }
 

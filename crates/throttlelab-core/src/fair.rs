@@ -262,6 +262,9 @@ impl Sim<'_> {
         self.ses[se].on_rq = true;
         if self.cfs_rqs[rq].nr_running == 1 {
             self.check_enqueue_throttle(rq);
+            if self.profile.has_throttled_time_with_tasks() {
+                self.record_throttle_clock(rq);
+            }
         }
     }
 

@@ -72,6 +72,15 @@ impl Profile {
         self >= Profile::V5_14
     }
 
+    /// Throttled time runs only while the throttled runqueue holds tasks: it
+    /// starts in `throttle_cfs_rq` when tasks are queued, or when the first task
+    /// arrives on a runqueue throttled while empty (3ab150d011da, 6.5; 6.18's
+    /// `record_throttle_clock` starts it when that task leaves for the limbo
+    /// list, an instant later). Before, every throttle counted until unthrottle.
+    pub fn has_throttled_time_with_tasks(self) -> bool {
+        self >= Profile::V6_6
+    }
+
     /// Ticks sit on multiples of TICK_NSEC of CLOCK_MONOTONIC ("tick/common:
     /// Align tick period with the HZ tick", 6.5); before, the grid's phase
     /// was wherever boot left it.
