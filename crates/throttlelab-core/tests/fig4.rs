@@ -4,19 +4,14 @@
 use throttlelab_core::trace::{Record, TraceKind, TraceOptions};
 use throttlelab_core::{load, Sim, SimOptions};
 
-const FIG4: &str = r#"
+mod common;
+
+fn fig4() -> String {
+    format!(
+        r#"
 name = "fig4"
 duration_s = 0.031
-[machine]
-cpus = 1
-hz = 250
-tick_jitter_us = 0
-timer_jitter_us = 0
-idle_exit_us = 0
-background_per_s = 0
-uptime_s = 600
-tick_phase_us = 0
-[kernel]
+{}[kernel]
 profile = "5.4"
 slice_us = 5000
 [[cgroup]]
@@ -26,13 +21,16 @@ quota_us = 10000
 [[task]]
 name = "spin"
 cgroup = "app"
-phases = [{ run_us = 1000000 }]
-"#;
+phases = [{{ run_us = 1000000 }}]
+"#,
+        common::QUIET_ONE_CPU
+    )
+}
 
 const MS: i64 = 1_000_000;
 
 fn trace(skip_ticks: bool) -> (throttlelab_core::Output, Vec<Record>) {
-    let s = load(FIG4, &[]).unwrap();
+    let s = load(&fig4(), &[]).unwrap();
     let options = SimOptions { trace: Some(TraceOptions::default()), every_tick: !skip_ticks };
     let (out, t) = Sim::new(&s, options).run();
     (out, t.expect("traced").records.into_iter().filter(|r| r.tg == 1).collect())

@@ -8,21 +8,14 @@
 
 use throttlelab_core::{load, Sim, SimOptions};
 
+mod common;
+
 fn scenario(profile: &str) -> String {
     format!(
         r#"
 name = "empty-throttle"
 duration_s = 0.012
-[machine]
-cpus = 1
-hz = 250
-tick_jitter_us = 0
-timer_jitter_us = 0
-idle_exit_us = 0
-background_per_s = 0
-uptime_s = 600
-tick_phase_us = 0
-[kernel]
+{machine}[kernel]
 profile = "{profile}"
 slice_us = 5000
 pool_lock_hold_ns = 0
@@ -36,7 +29,8 @@ name = "t"
 cgroup = "app"
 loop = 1
 phases = [{{ run_us = 3000 }}, {{ sleep_us = 2000 }}, {{ run_us = 100 }}]
-"#
+"#,
+        machine = common::QUIET_ONE_CPU
     )
 }
 

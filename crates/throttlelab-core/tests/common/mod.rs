@@ -7,6 +7,19 @@ use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 use throttlelab_core::trace::{Record, TraceKind, TraceOptions};
 use throttlelab_core::{Output, Scenario, Sim, SimOptions};
 
+/// One CPU at HZ=250 with nothing but the scenario's tasks on it: no jitter,
+/// no background, the tick grid at 0; hand-worked timelines use it.
+pub const QUIET_ONE_CPU: &str = "[machine]
+cpus = 1
+hz = 250
+tick_jitter_us = 0
+timer_jitter_us = 0
+idle_exit_us = 0
+background_per_s = 0
+uptime_s = 600
+tick_phase_us = 0
+";
+
 /// The seed CI draws every property's cases from.
 const CI_SEED: u64 = 0x7468_726f_7474_6c65; // "throttle"
 
