@@ -322,11 +322,7 @@ impl Thread {
     /// Off its CPU at `now`: preempted (the burst goes on) or blocked.
     fn off_cpu(&mut self, now: u64, preempted: bool) {
         self.woken_ns = None; // its wake-up is spent
-        if self.state == State::Unknown {
-            // Running when the capture began.
-            self.on_cpu_since = Some(0);
-            self.state = State::Burst;
-        }
+        self.first_seen(now);
         let ran_ns = match (self.on_cpu_since.take(), self.runtime_ns.take()) {
             (Some(since), _) => now.saturating_sub(since),
             (None, Some(runtime_ns)) => runtime_ns,
@@ -348,10 +344,7 @@ impl Thread {
     /// reported so far: the time since the thread's last update (up to a
     /// tick; a wake on its own CPU's group updates it) goes to the next one.
     fn end_burst_segment(&mut self, now: u64) {
-        if self.state == State::Unknown {
-            self.on_cpu_since = Some(0);
-            self.state = State::Burst;
-        }
+        self.first_seen(now);
         let ran_ns = match self.on_cpu_since.as_mut() {
             Some(since) => now.saturating_sub(std::mem::replace(since, now)),
             None => self.runtime_ns.as_mut().map_or(0, std::mem::take),
@@ -359,6 +352,22 @@ impl Thread {
         self.burst_ns += ran_ns;
         self.cpu_ns += ran_ns;
         self.push_run();
+    }
+
+    /// In a burst when the capture began, first seen at `now` leaving its CPU
+    /// with no switch in before: running since the start, or runnable
+    /// (throttled, preempted) until a switch in the trace left out. Its
+    /// runtime tells them apart, within the window (the first update's delta
+    /// may reach back before it); without runtime events it ran since the start.
+    fn first_seen(&mut self, now: u64) {
+        if self.state != State::Unknown {
+            return;
+        }
+        self.state = State::Burst;
+        match self.runtime_ns.as_mut() {
+            Some(runtime_ns) => *runtime_ns = (*runtime_ns).min(now),
+            None => self.on_cpu_since = Some(0),
+        }
     }
 
     fn push_run(&mut self) {
@@ -537,6 +546,30 @@ mod tests {
         let run = |us: u64| Phase::Run { ns: us * 1_000 };
         assert_eq!(threads[0].phases, [Phase::Until { ns: 4_000_000 }, run(800), Phase::Wake { pid: 11 }, run(2000)]);
         assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (2_800_000, 0));
+    }
+
+    #[test]
+    fn a_thread_in_a_burst_at_the_start_is_measured_by_its_runtime() {
+        // a throttled at the start, its switch in at 7 ms left out: 2 ms, not
+        // 9 from the start; b running at the start: its first update's delta
+        // reaches back before it, and counts from the start.
+        let on_cpu1 = |line: String| line.replacen("[000]", "[001]", 1);
+        let t = [
+            mark("1.000000", START_MARK),
+            runtime("1.001000", 11, 3_000_000),
+            runtime("1.002000", 11, 1_000_000),
+            switch("1.002000", 11, "S", 0),
+            runtime("1.009000", 10, 2_000_000),
+            on_cpu1(switch("1.009000", 10, "S", 0)),
+            mark("1.010000", END_MARK),
+        ]
+        .concat();
+        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
+        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
+        let (threads, _) = r.finish().unwrap();
+        assert_eq!(threads[0].phases, [Phase::Run { ns: 2_000_000 }]);
+        assert_eq!(threads[1].phases, [Phase::Run { ns: 2_000_000 }]);
+        assert_eq!((threads[0].untraced_switches, threads[1].untraced_switches), (0, 0));
     }
 
     #[test]
