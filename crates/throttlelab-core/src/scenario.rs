@@ -97,7 +97,8 @@ pub struct CaptureSpec {
     /// Demand captured: every thread's time on a CPU.
     pub cpu_usec: u64,
     /// Switches out of a captured thread whose switch in the kernel left out
-    /// of the trace: bursts missing from `cpu_usec`.
+    /// of the trace and whose time is not known (no `sched_stat_runtime`, no
+    /// bound): bursts missing from `cpu_usec`.
     #[serde(default)]
     pub untraced_switches: u64,
 }

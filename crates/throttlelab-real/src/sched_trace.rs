@@ -7,6 +7,14 @@
 //! (an interrupt, the idle task, the thread itself) is a timer, and the sleep
 //! keeps its length; a captured thread is a sibling, whose `wake` the sleeper
 //! `wait`s for; any other task is a request from outside, which keeps its time.
+//!
+//! A burst's CPU time is the wall time between a thread's switch in and its
+//! switch out, exact where both are traced. Where the kernel left the switch
+//! in out of the trace, it is what `sched_stat_runtime` reported for the
+//! thread since it last left a CPU (each event is `update_curr`'s delta:
+//! ticks, the switch out itself, other updates); without such events (the
+//! event is optional), the later of the thread's wake-up and the CPU's last
+//! switch to idle bounds it, or it is not known.
 
 use std::collections::HashMap;
 
@@ -33,6 +41,8 @@ pub enum Kind {
     Waking { pid: u32 },
     Fork { child_pid: u32, child_comm: String },
     Exit { pid: u32 },
+    /// `sched_stat_runtime`: task `pid` ran `runtime_ns` since its last update.
+    Runtime { pid: u32, runtime_ns: u64 },
     Mark(String),
 }
 
@@ -43,7 +53,7 @@ fn value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     Some(rest.split(' ').next().unwrap_or(rest))
 }
 
-fn number(text: &str, key: &str) -> Result<u32, String> {
+fn number<T: std::str::FromStr>(text: &str, key: &str) -> Result<T, String> {
     value(text, key).and_then(|v| v.parse().ok()).ok_or_else(|| format!("no {key}= number"))
 }
 
@@ -70,8 +80,15 @@ pub fn parse_line(line: &str) -> Option<Result<Event, String>> {
     if line.starts_with('#') {
         return None;
     }
-    const EVENTS: [&str; 6] =
-        [": sched_switch: ", ": sched_waking: ", ": sched_wakeup: ", ": sched_process_fork: ", ": sched_process_exit: ", ": tracing_mark_write: "];
+    const EVENTS: [&str; 7] = [
+        ": sched_switch: ",
+        ": sched_waking: ",
+        ": sched_wakeup: ",
+        ": sched_process_fork: ",
+        ": sched_process_exit: ",
+        ": sched_stat_runtime: ",
+        ": tracing_mark_write: ",
+    ];
     let (head, name, body) = EVENTS.iter().find_map(|e| line.find(e).map(|i| (&line[..i], &e[2..e.len() - 2], &line[i + e.len()..])))?;
     Some(parse_event(head, name, body).map_err(|m| format!("{m} in {:?}", line.trim())))
 }
@@ -103,6 +120,8 @@ fn parse_event(head: &str, name: &str, body: &str) -> Result<Event, String> {
             child_comm: comm(body, "child_comm", "child_pid").to_string(),
         },
         "sched_process_exit" => Kind::Exit { pid: number(body, "pid")? },
+        // `comm=a pid=1 runtime=5 [ns]` (before 6.8 followed by `vruntime=`).
+        "sched_stat_runtime" => Kind::Runtime { pid: number(body, "pid")?, runtime_ns: number(body, "runtime")? },
         _ => Kind::Mark(body.trim().to_string()),
     };
     Ok(Event { ts_ns, pid, in_irq, cpu, kind })
@@ -143,13 +162,17 @@ pub struct Thread {
     pub phases: Vec<Phase>,
     /// Time on a CPU within the capture.
     pub cpu_ns: u64,
-    /// Switches out with no switch in before them that `Recorder` could not
-    /// bound: the kernel left the switch in out of the trace, and the time
-    /// it ran is not known.
+    /// Switches out with no switch in before them whose time `Recorder`
+    /// could neither measure (no `sched_stat_runtime`) nor bound: the kernel
+    /// left the switch in out of the trace, and the time it ran is not known.
     pub untraced_switches: u64,
     state: State,
     on_cpu_since: Option<u64>,
     burst_ns: u64,
+    /// `sched_stat_runtime` since it last left a CPU or its burst was split
+    /// (None: no event since it left): the time of a burst whose switch in
+    /// is not traced.
+    runtime_ns: Option<u64>,
     /// Its last `sched_waking`.
     woken_ns: Option<u64>,
 }
@@ -178,7 +201,7 @@ impl Recorder {
     }
 
     fn add(&mut self, pid: u32, comm: &str, start_ns: u64, state: State) {
-        let t = Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, burst_ns: 0, woken_ns: None };
+        let t = Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, burst_ns: 0, runtime_ns: None, woken_ns: None };
         self.by_pid.insert(pid, self.threads.len());
         self.threads.push(t);
     }
@@ -202,13 +225,14 @@ impl Recorder {
                 let idle_since = self.idle_since.insert(e.cpu, (*next_pid == 0).then_some(now)).flatten();
                 if let Some(t) = self.thread(*prev_pid, prev_comm) {
                     // The 6.18 host leaves some switches from the idle task
-                    // out of the trace (all of CPU 1's on one host): this
-                    // CPU went idle, and the thread, woken since it last left
-                    // a CPU, ran on it since the later of that and its
+                    // out of the trace (all of CPU 1's on one host). Without
+                    // `sched_stat_runtime` to measure the burst: this CPU
+                    // went idle, and the thread, woken since it last left a
+                    // CPU, ran on it since the later of that and its
                     // wake-up. One that left a CPU runnable (preempted,
                     // throttled) has no wake-up to bound it: the CPU may
                     // have idled from its own throttle to its unthrottle.
-                    if t.state == State::Burst && t.on_cpu_since.is_none() {
+                    if t.state == State::Burst && t.on_cpu_since.is_none() && t.runtime_ns.is_none() {
                         t.on_cpu_since = idle_since.zip(t.woken_ns).map(|(idle, woken)| idle.max(woken));
                     }
                     t.off_cpu(now, *preempted);
@@ -221,6 +245,11 @@ impl Recorder {
                 }
             }
             Kind::Waking { pid } => self.waking(now, e.pid, e.in_irq, *pid),
+            Kind::Runtime { pid, runtime_ns } => {
+                if let Some(t) = self.by_pid.get(pid).map(|&i| &mut self.threads[i]).filter(|t| t.state != State::Exited) {
+                    *t.runtime_ns.get_or_insert(0) += runtime_ns;
+                }
+            }
             Kind::Fork { child_pid, child_comm } => {
                 if self.by_pid.contains_key(&e.pid) && !self.by_pid.contains_key(child_pid) {
                     self.add(*child_pid, child_comm, now, State::Burst);
@@ -293,36 +322,52 @@ impl Thread {
     /// Off its CPU at `now`: preempted (the burst goes on) or blocked.
     fn off_cpu(&mut self, now: u64, preempted: bool) {
         self.woken_ns = None; // its wake-up is spent
-        if self.state == State::Unknown {
-            // Running when the capture began.
-            self.on_cpu_since = Some(0);
-            self.state = State::Burst;
-        }
-        match self.on_cpu_since.take() {
-            Some(since) => {
-                self.burst_ns += now.saturating_sub(since);
-                self.cpu_ns += now.saturating_sub(since);
+        self.first_seen(now);
+        let ran_ns = match (self.on_cpu_since.take(), self.runtime_ns.take()) {
+            (Some(since), _) => now.saturating_sub(since),
+            (None, Some(runtime_ns)) => runtime_ns,
+            (None, None) => {
+                self.untraced_switches += 1;
+                0
             }
-            None => self.untraced_switches += 1,
-        }
+        };
+        self.burst_ns += ran_ns;
+        self.cpu_ns += ran_ns;
         if !preempted && self.state == State::Burst {
             self.push_run();
             self.state = State::Sleeping(now);
         }
     }
 
-    /// The burst so far ends at `now` (a wake of a sibling, or the end).
+    /// The burst so far ends at `now` (a wake of a sibling, or the end). On
+    /// a CPU whose switch in is not traced, the segment is the runtime
+    /// reported so far: the time since the thread's last update (up to a
+    /// tick; a wake on its own CPU's group updates it) goes to the next one.
     fn end_burst_segment(&mut self, now: u64) {
-        if self.state == State::Unknown {
-            self.on_cpu_since = Some(0);
-            self.state = State::Burst;
-        }
-        if let Some(since) = self.on_cpu_since.as_mut() {
-            self.burst_ns += now.saturating_sub(*since);
-            self.cpu_ns += now.saturating_sub(*since);
-            *since = now;
-        }
+        self.first_seen(now);
+        let ran_ns = match self.on_cpu_since.as_mut() {
+            Some(since) => now.saturating_sub(std::mem::replace(since, now)),
+            None => self.runtime_ns.as_mut().map_or(0, std::mem::take),
+        };
+        self.burst_ns += ran_ns;
+        self.cpu_ns += ran_ns;
         self.push_run();
+    }
+
+    /// In a burst when the capture began, first seen at `now` leaving its CPU
+    /// with no switch in before: running since the start, or runnable
+    /// (throttled, preempted) until a switch in the trace left out. Its
+    /// runtime tells them apart, within the window (the first update's delta
+    /// may reach back before it); without runtime events it ran since the start.
+    fn first_seen(&mut self, now: u64) {
+        if self.state != State::Unknown {
+            return;
+        }
+        self.state = State::Burst;
+        match self.runtime_ns.as_mut() {
+            Some(runtime_ns) => *runtime_ns = (*runtime_ns).min(now),
+            None => self.on_cpu_since = Some(0),
+        }
     }
 
     fn push_run(&mut self) {
@@ -360,6 +405,11 @@ mod tests {
         format!("  w-{waker}  [001] {flags}  {ts}: sched_waking: comm=x pid={pid} prio=120 target_cpu=000\n")
     }
 
+    /// A `sched_stat_runtime` of `pid` on CPU 1.
+    fn runtime(ts: &str, pid: u32, ns: u64) -> String {
+        format!("  t {pid}-{pid}  [001] d..2.  {ts}: sched_stat_runtime: comm=t {pid} pid={pid} runtime={ns} [ns]\n")
+    }
+
     fn mark(ts: &str, m: &str) -> String {
         format!("  tl-99  [000] .....  {ts}: tracing_mark_write: {m}\n")
     }
@@ -377,6 +427,13 @@ mod tests {
         assert!(parse_line("  sh-5  [000] .....  2.5: hrtimer_start: x").is_none());
         let e = parse_line("  sh-5  [000] .....  2.5: sched_waking: comm=x prio=1").unwrap().unwrap_err();
         assert!(e.starts_with("no pid= number in"), "{e}");
+        let e = parse_line(&runtime("2.5", 7, 5_000_000_000)).unwrap().unwrap();
+        assert_eq!((e.pid, e.cpu, e.kind), (7, 1, Kind::Runtime { pid: 7, runtime_ns: 5_000_000_000 }));
+        // Before 6.8 the event also carried the task's vruntime.
+        let e = parse_line("  a b-7  [000] .....  2.5: sched_stat_runtime: comm=a b pid=7 runtime=12 [ns] vruntime=99 [ns]").unwrap().unwrap();
+        assert_eq!(e.kind, Kind::Runtime { pid: 7, runtime_ns: 12 });
+        let e = parse_line("  sh-5  [000] .....  2.5: sched_stat_runtime: comm=sh pid=5 runtime=-1 [ns]").unwrap().unwrap_err();
+        assert!(e.starts_with("no runtime= number in"), "{e}");
     }
 
     #[test]
@@ -441,6 +498,78 @@ mod tests {
         t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
         let (threads, _) = r.finish().unwrap();
         assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (1_000_000, 1));
+    }
+
+    #[test]
+    fn a_switch_from_idle_left_out_after_a_throttle_is_measured_by_its_runtime() {
+        // As above, with the kernel's `sched_stat_runtime`: a's untraced run
+        // from its unthrottle is the runtime reported since it left CPU 1
+        // (a tick and its switch out); the traced 1 ms keeps its wall time.
+        let on_cpu1 = |line: String| line.replacen("[000]", "[001]", 1);
+        let t = [
+            mark("1.000000", START_MARK),
+            waking("1.001000", 500, "d..2.", 10),
+            on_cpu1(switch("1.001000", 0, "R", 10)),
+            runtime("1.002000", 10, 999_000), // traced burst: its wall time counts
+            on_cpu1(switch("1.002000", 10, "R", 0)), // throttled
+            runtime("1.008000", 10, 500_000), // a tick, from its unthrottle at 7.5 ms
+            runtime("1.009000", 10, 1_000_000), // its switch out
+            on_cpu1(switch("1.009000", 10, "S", 0)),
+            mark("1.010000", END_MARK),
+        ]
+        .concat();
+        let mut r = Recorder::new(&[(10, "a".into())]);
+        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
+        let (threads, _) = r.finish().unwrap();
+        assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (2_500_000, 0));
+        assert_eq!(threads[0].phases, [Phase::Until { ns: 1_000_000 }, Phase::Run { ns: 2_500_000 }]);
+    }
+
+    #[test]
+    fn runtime_events_measure_an_untraced_burst_before_the_idle_bound_and_a_wake_splits_them() {
+        let on_cpu1 = |line: String| line.replacen("[000]", "[001]", 1);
+        let t = [
+            mark("1.000000", START_MARK),
+            on_cpu1(switch("1.001000", 11, "S", 0)), // CPU 1 idles from 1 ms
+            waking("1.004000", 500, "d..2.", 10),     // a woken from outside at 4 ms
+            // (the switch from idle to a, on CPU 1, left out; it runs from 4.2 ms)
+            runtime("1.005000", 10, 800_000),
+            waking("1.005500", 10, "d..2.", 11), // a wakes b: the 0.8 ms so far is before it
+            runtime("1.007000", 10, 2_000_000),
+            on_cpu1(switch("1.007000", 10, "S", 0)),
+            mark("1.010000", END_MARK),
+        ]
+        .concat();
+        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
+        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
+        let (threads, _) = r.finish().unwrap();
+        let run = |us: u64| Phase::Run { ns: us * 1_000 };
+        assert_eq!(threads[0].phases, [Phase::Until { ns: 4_000_000 }, run(800), Phase::Wake { pid: 11 }, run(2000)]);
+        assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (2_800_000, 0));
+    }
+
+    #[test]
+    fn a_thread_in_a_burst_at_the_start_is_measured_by_its_runtime() {
+        // a throttled at the start, its switch in at 7 ms left out: 2 ms, not
+        // 9 from the start; b running at the start: its first update's delta
+        // reaches back before it, and counts from the start.
+        let on_cpu1 = |line: String| line.replacen("[000]", "[001]", 1);
+        let t = [
+            mark("1.000000", START_MARK),
+            runtime("1.001000", 11, 3_000_000),
+            runtime("1.002000", 11, 1_000_000),
+            switch("1.002000", 11, "S", 0),
+            runtime("1.009000", 10, 2_000_000),
+            on_cpu1(switch("1.009000", 10, "S", 0)),
+            mark("1.010000", END_MARK),
+        ]
+        .concat();
+        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
+        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
+        let (threads, _) = r.finish().unwrap();
+        assert_eq!(threads[0].phases, [Phase::Run { ns: 2_000_000 }]);
+        assert_eq!(threads[1].phases, [Phase::Run { ns: 2_000_000 }]);
+        assert_eq!((threads[0].untraced_switches, threads[1].untraced_switches), (0, 0));
     }
 
     #[test]
