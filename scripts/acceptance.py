@@ -27,6 +27,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -200,8 +201,15 @@ class Program:
     burst_limit: tuple[int, int, int] = (100_000, 50_000, 50_000)
     # What `throughput` counts, for the report; empty: the cost is not measured.
     throughput_unit: str = ""
+    # The executables it needs, and the Debian package that has them.
+    binaries: tuple[str, ...] = ()
+    package: str = ""
 
-    def setup(self) -> None: ...
+    def setup(self) -> None:
+        """Refuse, in one line, to run without the program's executables."""
+        missing = [b for b in self.binaries if shutil.which(b) is None]
+        if missing:
+            raise RuntimeError(f"{self.name} needs {', '.join(missing)}: apt-get install -y {self.package}")
 
     def run(self, cgroup: Path, threads: int, duration_s: float) -> dict[str, float]:
         raise NotImplementedError
@@ -290,6 +298,8 @@ class Sysbench(Program):
     An event computes the primes up to `max_prime`."""
 
     name = "sysbench"
+    binaries = ("sysbench",)
+    package = "sysbench"
     threads = (2, 4)
     rate_per_s = 120
     max_prime = 50_000
@@ -298,9 +308,6 @@ class Sysbench(Program):
     tighter_limit = (100_000, 22_000, 0)
     shorter_period_limit = (20_000, 5_000, 0)
     burst_limit = (100_000, 22_000, 22_000)
-
-    def setup(self) -> None:
-        subprocess.run(["sysbench", "--version"], check=True, capture_output=True)
 
     def run(self, cgroup: Path, threads: int, duration_s: float) -> dict[str, float]:
         return self.parse(self._sysbench(cgroup, duration_s, f"--threads={threads}", f"--rate={self.rate_per_s}", "--histogram=on"))
@@ -366,6 +373,8 @@ class StressNg(Program):
     captured workers replicated."""
 
     name = "stress-ng"
+    binaries = ("stress-ng",)
+    package = "stress-ng"
     threads = (2, 3)
     load_pct = 35
     slice_ops = -1600
@@ -373,9 +382,6 @@ class StressNg(Program):
     tighter_limit = (100_000, 65_000, 0)
     shorter_period_limit = (20_000, 14_000, 0)
     burst_limit = (100_000, 65_000, 65_000)
-
-    def setup(self) -> None:
-        subprocess.run(["stress-ng", "--version"], check=True, capture_output=True)
 
     def run(self, cgroup: Path, threads: int, duration_s: float) -> dict[str, float]:
         argv = [
