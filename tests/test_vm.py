@@ -173,8 +173,8 @@ def test_a_guest_whose_kernel_panics_under_tcg_is_booted_again(tmp_path, monkeyp
 
 
 def resolved(cpus: int = 2, features: list[str] = []) -> dict:
-    """The parts of a resolved scenario that vm.run reads."""
-    return {"machine": {"cpus": cpus}, "kernel": {"features": features}, "tasks": []}
+    """The parts of a resolved scenario that vm.run reads (a capture: its cgroups and duration_s too)."""
+    return {"machine": {"cpus": cpus}, "kernel": {"features": features}, "tasks": [], "cgroups": []}
 
 
 def test_a_kernel_without_what_the_run_needs_is_refused_before_booting(tmp_path):
@@ -281,9 +281,8 @@ def test_a_capture_in_the_guests_cgroup_v2_holds_its_cpu_stat(tmp_path):
     # running task's time since its last update (up to a tick, 4 ms at HZ=250,
     # plus however late the tick comes: 41 us at the median under TCG, a host
     # timeslice when the host preempts the vCPU), at either read, on each of the
-    # two CPUs: some 15 ms at worst of 900, 3 %. (Measured: 100.1-100.7 % in six
-    # runs on the idle host, 896-906 ms against 896-903 ms; the end's read lacks
-    # the running tasks' last part, which the capture has.) 6.12 has
+    # two CPUs: some 15 ms at worst of 900, 3 %. (Measured: 99.8-100.7 % in eight
+    # runs on the idle host, 896-906 ms against 895-903 ms.) 6.12 has
     # sched_stat_runtime: no switch is left unmeasured. The replay holds to the
     # demand captured as on the host (5 %: tests/test_capture.py; measured within
     # 0.01 %), and so do its periods, one at each end, and its throttles (1-3 more
@@ -302,5 +301,8 @@ def test_a_capture_the_guest_cannot_make_is_refused_before_booting(tmp_path):
     capture = vm.Capture("app", 3.0, tmp_path / "c.toml")
     with pytest.raises(vm.VmError, match="a capture in the guest goes with one run, in cgroup v2"):
         vm.run(k, "", [[]], resolved(), cgroup="v1", capture=capture)
+    with pytest.raises(vm.VmError, match="the scenario has no cgroup 'app' to capture"):
+        vm.run(k, "", [[]], resolved(), capture=capture)
+    with_app = {**resolved(), "cgroups": [{"name": "app"}]}
     with pytest.raises(vm.VmError, match=r"a 3.0 s capture in the guest needs duration_s >= 5.0 .* got 2"):
-        vm.run(k, "", [[]], {**resolved(), "duration_s": 2}, capture=capture)
+        vm.run(k, "", [[]], {**with_app, "duration_s": 2}, capture=capture)

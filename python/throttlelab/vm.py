@@ -386,10 +386,12 @@ def _boots(k: Kernel, initrd: Path, cpus: int, accel: str, kvm: bool, runs: int,
 
 def _check_capture(capture: Capture, runs: Sequence[Sequence[str]], resolved: dict[str, Any], cgroup: str) -> None:
     """Refuse, before booting, a capture the guest cannot make: it captures
-    one run, in cgroup v2 (the host's capture covers v1), that lasts
-    beyond the capture's lead, the capture and its setup."""
+    one of the scenario's cgroups in one run, in cgroup v2 (the host's capture
+    covers v1), that lasts beyond the capture's lead, the capture and its setup."""
     if len(runs) != 1 or cgroup != "v2":
         raise VmError("a capture in the guest goes with one run, in cgroup v2")
+    if capture.cgroup.rsplit("/", 1)[-1] not in {c["name"] for c in resolved["cgroups"]}:
+        raise VmError(f"the scenario has no cgroup {capture.cgroup!r} to capture")
     needed_s = _CAPTURE_LEAD_S + capture.duration_s + _CAPTURE_SLACK_S
     if resolved.get("duration_s") is not None and resolved["duration_s"] < needed_s:
         raise VmError(f"a {capture.duration_s} s capture in the guest needs duration_s >= {needed_s} "
