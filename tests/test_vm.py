@@ -4,6 +4,7 @@ The boot tests need root, QEMU, busybox, cpio and Debian's apt (CI installs them
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+import throttlelab
 from helpers import cli
 from test_real import needs_real
-from throttlelab import vm
+from throttlelab import _native, vm
+from throttlelab.scenarios import load_scenario_text
 from throttlelab.worker import CONTROLLER
 
 PACKAGES = [
@@ -55,6 +58,14 @@ def test_the_controller_refuses_bad_input_in_one_line(tmp_path, write_scenario):
     assert bad.stderr == "throttlelab-real: error: cgroup.app.period_us: must be in 1000..=1000000 (1 ms..1 s), got 10\n"
     missing = controller(str(tmp_path / "none.toml"))
     assert missing.returncode == 2 and "cannot read" in missing.stderr
+    out = str(tmp_path / "c.toml")
+    no_target = controller("capture", "--duration", "1", "-o", out)
+    assert no_target.returncode == 2
+    assert no_target.stderr.startswith("throttlelab-real: error: give --cgroup PATH or --pid PID (not both); usage:")
+    zero = controller("capture", "--pid", "1", "--duration", "0", "-o", out)
+    assert zero.stderr == 'throttlelab-real: error: --duration: must be a number of seconds > 0, got "0"\n'
+    assert controller("capture", "--pid", "1", "--duration").stderr.startswith("throttlelab-real: error: --duration needs a value")
+    assert not Path(out).exists()
 
 
 @needs_real
@@ -162,8 +173,8 @@ def test_a_guest_whose_kernel_panics_under_tcg_is_booted_again(tmp_path, monkeyp
 
 
 def resolved(cpus: int = 2, features: list[str] = []) -> dict:
-    """The parts of a resolved scenario that vm.run reads."""
-    return {"machine": {"cpus": cpus}, "kernel": {"features": features}, "tasks": []}
+    """The parts of a resolved scenario that vm.run reads (a capture: its cgroups and duration_s too)."""
+    return {"machine": {"cpus": cpus}, "kernel": {"features": features}, "tasks": [], "cgroups": []}
 
 
 def test_a_kernel_without_what_the_run_needs_is_refused_before_booting(tmp_path):
@@ -207,3 +218,91 @@ def test_vm_options_need_a_kernel(write_scenario):
     for option in (["--accel", "tcg"], ["--cgroup", "v1"]):
         result = cli("real", write_scenario(), *option)
         assert result.exit_code == 2 and "--accel and --cgroup need --kernel" in result.stderr
+
+
+#: A known workload for a capture in the guest: a spinner and a thread that
+#: works 2 ms and sleeps 4 ms (1.33 CPUs) under 0.3 CPU per 100 ms with a
+#: 10 ms burst, on the VM's two CPUs; it outlasts the capture's start, 3 s and
+#: its setup (vm._check_capture).
+CAPTURED = """name = "captured"
+duration_s = 6
+[machine]
+cpus = 2
+hz = 250
+[kernel]
+profile = "6.12"
+[[cgroup]]
+name = "app"
+period_us = 100000
+quota_us = 30000
+burst_us = 10000
+[[task]]
+name = "spinner"
+cgroup = "app"
+phases = [{ run_us = 1_000_000_000 }]
+[[task]]
+name = "ticker"
+cgroup = "app"
+phases = [{ run_us = 2000 }, { sleep_us = 4000 }]
+"""
+
+
+@needs_vm
+def test_a_capture_in_the_guests_cgroup_v2_holds_its_cpu_stat(tmp_path):
+    """`throttlelab-real capture` in Debian's 6.12 with a real cgroup v2
+    hierarchy (the host's cpu controller is v1): the capture reads v2's files
+    (cpu.max, cpu.max.burst, cpu.stat), holds the guest kernel's own usage, and
+    its replay in the simulator uses what was captured, as tests/test_capture.py
+    checks on the host."""
+    k = vm.kernel("6.12", lambda _: None)
+    out = tmp_path / "c.toml"
+    (doc,) = vm.run(k, CAPTURED, [[]], json.loads(_native.validate(CAPTURED, [])), capture=vm.Capture("app", 3.0, out))
+    host = json.loads(doc)["host"]
+    assert host["cgroup"] == "v2" and host["release"].startswith("6.12.")
+    assert 'phases_file = "c.phases.gz"' in out.read_text()
+    captured = json.loads(_native.validate(load_scenario_text(str(out))[0]))
+    cap = captured["capture"]
+    print("captured", cap, "in", host["vm"])
+    assert set(cap) == {"source", "release", "duration_s", "threads", "usage_usec", "nr_periods", "nr_throttled",
+                        "throttled_usec", "cpu_usec", "untraced_switches"}
+    assert cap["release"] == host["release"] and cap["source"].endswith("/app") and cap["threads"] >= 2
+    (app,) = captured["cgroups"]
+    assert (app["period_us"], app["quota_us"], app["burst_us"]) == (100_000, 30_000, 10_000), app
+    phases = gzip.decompress((tmp_path / "c.phases.gz").read_bytes()).decode()
+    kinds = {line.split()[0] for line in phases.splitlines()[1:] if line and not line.startswith("[")}
+    assert {"run_us", "sleep_us"} <= kinds, kinds
+
+    sim = throttlelab.run(str(out))["cgroups"]["app"]
+    print("replayed", sim)
+    # The band. Under TCG the guest's clocks are the host's and a vCPU the host
+    # preempts still charges the task it runs (TCG has no steal time), but it
+    # does so alike in the trace's timestamps and in cpu.stat: what separates the
+    # capture from the usage is the window's ends alone. cpu.stat leaves out each
+    # running task's time since its last update (up to a tick, 4 ms at HZ=250,
+    # plus however late the tick comes: 41 us at the median under TCG, a host
+    # timeslice when the host preempts the vCPU), at either read, on each of the
+    # two CPUs: some 15 ms at worst of 900, 3 %. (Measured: 99.8-100.7 % in eight
+    # runs on the idle host, 896-906 ms against 895-903 ms.) 6.12 has
+    # sched_stat_runtime: no switch is left unmeasured. The replay holds to the
+    # demand captured as on the host (5 %: tests/test_capture.py; measured within
+    # 0.01 %), and so do its periods, one at each end, and its throttles (1-3 more
+    # or fewer: 15 %).
+    assert cap["untraced_switches"] == 0
+    assert abs(cap["cpu_usec"] - cap["usage_usec"]) <= 0.03 * cap["usage_usec"]
+    assert abs(sim["usage_usec"] - cap["cpu_usec"]) <= 0.05 * cap["cpu_usec"]
+    assert abs(sim["nr_periods"] - cap["nr_periods"]) <= 2
+    assert abs(sim["nr_throttled"] - cap["nr_throttled"]) <= max(3, 0.15 * cap["nr_periods"])
+
+
+def test_a_capture_the_guest_cannot_make_is_refused_before_booting(tmp_path):
+    image = tmp_path / "bzImage"
+    image.write_bytes(b"")
+    k = vm.kernel(str(image), lambda _: None)
+    capture = vm.Capture("app", 3.0, tmp_path / "c.toml")
+    with pytest.raises(vm.VmError, match="a capture in the guest goes with one run, in cgroup v2"):
+        vm.run(k, "", [[]], resolved(), cgroup="v1", capture=capture)
+    with pytest.raises(vm.VmError, match="the scenario has no cgroup 'app' to capture"):
+        vm.run(k, "", [[]], resolved(), capture=capture)
+    with_app = {**resolved(), "cgroups": [{"name": "app"}]}
+    with pytest.raises(vm.VmError, match=r"a 3.0 s capture in the guest needs duration_s >= 5.0 .* got 2"):
+        vm.run(k, "", [[]], {**with_app, "duration_s": 2}, capture=capture)

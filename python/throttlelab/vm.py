@@ -8,6 +8,9 @@ cgroup hierarchy (v2, or v1's ``cpu`` on request), runs the controller on the
 scenario once per run (a comparison's runs share one boot) and powers off. The
 output documents come back on the second serial port, a line each (the console,
 the first, is kept for errors), with ``host.vm`` saying how the kernel ran.
+With a :class:`Capture`, the guest also captures one of the run's cgroups while
+it runs (``throttlelab-real capture``, cgroup v2) and the capture's two files
+come back on the same port.
 
 A release (``6.1``, ``6.12``) is Debian's newest ``linux-image-<release>...-amd64``
 package, fetched with ``apt-get download`` once and kept under
@@ -19,6 +22,7 @@ Needs, from Debian: ``qemu-system-x86``, ``busybox-static`` and ``cpio``.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -51,6 +55,15 @@ _BOOT_TIMEOUT_S = 120.0
 _START_DELAY_MS = 500
 #: How often the console is read while the guest runs.
 _POLL_S = 0.05
+#: A file the guest sends on the result port: this, its name, a space, its bytes in base64, on one line.
+_FILE = "throttlelab-guest: file "
+#: A capture in the guest starts this long after the first thread is in its
+#: cgroup: the workers create and park their threads within the start delay
+#: (``_START_DELAY_MS``), and all of them start working at its end.
+_CAPTURE_LEAD_S = 1.0
+#: What a run must last beyond the lead and the capture: tracefs's setup
+#: (the instance, its buffers) and the capture's last reads, under TCG.
+_CAPTURE_SLACK_S = 1.0
 
 _INIT = """#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -88,6 +101,19 @@ class GuestPanic(VmError):
 #: its own code (an int3 oops in code another vCPU runs: a stale translation;
 #: once in some 20 boots here, at boot or at the first cpu.max write).
 _TCG_BOOTS = 3
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A capture in the guest beside its one run: the run's cgroup ``cgroup``
+    (its path below the run's parent: a top-level cgroup's name, ``app/web``
+    for a child; one its workers are in) captured for ``duration_s`` once its
+    threads are there, written to ``out`` on the host with its phases beside it
+    (``<stem>.phases.gz``), as ``throttlelab capture -o out`` writes them."""
+
+    cgroup: str
+    duration_s: float
+    out: Path
 
 
 @dataclass(frozen=True)
@@ -176,13 +202,14 @@ def _check(cmd: list[str], what: str, cwd: Optional[str] = None) -> str:
 
 
 def initramfs(out: Path, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[str, Any], cgroup: str,
-              config: Optional[Path], settle_s: float) -> None:
+              config: Optional[Path], settle_s: float, capture: Optional[Capture] = None) -> None:
     """Write the guest's initramfs (newc cpio) to ``out``: busybox, the two
     executables and their libraries, the scenario, the kernel's config, the
     trace CSVs its tasks read at their own absolute paths, and a run script
     that turns on the sched features of the scenario's ``kernel.features`` that
     a patched kernel has (kernel/patches), then runs the scenario once per
-    overrides list in ``runs``, each after ``settle_s`` of quiet."""
+    overrides list in ``runs``, each after ``settle_s`` of quiet (with
+    ``capture``: its one run, captured, see :func:`_captured_run`)."""
     busybox = shutil.which("busybox")
     if busybox is None or shutil.which("cpio") is None:
         raise VmError("the guest needs busybox and cpio: apt-get install busybox-static cpio")
@@ -204,7 +231,8 @@ def initramfs(out: Path, scenario: str, runs: Sequence[Sequence[str]], resolved:
         (root / "throttlelab" / "run.sh").write_text(
             _sched_features(resolved["kernel"]["features"])
             + f"export THROTTLELAB_START_DELAY_MS={_START_DELAY_MS} THROTTLELAB_TICK_LATENCY=0\n"
-            + "".join(f"sleep {settle_s}; {shlex.join(_controller(overrides))} || exit $?\n" for overrides in runs),
+            + (_captured_run(runs[0], settle_s, capture) if capture else
+               "".join(f"sleep {settle_s}; {shlex.join(_controller(overrides))} || exit $?\n" for overrides in runs)),
             encoding="utf-8",
         )
         init = root / "init"
@@ -222,6 +250,28 @@ def _controller(overrides: Sequence[str]) -> list[str]:
     for o in overrides:
         args += ["--set", o]
     return args
+
+
+def _captured_run(overrides: Sequence[str], settle_s: float, capture: Capture) -> str:
+    """The run script's lines for a run captured: the controller in the
+    background (its output document kept), the capture of its cgroup
+    (``throttlelab-<controller's pid>/<capture.cgroup>``) from
+    ``_CAPTURE_LEAD_S`` after a thread is in it, then the output document and
+    the capture's two files on the result port. A controller that stops before
+    its cgroup has a thread ends the script with its exit code."""
+    toml = capture.out.name
+    phases = Path(toml).with_suffix(".phases.gz").name
+    exe = Path("/throttlelab") / CONTROLLER.name
+    return (
+        f"sleep {settle_s}; {shlex.join(_controller(overrides))} > /tmp/run.json &\n"
+        f"run=$!; g=/sys/fs/cgroup/throttlelab-$run/{shlex.quote(capture.cgroup)}\n"
+        "until grep -q . $g/cgroup.threads 2> /dev/null; do kill -0 $run 2> /dev/null || { wait $run; exit $?; }; sleep 0.1; done\n"
+        f"sleep {_CAPTURE_LEAD_S}; {exe} capture --cgroup $g --duration {capture.duration_s} -o {shlex.quote('/tmp/' + toml)}"
+        " > /dev/null || exit $?\n"
+        "wait $run || exit $?\n"
+        "cat /tmp/run.json\n"
+        f"for f in {shlex.quote(toml)} {shlex.quote(phases)}; do echo \"{_FILE}$f $(base64 /tmp/$f | tr -d '\\n')\"; done\n"
+    )
 
 
 def _libraries(executables: Sequence[Path]) -> set[Path]:
@@ -283,13 +333,17 @@ def runner(k: Kernel, accel: str = "auto", cgroup: str = "v2",
 
 
 def run(k: Kernel, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[str, Any], accel: str = "auto",
-        cgroup: str = "v2", note: Callable[[str], None] = lambda _: None, settle_s: float = 0.0) -> list[str]:
+        cgroup: str = "v2", note: Callable[[str], None] = lambda _: None, settle_s: float = 0.0,
+        capture: Optional[Capture] = None) -> list[str]:
     """Boot ``k`` once with as many CPUs as the scenario has, run the scenario
     (``resolved``: as the core resolved it) in its cgroups once per overrides
     list in ``runs`` (each in fresh cgroups, after ``settle_s`` of quiet), and
     return the output documents as JSON. One boot for several runs: under TCG a
-    boot costs twice a 2 s run (docs/vm.md)."""
+    boot costs twice a 2 s run (docs/vm.md). With ``capture``, the one run's
+    cgroup is captured in the guest too, and the capture written on the host."""
     _check_config(k, cgroup)
+    if capture is not None:
+        _check_capture(capture, runs, resolved, cgroup)
     unpatched = [f for f in resolved["kernel"]["features"] if f not in SCHED_FEATURES]
     if unpatched:
         raise VmError(f"no kernel patch for kernel.features {', '.join(unpatched)} (kernel/patches has "
@@ -300,20 +354,48 @@ def run(k: Kernel, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[
     kvm = accel == "kvm" or (accel == "auto" and os.access("/dev/kvm", os.R_OK | os.W_OK))
     with tempfile.TemporaryDirectory() as tmp:
         initrd = Path(tmp) / "initrd"
-        initramfs(initrd, scenario, runs, resolved, cgroup, k.config, settle_s)
-        if kvm:
-            try:
-                return _boot(k, initrd, cpus, "kvm", len(runs), Path(tmp), note)
-            except VmError as e:
-                if accel == "kvm":
-                    raise
-                note(f"KVM cannot boot it here ({e}); using TCG")
-        for _ in range(_TCG_BOOTS - 1):
-            try:
-                return _boot(k, initrd, cpus, "tcg", len(runs), Path(tmp), note)
-            except GuestPanic as e:
-                note(f"the guest's kernel panicked under TCG ({e}); booting it again")
-        return _boot(k, initrd, cpus, "tcg", len(runs), Path(tmp), note)
+        initramfs(initrd, scenario, runs, resolved, cgroup, k.config, settle_s, capture)
+        outs = _boots(k, initrd, cpus, accel, kvm, len(runs), Path(tmp), note)
+        if capture is not None:
+            capture.out.parent.mkdir(parents=True, exist_ok=True)
+            for name in (capture.out.name, capture.out.with_suffix(".phases.gz").name):
+                if not (Path(tmp) / name).is_file():
+                    raise VmError(f"the guest did not send the capture's {name}")
+                shutil.copy(Path(tmp) / name, capture.out.parent / name)
+        return outs
+
+
+def _boots(k: Kernel, initrd: Path, cpus: int, accel: str, kvm: bool, runs: int, tmp: Path,
+           note: Callable[[str], None]) -> list[str]:
+    """:func:`_boot` with KVM if ``kvm`` (falling back to TCG unless ``accel``
+    is ``kvm``), and under TCG up to ``_TCG_BOOTS`` boots while the guest panics."""
+    if kvm:
+        try:
+            return _boot(k, initrd, cpus, "kvm", runs, tmp, note)
+        except VmError as e:
+            if accel == "kvm":
+                raise
+            note(f"KVM cannot boot it here ({e}); using TCG")
+    for _ in range(_TCG_BOOTS - 1):
+        try:
+            return _boot(k, initrd, cpus, "tcg", runs, tmp, note)
+        except GuestPanic as e:
+            note(f"the guest's kernel panicked under TCG ({e}); booting it again")
+    return _boot(k, initrd, cpus, "tcg", runs, tmp, note)
+
+
+def _check_capture(capture: Capture, runs: Sequence[Sequence[str]], resolved: dict[str, Any], cgroup: str) -> None:
+    """Refuse, before booting, a capture the guest cannot make: it captures
+    one of the scenario's cgroups in one run, in cgroup v2 (the host's capture
+    covers v1), that lasts beyond the capture's lead, the capture and its setup."""
+    if len(runs) != 1 or cgroup != "v2":
+        raise VmError("a capture in the guest goes with one run, in cgroup v2")
+    if capture.cgroup.rsplit("/", 1)[-1] not in {c["name"] for c in resolved["cgroups"]}:
+        raise VmError(f"the scenario has no cgroup {capture.cgroup!r} to capture")
+    needed_s = _CAPTURE_LEAD_S + capture.duration_s + _CAPTURE_SLACK_S
+    if resolved.get("duration_s") is not None and resolved["duration_s"] < needed_s:
+        raise VmError(f"a {capture.duration_s} s capture in the guest needs duration_s >= {needed_s} "
+                      f"(the start, the capture, its setup), got {resolved['duration_s']}")
 
 
 #: What the guest's run needs of the kernel's config, per hierarchy: (option, what it is).
@@ -357,7 +439,8 @@ def _sched_features(features: Sequence[str]) -> str:
 
 
 def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, runs: int, tmp: Path, note: Callable[[str], None]) -> list[str]:
-    """Boot the guest and return its runs' output documents, each with ``host.vm``."""
+    """Boot the guest and return its runs' output documents, each with
+    ``host.vm``; the files it sends (``_FILE``) are written to ``tmp``."""
     console, result = tmp / f"console-{accel}", tmp / f"result-{accel}"
     note(f"booting {k.name} ({accel.upper()}, {cpus} CPUs, {runs} run{'s' if runs > 1 else ''})")
     start = time.monotonic()
@@ -384,7 +467,12 @@ def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, runs: int, tmp: Path, 
     if code != "0":
         said = [line for line in log.splitlines() if line.startswith("throttlelab-real: ")]
         raise VmError(f"in the guest: {said[-1] if said else 'exit ' + code}")
-    outs = [json.loads(line) for line in _read(result).splitlines() if line.strip()]
+    lines = [line for line in _read(result).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(_FILE):
+            name, data = line[len(_FILE):].split(" ", 1)
+            (tmp / name).write_bytes(base64.b64decode(data))
+    outs = [json.loads(line) for line in lines if not line.startswith(_FILE)]
     if len(outs) != runs:
         raise VmError(f"the guest wrote {len(outs)} output documents for {runs} runs{_tail(log)}")
     wall_s = time.monotonic() - start

@@ -4,17 +4,30 @@
 //! prints the output document as JSON. The VM backend runs it as the guest's
 //! controller, where there is no Python.
 //!
+//! `throttlelab-real capture (--cgroup PATH | --pid PID...) --duration S -o
+//! FILE.toml`: `throttlelab capture` without Python (the same library
+//! function), for the guest; prints the `[capture]` table as JSON.
+//!
 //! Exit codes as `throttlelab`'s: 2 bad input or a refusal, 128 + the signal's
 //! number when a signal ended the run.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+use throttlelab_real::capture::Target;
 
-const USAGE: &str = "usage: throttlelab-real SCENARIO.toml [--set KEY=VALUE]...";
+const USAGE: &str = "usage: throttlelab-real SCENARIO.toml [--set KEY=VALUE]... | \
+                     throttlelab-real capture (--cgroup PATH | --pid PID...) --duration S -o FILE.toml";
 const EXIT_INPUT: u8 = 2;
 
 fn main() -> ExitCode {
-    match real(std::env::args().skip(1)) {
+    let mut args = std::env::args().skip(1).peekable();
+    let done = if args.peek().is_some_and(|a| a == "capture") {
+        capture(args.skip(1))
+    } else {
+        real(args)
+    };
+    match done {
         Ok(json) => {
             println!("{json}");
             ExitCode::SUCCESS
@@ -26,8 +39,19 @@ fn main() -> ExitCode {
     }
 }
 
+fn input(message: String) -> (String, u8) {
+    (message, EXIT_INPUT)
+}
+
+/// A run's or capture's error and its exit code.
+fn failed(e: throttlelab_real::Error) -> (String, u8) {
+    match e {
+        e @ throttlelab_real::Error::Interrupted(sig) => (e.to_string(), 128 + sig as u8),
+        e => input(e.to_string()),
+    }
+}
+
 fn real(mut args: impl Iterator<Item = String>) -> Result<String, (String, u8)> {
-    let input = |m: String| (m, EXIT_INPUT);
     let mut path = None;
     let mut overrides = Vec::new();
     while let Some(arg) = args.next() {
@@ -44,9 +68,37 @@ fn real(mut args: impl Iterator<Item = String>) -> Result<String, (String, u8)> 
     let worker = std::env::current_exe()
         .map_err(|e| input(format!("cannot find this executable: {e}")))?
         .with_file_name("throttlelab-worker");
-    match throttlelab_real::run(&scenario, &worker) {
-        Ok(out) => Ok(serde_json::to_string(&out).expect("output serialises")),
-        Err(e @ throttlelab_real::Error::Interrupted(sig)) => Err((e.to_string(), 128 + sig as u8)),
-        Err(e) => Err(input(e.to_string())),
+    let out = throttlelab_real::run(&scenario, &worker).map_err(failed)?;
+    Ok(serde_json::to_string(&out).expect("output serialises"))
+}
+
+fn capture(mut args: impl Iterator<Item = String>) -> Result<String, (String, u8)> {
+    let (mut cgroup, mut pids, mut duration, mut out) = (None, Vec::new(), None, None);
+    while let Some(arg) = args.next() {
+        let value = args.next().ok_or_else(|| input(format!("{arg} needs a value; {USAGE}")));
+        match arg.as_str() {
+            "--cgroup" => cgroup = Some(PathBuf::from(value?)),
+            "--pid" => {
+                let v = value?;
+                pids.push(v.parse().ok().filter(|&p: &u32| p > 0).ok_or_else(|| input(format!("--pid: not a process id: {v:?}")))?);
+            }
+            "--duration" => {
+                let v = value?;
+                let d = v.parse().ok().and_then(|s| Duration::try_from_secs_f64(s).ok()).filter(|d| !d.is_zero());
+                duration = Some(d.ok_or_else(|| input(format!("--duration: must be a number of seconds > 0, got {v:?}")))?);
+            }
+            "-o" | "--out" => out = Some(PathBuf::from(value?)),
+            _ => return Err(input(format!("unexpected {arg:?}; {USAGE}"))),
+        }
     }
+    let target = match (cgroup, pids.is_empty()) {
+        (Some(dir), true) => Target::Cgroup(dir),
+        (None, false) => Target::Pids(pids),
+        _ => return Err(input(format!("give --cgroup PATH or --pid PID (not both); {USAGE}"))),
+    };
+    let (Some(duration), Some(out)) = (duration, out) else {
+        return Err(input(format!("capture needs --duration and -o; {USAGE}")));
+    };
+    let spec = throttlelab_real::capture::capture(&target, duration, &out).map_err(failed)?;
+    Ok(serde_json::to_string(&spec).expect("the capture serialises"))
 }
