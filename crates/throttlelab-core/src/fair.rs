@@ -20,6 +20,10 @@ use smallvec::SmallVec;
 
 /// `MIN_SHARES`: the smallest weight a group entity can get.
 const MIN_SHARES: u64 = 2;
+/// PELT's half-life: 32 periods of 1024 us.
+const PELT_HALF_LIFE_NS: f64 = 32.0 * 1024.0 * 1000.0;
+/// `imbalance_pct` of the LLC's (MC) domain, which SIS_UTIL's scan depth uses.
+const SIS_UTIL_PCT: u64 = 117;
 /// `NICE_0_LOAD` (without the fixed-point shift).
 pub(crate) const NICE_0_LOAD: u64 = 1024;
 
@@ -455,24 +459,60 @@ impl Sim<'_> {
         self.rqs[cpu].curr.filter(|&t| !self.is_dl(t))
     }
 
-    /// `select_task_rq_fair`, simplified: the previous CPU if idle, else an
-    /// idle allowed CPU on the least busy core (a wholly idle core first, as
-    /// `select_idle_core` does; SMT load balancing evens out the rest), the
-    /// first after the previous CPU among equals; else the previous CPU.
-    pub(crate) fn select_task_rq(&self, tid: ThreadId) -> CpuId {
+    /// `select_task_rq_fair` → `select_idle_sibling`, simplified (a wake-up's
+    /// target is the previous CPU: the sleep's timer fires there): the
+    /// previous CPU if idle; else, with SIS_UTIL, `recent_used_cpu` if idle,
+    /// then at most `nr_idle_scan` CPUs after it; without, any idle allowed
+    /// CPU. Among the idle CPUs scanned, one on the least busy core (a wholly
+    /// idle core first, as `select_idle_core` does), the first after the
+    /// previous CPU among equals; none idle: the previous CPU.
+    pub(crate) fn select_task_rq(&mut self, tid: ThreadId) -> CpuId {
         let th = &self.threads[tid];
         let prev = if th.allowed.contains(&th.cpu) { th.cpu } else { th.allowed[0] };
         if self.is_idle(prev) {
             return prev;
         }
-        let start = th.allowed.iter().position(|&c| c >= prev).unwrap_or(0);
-        let n = th.allowed.len();
+        let allowed = th.allowed.clone();
+        let mut scan = allowed.len();
+        if self.profile.has_sis_util() {
+            let recent = std::mem::replace(&mut self.threads[tid].recent_used_cpu, prev);
+            if recent != prev && allowed.contains(&recent) && self.is_idle(recent) {
+                return recent;
+            }
+            scan = scan.min(self.nr_idle_scan());
+        }
+        let start = allowed.iter().position(|&c| c > prev).unwrap_or(0);
+        let n = allowed.len();
         let busy_siblings = |c: CpuId| self.hw.siblings(c).filter(|&s| !self.is_idle(s)).count();
-        (0..n)
-            .map(|i| th.allowed[(start + i) % n])
+        (0..scan)
+            .map(|i| allowed[(start + i) % n])
             .filter(|&c| self.is_idle(c))
             .min_by_key(|&c| busy_siblings(c))
             .unwrap_or(prev)
+    }
+
+    /// `util_avg` of `cpu` now, as PELT tracks it: 1024 while a thread runs,
+    /// decaying toward 0 while idle, with a 32 ms half-life (`y^32 = 1/2` per
+    /// 1024 us period), carried from the last switch (`schedule` stores it).
+    pub(crate) fn cpu_util(&self, cpu: CpuId) -> f64 {
+        let rq = &self.rqs[cpu];
+        let decay = 0.5f64.powf((self.now - rq.util_at) as f64 / PELT_HALF_LIFE_NS);
+        let running = if rq.curr.is_some() { 1024.0 } else { 0.0 };
+        rq.util_avg * decay + running * (1.0 - decay)
+    }
+
+    /// SIS_UTIL's `nr_idle_scan` (`update_idle_cpu_scan`): with `x` the LLC's
+    /// (here the machine's) utilization per CPU, `llc_weight * (1024 - x^2 *
+    /// pct^2 / (10000 * 1024)) / 1024` CPUs, in integers as the kernel
+    /// computes it (`imbalance_pct` 117): none above about 60 % on two CPUs.
+    /// The kernel refreshes it at each periodic balance; the simulator at
+    /// each wake-up.
+    fn nr_idle_scan(&self) -> usize {
+        let llc_weight = self.nr_cpus() as u64;
+        let sum_util: u64 = (0..self.nr_cpus()).map(|c| self.cpu_util(c) as u64).sum();
+        let x = sum_util / llc_weight;
+        let tmp = (x * x * SIS_UTIL_PCT * SIS_UTIL_PCT / (10_000 * 1024)).min(1024);
+        ((1024 - tmp) * llc_weight / 1024) as usize
     }
 
     /// `check_preempt_wakeup_fair`: compare the woken task with the running
@@ -578,5 +618,41 @@ impl Sim<'_> {
         self.set_task_cpu(tid, cpu);
         self.enqueue_task(tid, false, false);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{load, Sim, SimOptions};
+
+    const TWO_CPUS: &str = "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\n[kernel]\nprofile = \"6.18\"\n";
+
+    /// Two idle CPUs with these `util_avg`s as of time 0.
+    fn with_utils(utils: [f64; 2], f: impl FnOnce(&mut Sim)) {
+        let s = load(TWO_CPUS, &[]).unwrap();
+        let mut sim = Sim::new(&s, SimOptions::default());
+        for (cpu, util) in utils.into_iter().enumerate() {
+            (sim.rqs[cpu].util_avg, sim.rqs[cpu].util_at) = (util, sim.now);
+        }
+        f(&mut sim);
+    }
+
+    /// `update_idle_cpu_scan` on two CPUs: both scanned when idle, one at half
+    /// the LLC's capacity, none from about 60 % on (integer truncation).
+    #[test]
+    fn sis_util_scans_less_as_the_llc_fills() {
+        with_utils([0.0, 0.0], |sim| assert_eq!(sim.nr_idle_scan(), 2));
+        with_utils([1024.0, 0.0], |sim| assert_eq!(sim.nr_idle_scan(), 1)); // x = 512: y = 674
+        with_utils([1024.0, 214.0], |sim| assert_eq!(sim.nr_idle_scan(), 1)); // x = 619: y = 512
+        with_utils([1024.0, 216.0], |sim| assert_eq!(sim.nr_idle_scan(), 0)); // x = 620: y = 511
+    }
+
+    /// An idle CPU's `util_avg` halves every 32 PELT periods of 1024 us.
+    #[test]
+    fn util_avg_halves_in_32_periods_idle() {
+        with_utils([1024.0, 0.0], |sim| {
+            sim.now += 32 * 1_024_000;
+            assert!((sim.cpu_util(0) - 512.0).abs() < 1e-9);
+        });
     }
 }

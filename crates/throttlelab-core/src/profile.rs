@@ -81,6 +81,13 @@ impl Profile {
         self >= Profile::V6_6
     }
 
+    /// SIS_UTIL (70fb5ccf2ebb, 5.19): a waking task scans its LLC for an idle
+    /// CPU only as far as the LLC's utilization allows, and not at all above
+    /// about 60 % on two CPUs; before, it always scanned a small LLC.
+    pub fn has_sis_util(self) -> bool {
+        self >= Profile::V6_6
+    }
+
     /// Ticks sit on multiples of TICK_NSEC of CLOCK_MONOTONIC ("tick/common:
     /// Align tick period with the HZ tick", 6.5); before, the grid's phase
     /// was wherever boot left it.

@@ -54,6 +54,10 @@ pub struct Rq {
     /// CPU time spent in the kernel (global-pool accesses) while no thread
     /// was current; the next thread to run pays it.
     pub pending_stall: u64,
+    /// The CPU's utilization as PELT's `util_avg` tracks it (0..=1024, a
+    /// 32 ms half-life), as of `util_at`; SIS_UTIL reads it.
+    pub util_avg: f64,
+    pub util_at: Time,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +101,8 @@ pub struct Thread {
     pub runtime_gen: u64,
     /// `Wake`s of siblings not yet met by a `Wait` of this thread.
     pub wakes_pending: u64,
+    /// `p->recent_used_cpu`: the CPU it ran on before its previous one.
+    pub recent_used_cpu: CpuId,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.

@@ -72,6 +72,7 @@ impl Sim<'_> {
             timers: Vec::new(),
             runtime_gen: 0,
             wakes_pending: 0,
+            recent_used_cpu: cpu,
         });
         tid
     }
