@@ -15,9 +15,12 @@ impl Sim<'_> {
         self.touch(cpu);
         self.rqs[cpu].need_resched = false;
         self.account_thread_time(cpu);
-        let util = self.cpu_util(cpu);
-        let rq = &mut self.rqs[cpu];
-        (rq.util_avg, rq.util_at) = (util, self.now);
+        if self.profile.has_sis_util() {
+            // Only SIS_UTIL's wake-ups read the utilization.
+            let util = self.cpu_util(cpu);
+            let rq = &mut self.rqs[cpu];
+            (rq.util_avg, rq.util_at) = (util, self.now);
+        }
         let prev_busy = self.rqs[cpu].curr.is_some();
         if let Some(prev) = self.rqs[cpu].curr.take() {
             // A fair thread (or one that just left the fair class) is still
