@@ -72,6 +72,19 @@ def test_the_ticks_lateness_is_the_runs_median_where_every_run_measured_it():
         text, ['kernel.profile="6.18"', "machine.hz=250", "machine.background_per_s=1.0", "machine.background_us=1.0", *jitter])
 
 
+def test_the_hosts_work_speed_is_the_runs_mean_and_slows_the_simulators_work():
+    run = {"release": "6.18", "hz": 250, "cgroup": "v1", "uptime_s": 1.0, "background_per_s": 0.0, "background_us": 0.0}
+    assert mean_host([{**run, "work_speed": 0.96}, {**run, "work_speed": 0.98}])["work_speed"] == pytest.approx(0.97)
+    assert "work_speed" not in mean_host([{**run, "work_speed": 0.96}, run]), "a run from before the probe timed it"
+    # One thread's 10 ms runs at 0.8 of nominal cost 12.5 ms of CPU: a 12 ms
+    # quota per 20 ms period, never reached at full speed, now is.
+    text = scenario_text(period_us="20000", quota_us="12000", threads="1", phases="[{ run_us = 10000 }, { sleep_us = 12000 }]")
+    fast = simulate(text, [], json.dumps(run))["cgroups"]["app"]
+    slow = simulate(text, [], json.dumps({**run, "work_speed": 0.8}))["cgroups"]["app"]
+    assert (fast["nr_throttled"], slow["nr_throttled"] > 0) == (0, True)
+    assert slow == simulate(text, ["machine.work_speed=0.8"], json.dumps(run))["cgroups"]["app"]
+
+
 def test_each_simulator_run_gets_its_kernel_runs_timer_offsets():
     text = scenario_text(top="", period_us="10000", quota_us="10000")
     host = {

@@ -366,6 +366,9 @@ def test_without_tracefs_the_run_mounts_it_and_unmounts_it_after(write_scenario,
     assert 0 <= doc["host"]["period_timer_offset_us"]["app"] < 10_000, doc["host"]
     # The probe's trace too: the median tick is late, by less than a tick (4 ms at HZ=250).
     assert 0 < doc["host"]["tick_latency_us"] < 4_000, doc["host"]
+    # The probe's spinners ran the calibrated loop: about as fast as its
+    # calibration (the fastest of 20 short runs), a unit's error away from 0 or 1000.
+    assert 0.5 < doc["host"]["work_speed"] < 1.1, doc["host"]
     assert _tracefs_mounts() == []
     err = capfd.readouterr().err
     assert "period timer" not in err and "tick latency" not in err

@@ -77,9 +77,9 @@ class Stats:
 
 def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The first run's host, its background activity averaged over all runs
-    (the duration per preemption weighted by the preemptions) and the median
-    of its ticks' lateness where every run measured it; the start and the
-    timer offsets, which differ per run, are left out."""
+    (the duration per preemption weighted by the preemptions), its work speed
+    averaged and the median of its ticks' lateness where every run measured
+    them; the start and the timer offsets, which differ per run, are left out."""
     host = dict(hosts[0])
     host.pop("period_timer_offset_us", None)
     host.pop("uptime_s", None)
@@ -91,6 +91,10 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     host.pop("tick_latency_us", None)
     if None not in latencies:
         host["tick_latency_us"] = statistics.median(latencies)
+    speeds = [h.get("work_speed") for h in hosts]
+    host.pop("work_speed", None)
+    if None not in speeds:
+        host["work_speed"] = statistics.fmean(speeds)
     return host
 
 
@@ -204,7 +208,8 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
         f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"
         f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: profile {result['sim_runs'][0]['profile']},"
         f" the host's HZ and background ({host['background_per_s']:.1f}/s x {host['background_us']:.0f} us"
-        + (f", ticks {host['tick_latency_us']:.0f} us late" if "tick_latency_us" in host else "") + ");"
+        + (f", ticks {host['tick_latency_us']:.0f} us late" if "tick_latency_us" in host else "")
+        + (f", work at {host['work_speed']:.3f} of the calibration" if "work_speed" in host else "") + ");"
         + (" unpaired: each seed draws its own start and period timer phases" if not result["paired"]
            else " paired: each run started and its period timers placed as in its kernel run" if result["timers_placed"]
            else " paired: each run started as in its kernel run (period timers not traced)"),

@@ -8,7 +8,8 @@ use crate::scenario::Scenario;
 
 impl Scenario {
     /// Take the host's kernel (the profile of its release, its CONFIG_HZ when
-    /// known), its measured background activity and its interrupts' lateness. `placed`: also start where
+    /// known), its measured background activity, the speed it sustains the
+    /// real backend's calibrated work at, and its interrupts' lateness. `placed`: also start where
     /// that kernel run started against the tick grid and put each group's
     /// period timer where the kernel had it (a paired run, a diagnostic); else
     /// the simulator draws both itself.
@@ -20,6 +21,11 @@ impl Scenario {
         }
         self.machine.background_per_s = host.background_per_s;
         self.machine.background_us = host.background_us;
+        if let Some(speed) = host.work_speed {
+            // The calibration is the fastest of several short runs: a longer
+            // probe can beat it only by noise.
+            self.machine.work_speed = speed.min(1.0);
+        }
         if let Some(latency_us) = host.tick_latency_us {
             // Uniform lateness in [0, 2 x median): the median the probe measured.
             self.machine.tick_jitter_us = 2.0 * latency_us;
@@ -51,6 +57,7 @@ mod tests {
             background_per_s: 12.5,
             background_us: 40.0,
             tick_latency_us: Some(45.0),
+            work_speed: Some(0.97),
             period_timer_offset_us: BTreeMap::from([("app".into(), 4321.5)]),
             uptime_s: 1234.5,
         }
@@ -60,12 +67,16 @@ mod tests {
     fn takes_the_hosts_kernel_background_and_interrupt_lateness() {
         let mut s = crate::load(SCENARIO, &[]).unwrap();
         let defaults = (s.machine.tick_jitter_us, s.machine.timer_jitter_us);
-        s.set_like(&Host { tick_latency_us: None, ..host() }, false).unwrap();
+        s.set_like(&Host { tick_latency_us: None, work_speed: None, ..host() }, false).unwrap();
         assert_eq!((s.machine.tick_jitter_us, s.machine.timer_jitter_us), defaults, "not measured: the defaults");
+        assert_eq!(s.machine.work_speed, 1.0);
         s.set_like(&host(), false).unwrap();
         assert_eq!((s.kernel.profile, s.machine.hz), (Profile::for_release("6.1").unwrap(), 1000));
         assert_eq!((s.machine.background_per_s, s.machine.background_us), (12.5, 40.0));
         assert_eq!((s.machine.tick_jitter_us, s.machine.timer_jitter_us), (90.0, 90.0));
+        assert_eq!(s.machine.work_speed, 0.97);
+        s.set_like(&Host { work_speed: Some(1.002), ..host() }, false).unwrap();
+        assert_eq!(s.machine.work_speed, 1.0, "faster than the calibration: noise");
         assert_eq!((s.machine.uptime_s, s.cgroups[0].period_timer_offset_us), (None, None), "unplaced: drawn");
         s.set_like(&host(), true).unwrap();
         assert_eq!((s.machine.uptime_s, s.cgroups[0].period_timer_offset_us), (Some(1234.5), Some(4321.5)));

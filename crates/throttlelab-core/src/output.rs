@@ -44,6 +44,12 @@ pub struct Host {
     /// tracefs, and in documents from before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tick_latency_us: Option<f64>,
+    /// The host's sustained speed on the real backend's calibrated busy loop
+    /// against its calibration, during that probe: a `run_us` of work cost
+    /// `run_us / work_speed` of CPU (the simulator's `machine.smt_speed`
+    /// scaled by it). None in documents from before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_speed: Option<f64>,
     /// Per limited cgroup, where the kernel put its period timer: expiries
     /// fall on this offset plus whole periods of CLOCK_MONOTONIC (the
     /// simulator's `period_timer_offset_us`). Empty without tracefs.

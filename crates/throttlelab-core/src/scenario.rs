@@ -125,6 +125,12 @@ pub struct Machine {
     /// (k = 1..=smt), as a fraction of nominal. Absent: all 1.0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub smt_speed: Vec<f64>,
+    /// How fast a `run_us` of work runs on this machine, as a fraction of
+    /// nominal, on top of `smt_speed`: a real host sustains the real
+    /// backend's calibrated loop a few per cent slower than its calibration,
+    /// and `compare` passes what the probe measured (`host.work_speed`).
+    #[serde(default = "default_work_speed")]
+    pub work_speed: f64,
     /// Each tick fires up to this late (uniform, seeded): interrupt latency.
     #[serde(default = "default_tick_jitter_us")]
     pub tick_jitter_us: f64,
@@ -166,6 +172,9 @@ fn default_hz() -> u32 {
 fn default_smt() -> usize {
     1
 }
+fn default_work_speed() -> f64 {
+    1.0
+}
 fn default_tick_jitter_us() -> f64 {
     20.0
 }
@@ -192,6 +201,7 @@ impl Default for Machine {
             hz: default_hz(),
             smt: default_smt(),
             smt_speed: Vec::new(),
+            work_speed: default_work_speed(),
             tick_jitter_us: default_tick_jitter_us(),
             timer_jitter_us: default_timer_jitter_us(),
             idle_exit_us: default_idle_exit_us(),
@@ -679,6 +689,9 @@ impl Scenario {
         }
         if let Some(bad) = m.smt_speed.iter().find(|s| !(**s > 0.0 && **s <= 1.0)) {
             return err("machine.smt_speed".into(), format!("speeds must be in (0, 1], got {bad}"));
+        }
+        if !(m.work_speed > 0.0 && m.work_speed <= 1.0) {
+            return err("machine.work_speed".into(), format!("must be in (0, 1], got {}", m.work_speed));
         }
         let tick_us = 1e6 / m.hz as f64;
         let latencies = [

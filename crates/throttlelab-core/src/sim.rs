@@ -285,7 +285,7 @@ impl<'s> Sim<'s> {
             finite_left: 0,
             trace: None,
             features: Features::of(&scenario.kernel.features),
-            hw: Smt::new(nr_cpus, scenario.machine.smt, &scenario.machine.smt_speed),
+            hw: Smt::new(nr_cpus, scenario.machine.smt, &scenario.machine.smt_speed, scenario.machine.work_speed),
             task_phases,
             task_threads: Vec::with_capacity(scenario.tasks.len()),
             dl_runnable: Vec::new(),

@@ -18,13 +18,12 @@ pub struct Smt {
 }
 
 impl Smt {
-    /// CPUs are numbered core by core: CPUs 0..smt-1 share core 0.
-    pub fn new(cpus: usize, threads_per_core: usize, speed: &[f64]) -> Self {
-        let speed_ppm = if speed.is_empty() {
-            vec![NOMINAL_PPM; threads_per_core]
-        } else {
-            speed.iter().map(|s| (s * NOMINAL_PPM as f64).round() as u64).collect()
-        };
+    /// CPUs are numbered core by core: CPUs 0..smt-1 share core 0. Every
+    /// speed is scaled by `work_speed`, the machine's own.
+    pub fn new(cpus: usize, threads_per_core: usize, speed: &[f64], work_speed: f64) -> Self {
+        let speed_ppm = (0..threads_per_core)
+            .map(|k| (speed.get(k).unwrap_or(&1.0) * work_speed * NOMINAL_PPM as f64).round() as u64)
+            .collect();
         Smt { threads_per_core, speed_ppm, busy: vec![0; cpus / threads_per_core] }
     }
 
@@ -76,7 +75,7 @@ mod tests {
 
     #[test]
     fn speed_follows_busy_siblings() {
-        let mut smt = Smt::new(8, 4, &[1.0, 1.0, 0.8, 0.5]);
+        let mut smt = Smt::new(8, 4, &[1.0, 1.0, 0.8, 0.5], 1.0);
         assert_eq!(smt.siblings(5).collect::<Vec<_>>(), vec![4, 6, 7]);
         assert_eq!(smt.speed_ppm(0), NOMINAL_PPM);
         for cpu in 0..3 {
@@ -87,7 +86,17 @@ mod tests {
         smt.set_busy(3, true);
         assert_eq!(smt.speed_ppm(2), 500_000);
         assert!(!smt.is_uniform());
-        assert!(Smt::new(4, 2, &[]).is_uniform());
+        assert!(Smt::new(4, 2, &[], 0.9).is_uniform());
+    }
+
+    #[test]
+    fn the_machines_work_speed_scales_every_sibling_count() {
+        let mut smt = Smt::new(4, 2, &[1.0, 0.5], 0.96);
+        assert_eq!(smt.speed_ppm(0), 960_000);
+        smt.set_busy(0, true);
+        smt.set_busy(1, true);
+        assert_eq!(smt.speed_ppm(0), 480_000);
+        assert_eq!(Smt::new(2, 1, &[], 0.96).speed_ppm(1), 960_000);
     }
 
     #[test]
