@@ -38,7 +38,7 @@ from pathlib import Path
 from rich.progress import Progress
 
 from throttlelab import vm
-from throttlelab.compare import Stats, kernel_runs, same_distribution, simulator_runs
+from throttlelab.compare import Stats, kernel_runs, mean_host, same_distribution, simulator_runs
 
 SCENARIO = """name = "fidelity-{workload}-{threads}t-{period_us}-{quota_us}-{burst_us}"
 duration_s = {duration_s}
@@ -101,6 +101,7 @@ def measured(kernel: list[dict]) -> dict:
         "kernel_usage_s": statistics.fmean(app("usage_usec")) / 1e6,
         "background_per_s": statistics.fmean(r["host"]["background_per_s"] for r in kernel),
         "background_us": statistics.fmean(r["host"]["background_us"] for r in kernel),
+        "work_speed": mean_host([r["host"] for r in kernel]).get("work_speed"),
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in kernel],
         "uptime_s": [r["host"]["uptime_s"] for r in kernel],
     }
@@ -108,10 +109,14 @@ def measured(kernel: list[dict]) -> dict:
 
 def stored_runs(host: dict, row: dict) -> list[dict]:
     """A stored row's kernel runs, as far as the simulator's setup needs them:
-    each run's host (the configuration's mean background, its start, its timer)."""
+    each run's host (the configuration's mean background and work speed, its
+    start, its timer; a row from before the probe timed the work takes the
+    grid's host's speed)."""
     runs = []
     for ratio, uptime_s, offset_us in zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"]):
         run_host = {**host, "background_per_s": row["background_per_s"], "background_us": row["background_us"], "uptime_s": uptime_s}
+        if row.get("work_speed") is not None:
+            run_host["work_speed"] = row["work_speed"]
         if offset_us is not None:
             run_host["period_timer_offset_us"] = {"app": offset_us}
         runs.append({"host": run_host, "cgroups": {"app": {"throttled_ratio": ratio}}})
@@ -138,7 +143,7 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 
 
 #: What a grid row keeps of the kernel's runs (`measured`).
-KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "timer_offset_us", "uptime_s")
+KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "work_speed", "timer_offset_us", "uptime_s")
 
 
 def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None,
@@ -159,7 +164,9 @@ def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: d
         f"{count('alike_paired')} alike, mean inside the range in {count('mean_in_range_paired')}.",
         "The simulator's background activity is what the probe measured before each configuration's kernel runs: "
         f"{min(r['background_per_s'] for r in rows):.0f}-{max(r['background_per_s'] for r in rows):.0f} preemptions "
-        f"per CPU and second of {min(r['background_us'] for r in rows):.0f}-{max(r['background_us'] for r in rows):.0f} us each.",
+        f"per CPU and second of {min(r['background_us'] for r in rows):.0f}-{max(r['background_us'] for r in rows):.0f} us each"
+        + (f"; the calibrated work ran at {min(speeds):.3f}-{max(speeds):.3f} of its calibration (`machine.work_speed`)."
+           if (speeds := [r["work_speed"] for r in rows if r.get("work_speed") is not None]) else "."),
         "",
         "| workload | threads | period | quota | burst | kernel throttled % (runs) | sim unpaired (seeds) | verdict | mean in range | sim paired (seeds) | paired verdict | kernel / sim throttled ms | kernel / sim usage s |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
