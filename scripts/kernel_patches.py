@@ -13,6 +13,9 @@ values rewritten every 37 ms (000 III-A2). Needs root, QEMU and the kernel.
 
     K=$(bash scripts/build_kernel.sh | tail -1)
     python scripts/kernel_patches.py --kernel "$K" --runs 5
+
+``--regrade docs/kernel-patches.json`` holds the stored kernel runs against
+this simulator instead (seconds, no VM): after a change to the simulator.
 """
 
 from __future__ import annotations
@@ -59,14 +62,20 @@ VARIANTS = (("Baseline", []), ("Slush", ["slush_fund"]), ("All", ["slush_fund", 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kernel", required=True, help="the patched kernel image (scripts/build_kernel.sh prints it)")
+    runs_from = parser.add_mutually_exclusive_group(required=True)
+    runs_from.add_argument("--kernel", help="the patched kernel image (scripts/build_kernel.sh prints it)")
+    runs_from.add_argument("--regrade", type=Path, metavar="JSON", help="the kernel runs stored by an earlier run, held against this simulator")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--duration-s", type=float, default=3.0)
     parser.add_argument("--accel", choices=vm.ACCELS, default="auto")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "kernel-patches.md")
     args = parser.parse_args()
-    on = vm.runner(vm.kernel(args.kernel, print), args.accel)
+    stored = {(r["config"], r["variant"]): r for r in json.loads(args.regrade.read_text())} if args.regrade else None
+    if stored:
+        # The stored runs' length (3 s before rows kept it).
+        args.duration_s = next(iter(stored.values())).get("duration_s", 3.0)
+    on = None if stored else vm.runner(vm.kernel(args.kernel, print), args.accel)
     rows = []
     with Progress(transient=True) as progress:
         bar = progress.add_task("kernel patches", total=len(CONFIGS) * len(VARIANTS))
@@ -74,16 +83,24 @@ def main() -> None:
             for variant, features in VARIANTS:
                 text = SCENARIO.format(duration_s=args.duration_s, features=json.dumps(features), period_us=period_us,
                                        quota_us=2 * period_us, writes=REWRITES if rewrites else "")
-                kernel = kernel_runs(text, runs=args.runs, on=on)
+                kernel = stored_runs(stored[label, variant]) if stored else kernel_runs(text, runs=args.runs, on=on)
                 sim = simulator_runs(text, kernel, seeds=args.seeds)
                 ratio = lambda docs: [d["cgroups"]["app"]["throttled_ratio"] for d in docs]  # noqa: E731
                 rows.append({"config": label, "variant": variant, "features": features, "kernel": ratio(kernel),
                              "sim": ratio(sim), "alike": same_distribution(ratio(kernel), ratio(sim)),
-                             "host": kernel[0]["host"], "sim_profile": sim[0]["profile"]})
+                             "host": kernel[0]["host"], "hosts": [d["host"] for d in kernel], "duration_s": args.duration_s,
+                             "sim_profile": sim[0]["profile"]})
                 progress.advance(bar)
     args.out.write_text(markdown(rows, args))
     args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
     print(f"wrote {args.out}")
+
+
+def stored_runs(row: dict) -> list[dict]:
+    """A stored row's kernel runs, as far as the simulator needs them: each
+    run's host (a row from before the hosts were kept: the first run's, for all)."""
+    hosts = row.get("hosts") or [row["host"]] * len(row["kernel"])
+    return [{"host": h, "cgroups": {"app": {"throttled_ratio": x}}} for h, x in zip(hosts, row["kernel"])]
 
 
 def markdown(rows: list[dict], args: argparse.Namespace) -> str:
@@ -91,9 +108,12 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
     pct = lambda xs: f"{100 * statistics.fmean(xs):.1f} ({' '.join(f'{100 * x:.0f}' for x in xs)})"  # noqa: E731
     lines = [
         f"Kernel {host['release']} with kernel/patches under QEMU ({host['vm']['accel'].upper()}, 2 CPUs), HZ={host['hz']}, "
-        f"cgroup {host['cgroup']}; {args.runs} runs of {args.duration_s:g} s per row in the VM, {args.seeds} simulator seeds "
-        f"(profile {rows[0]['sim_profile']}, unpaired) (`python scripts/kernel_patches.py --kernel K --runs {args.runs} "
-        f"--seeds {args.seeds} --duration-s {args.duration_s:g}`). Throttled periods in %, mean (each run or the first seeds).",
+        f"cgroup {host['cgroup']}; {len(rows[0]['kernel'])} runs of {args.duration_s:g} s per row in the VM, {args.seeds} simulator seeds "
+        f"(profile {rows[0]['sim_profile']}, unpaired) ("
+        + (f"the stored kernel runs held against this simulator: `python scripts/kernel_patches.py --regrade {args.regrade} "
+           f"--seeds {args.seeds}`" if args.regrade else
+           f"`python scripts/kernel_patches.py --kernel K --runs {args.runs} --seeds {args.seeds} --duration-s {args.duration_s:g}`")
+        + "). Throttled periods in %, mean (each run or the first seeds).",
         "",
         "| configuration | variant | kernel (runs) | simulator (seeds) | U test |",
         "|---|---|---|---|---|",
