@@ -187,6 +187,14 @@ class Cgroup:
 # programs
 
 
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Nearest rank, as the simulator's `output::latency` computes it."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, min(len(sorted_values), -(-len(sorted_values) * p // 100)))
+    return sorted_values[int(rank) - 1]
+
+
 class Program:
     """A real program under test. `run` puts its CPU-consuming processes in the
     cgroup it is given (`spawn` or `attach` do) and returns its own figures."""

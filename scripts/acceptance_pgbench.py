@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from acceptance import LEAD_S, TAIL_S
+from acceptance import LEAD_S, TAIL_S, percentile
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PGBENCH = "/usr/bin/pgbench"
@@ -49,14 +49,6 @@ def cgroup_dirs(cgroup: Path) -> list[Path]:
         return [cgroup]
     twin = CPUACCT_V1_ROOT / cgroup.relative_to(CGROUP_V1_ROOT)
     return [cgroup, twin] if twin.is_dir() else [cgroup]
-
-
-def percentile(sorted_values: list[float], p: float) -> float:
-    """Nearest rank, as the simulator's `output::latency` computes it."""
-    if not sorted_values:
-        return 0.0
-    rank = max(1, min(len(sorted_values), -(-len(sorted_values) * p // 100)))
-    return sorted_values[int(rank) - 1]
 
 
 class Program:

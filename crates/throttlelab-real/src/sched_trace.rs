@@ -3,10 +3,13 @@
 //!
 //! A burst is time on a CPU between blocking: a `sched_switch` whose
 //! `prev_state` is `R`/`R+` is a preemption (or a throttle) and the burst goes
-//! on. A sleep ends with a `sched_waking`; its waker decides its kind: none
-//! (an interrupt, the idle task, the thread itself) is a timer, and the sleep
-//! keeps its length; a captured thread is a sibling, whose `wake` the sleeper
-//! `wait`s for; any other task is a request from outside, which keeps its time.
+//! on. A sleep ends with a `sched_waking`; its waker decides its kind: a
+//! hard interrupt (a timer: user space's sleeps all end in `hrtimer_wakeup`),
+//! the idle task or the thread itself is a timer, and the sleep keeps its
+//! length; a captured thread is a sibling, whose `wake` the sleeper `wait`s
+//! for; any other task, and a softirq (the network: a TCP request over
+//! loopback wakes its server from the client's `NET_RX` softirq), is a request
+//! from outside, which keeps its time.
 //!
 //! A burst's CPU time is the wall time between a thread's switch in and its
 //! switch out, exact where both are traced. Where the kernel left the switch
@@ -22,6 +25,15 @@ use std::collections::HashMap;
 pub const START_MARK: &str = "throttlelab capture start";
 pub const END_MARK: &str = "throttlelab capture end";
 
+/// Where an event ran: the trace's irq-info flag (`h`, `H`: a hard
+/// interrupt; `s`: a softirq).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    Task,
+    SoftIrq,
+    HardIrq,
+}
+
 /// One line of the `trace` file that matters here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -29,7 +41,7 @@ pub struct Event {
     /// The task the event ran in (its header's `comm-pid`).
     pub pid: u32,
     /// Whether it ran in an interrupt (the flags' `h`, `s` or `H`).
-    pub in_irq: bool,
+    pub context: Context,
     /// The CPU whose buffer it is in.
     pub cpu: u32,
     pub kind: Kind,
@@ -98,7 +110,11 @@ fn parse_event(head: &str, name: &str, body: &str) -> Result<Event, String> {
     let words: Vec<&str> = head.split_whitespace().collect();
     let ts_ns = words.last().and_then(|w| timestamp_ns(w)).ok_or("no timestamp")?;
     let cpu_at = words.iter().rposition(|w| w.starts_with('[') && w.ends_with(']')).ok_or("no [cpu]")?;
-    let in_irq = words.get(cpu_at + 1).filter(|_| cpu_at + 2 < words.len()).is_some_and(|f| matches!(f.as_bytes().get(2), Some(b'h' | b's' | b'H')));
+    let context = match words.get(cpu_at + 1).filter(|_| cpu_at + 2 < words.len()).and_then(|f| f.as_bytes().get(2)) {
+        Some(b'h' | b'H') => Context::HardIrq,
+        Some(b's') => Context::SoftIrq,
+        _ => Context::Task,
+    };
     let cpu = words[cpu_at][1..words[cpu_at].len() - 1].parse().map_err(|_| "no [cpu]")?;
     let task = head[..head.find(words[cpu_at]).expect("a word of head")].trim();
     let pid = task.rsplit_once('-').and_then(|(_, p)| p.parse().ok()).ok_or("no comm-pid")?;
@@ -124,7 +140,7 @@ fn parse_event(head: &str, name: &str, body: &str) -> Result<Event, String> {
         "sched_stat_runtime" => Kind::Runtime { pid: number(body, "pid")?, runtime_ns: number(body, "runtime")? },
         _ => Kind::Mark(body.trim().to_string()),
     };
-    Ok(Event { ts_ns, pid, in_irq, cpu, kind })
+    Ok(Event { ts_ns, pid, context, cpu, kind })
 }
 
 /// A phase of a captured thread, as the phases file writes it.
@@ -244,7 +260,7 @@ impl Recorder {
                     t.on_cpu_since = Some(now);
                 }
             }
-            Kind::Waking { pid } => self.waking(now, e.pid, e.in_irq, *pid),
+            Kind::Waking { pid } => self.waking(now, e.pid, e.context, *pid),
             Kind::Runtime { pid, runtime_ns } => {
                 if let Some(t) = self.by_pid.get(pid).map(|&i| &mut self.threads[i]).filter(|t| t.state != State::Exited) {
                     *t.runtime_ns.get_or_insert(0) += runtime_ns;
@@ -276,7 +292,7 @@ impl Recorder {
         Some(t)
     }
 
-    fn waking(&mut self, now: u64, waker: u32, in_irq: bool, pid: u32) {
+    fn waking(&mut self, now: u64, waker: u32, context: Context, pid: u32) {
         let Some(&i) = self.by_pid.get(&pid) else { return };
         let slept_since = match self.threads[i].state {
             State::Sleeping(since) => Some(since),
@@ -284,8 +300,15 @@ impl Recorder {
             // Already runnable (woken before it blocked): nothing to replay.
             State::Burst | State::Exited => return,
         };
-        let sibling = (!in_irq && waker != pid).then(|| self.by_pid.get(&waker).copied()).flatten();
-        let outside = !in_irq && waker != 0 && waker != pid && sibling.is_none();
+        // A softirq runs in whatever task it interrupted or followed: the
+        // sibling's own send to a socket, or a packet from outside.
+        let sibling = (context != Context::HardIrq && waker != pid).then(|| self.by_pid.get(&waker).copied()).flatten();
+        let outside = sibling.is_none()
+            && match context {
+                Context::HardIrq => false,
+                Context::SoftIrq => true,
+                Context::Task => waker != 0 && waker != pid,
+            };
         let phase = match (sibling, slept_since) {
             (Some(w), _) if self.threads[w].state != State::Exited => {
                 let waker = &mut self.threads[w];
@@ -417,7 +440,7 @@ mod tests {
     #[test]
     fn parses_the_text_format() {
         let e = parse_line("  my task-4321  [001] d.h2.  17247.880505: sched_waking: comm=b c pid=12 prio=120 target_cpu=001").unwrap().unwrap();
-        assert_eq!(e, Event { ts_ns: 17_247_880_505_000, pid: 4321, in_irq: true, cpu: 1, kind: Kind::Waking { pid: 12 } });
+        assert_eq!(e, Event { ts_ns: 17_247_880_505_000, pid: 4321, context: Context::HardIrq, cpu: 1, kind: Kind::Waking { pid: 12 } });
         let e = parse_line(&switch("1.000001", 10, "R+", 0)).unwrap().unwrap();
         assert!(matches!(e.kind, Kind::Switch { prev_pid: 10, preempted: true, next_pid: 0, ref prev_comm, .. } if prev_comm == "t 10"));
         let e = parse_line("  sh-5  [000] .....  2.5: sched_process_fork: comm=sh pid=5 child_comm=sh child_pid=6").unwrap().unwrap();
@@ -570,6 +593,30 @@ mod tests {
         assert_eq!(threads[0].phases, [Phase::Run { ns: 2_000_000 }]);
         assert_eq!(threads[1].phases, [Phase::Run { ns: 2_000_000 }]);
         assert_eq!((threads[0].untraced_switches, threads[1].untraced_switches), (0, 0));
+    }
+
+    #[test]
+    fn a_softirq_is_the_network_and_a_hard_interrupt_a_timer() {
+        let t = [
+            mark("1.000000", START_MARK),
+            switch("1.000000", 0, "R", 10),
+            switch("1.001000", 10, "S", 0),
+            waking("1.003000", 600, "d.s2.", 10), // a: a packet, in the client's softirq
+            switch("1.003000", 0, "R", 10),
+            switch("1.004000", 10, "S", 0),
+            waking("1.006000", 0, "d.s2.", 10), // a packet from a NIC, on an idle CPU
+            switch("1.006000", 0, "R", 10),
+            switch("1.007000", 10, "S", 11),
+            waking("1.009000", 600, "dNh2.", 10), // a timer, whatever task it interrupted
+            switch("1.009000", 11, "S", 10),
+            waking("1.010000", 10, "d.s2.", 11), // b: a's send over loopback
+            mark("1.012000", END_MARK),
+        ]
+        .concat();
+        let p = phases(&t);
+        let ms = |ms: u64| ms * 1_000_000;
+        assert_eq!(p[0][..6], [Phase::Run { ns: ms(1) }, Phase::Until { ns: ms(3) }, Phase::Run { ns: ms(1) }, Phase::Until { ns: ms(6) }, Phase::Run { ns: ms(1) }, Phase::Sleep { ns: ms(2) }]);
+        assert_eq!(p[1][..2], [Phase::Run { ns: ms(2) }, Phase::Wait]);
     }
 
     #[test]

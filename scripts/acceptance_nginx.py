@@ -1,0 +1,154 @@
+"""#16 acceptance for nginx under an HTTP load generator that keeps a rate
+(`h2load --rps`): a Program for the acceptance driver
+(`python scripts/acceptance.py --programs nginx`).
+
+nginx (its master and `worker_processes` workers, each an event loop on
+epoll) runs inside the limited cgroup and serves one text page, gzip-compressed
+for each request (the CPU a web server spends on a response: some 0.4 ms here);
+h2load runs outside it with a few keep-alive HTTP/1.1 connections, each sending
+at a fixed rate, so that every request reaches a worker as a wake-up from
+outside the workload (an `until_us` phase in a capture). h2load logs each
+request (`--log-file`: its start and how long until the response ended), from
+which the percentiles of the driver's window are taken. A connection has one
+request in flight: one that waits for a throttled worker delays the next,
+which h2load then times from when it was sent, not from when it was due.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from acceptance import LEAD_S, TAIL_S, percentile, spawn, stop
+
+PORT = 18080
+# Requests per second over all connections; each connection sends RATE_PER_S / CONNECTIONS.
+RATE_PER_S = 200
+CONNECTIONS = 4
+WORKERS = 2
+GZIP_LEVEL = 6
+# The page: 16 KiB of words drawn with a fixed seed, so that it compresses as text does.
+PAGE_BYTES = 16 * 1024
+
+CONFIG = """worker_processes {workers};
+daemon off;
+master_process on;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    # 1000 by default: then nginx closes the connection, and h2load's client ends.
+    keepalive_requests 1000000;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    default_type text/plain;
+    gzip on;
+    gzip_min_length 0;
+    gzip_comp_level {gzip_level};
+    gzip_types text/plain;
+    server {{
+        listen 127.0.0.1:{port};
+        root {dir}/www;
+    }}
+}}
+"""
+
+
+class Program:
+    """nginx 1.22 answering `h2load --rps`, the server in the limited cgroup."""
+
+    name = "nginx"
+    # Requests follow connections, which a capture does not hold: no other
+    # worker count is predicted (docs/acceptance.md).
+    threads = None
+    # (period_us, quota_us, burst_us): 0.1 CPU, which the rate fills to some
+    # 80 % on a quiet host (0.4 ms of CPU a request).
+    capture_limit = (100_000, 10_000, 0)
+    tighter_limit = (100_000, 9_000, 0)
+    shorter_period_limit = (10_000, 1_000, 0)
+    burst_limit = (100_000, 9_000, 9_000)
+    binaries = ("nginx", "h2load")
+    package = "nginx-light nghttp2-client"
+
+    def __init__(self, rate_per_s: float = RATE_PER_S) -> None:
+        self.rate_per_s = rate_per_s
+        self.dir: Path | None = None
+
+    def setup(self) -> None:
+        """A directory for nginx's configuration, pid and logs."""
+        super().setup()  # the driver's Program: the binaries are there
+        self.dir = Path(tempfile.mkdtemp(prefix="throttlelab-nginx-"))
+        self.dir.chmod(0o755)  # the workers run as nobody
+        (self.dir / "nginx.conf").write_text(CONFIG.format(workers=WORKERS, dir=self.dir, port=PORT, gzip_level=GZIP_LEVEL))
+        (self.dir / "www").mkdir()
+        rng = random.Random(16)
+        words = ["throttle", "quota", "period", "runtime", "slice", "cgroup", "burst", "tick", "timer", "pool", "cpu", "limit"]
+        page = " ".join(rng.choice(words) + str(rng.randrange(1000)) for _ in range(PAGE_BYTES // 8))
+        (self.dir / "www" / "index.html").write_text(page[:PAGE_BYTES])
+
+    def run(self, cgroup: Path, threads: int, duration_s: float) -> dict[str, float]:
+        """nginx started in `cgroup` for `duration_s`, h2load outside it from
+        0.5 s in (the workers are up); the percentiles of the requests that
+        ended inside the driver's window (`LEAD_S` to `duration_s - TAIL_S`)."""
+        assert self.dir is not None
+        server = spawn(cgroup, ["nginx", "-c", str(self.dir / "nginx.conf"), "-p", str(self.dir)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = self.dir / "requests.tsv"
+        log.unlink(missing_ok=True)  # h2load appends
+        try:
+            start_s = time.time()
+            time.sleep(0.5)
+            load_s = math.ceil(duration_s - 0.5)
+            subprocess.run(
+                ["h2load", "--h1", "-c", str(CONNECTIONS), "-t", "1", "--rps", f"{self.rate_per_s / CONNECTIONS:g}",
+                 "-H", "Accept-Encoding: gzip",
+                 "-D", str(load_s), "--log-file", str(log), f"http://127.0.0.1:{PORT}/"],
+                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=load_s + 30,
+            )  # fmt: skip
+        finally:
+            stop(server)
+        latencies_ms, failed = [], 0
+        for line in log.read_text().splitlines():
+            # start time (us since the epoch), HTTP status, us until the response ended
+            started_us, status, took_us = (int(f) for f in line.split("\t")[:3])
+            ended_s = (started_us + took_us) / 1e6 - start_s
+            if LEAD_S <= ended_s <= duration_s - TAIL_S:
+                latencies_ms.append(took_us / 1e3)
+                failed += status != 200
+        log.unlink()
+        if failed:
+            raise RuntimeError(f"nginx answered {failed} of {len(latencies_ms)} requests with an error (see {self.dir / 'error.log'})")
+        latencies_ms.sort()
+        return {
+            "p50_ms": percentile(latencies_ms, 50),
+            "p99_ms": percentile(latencies_ms, 99),
+            "rps": len(latencies_ms) / (duration_s - TAIL_S - LEAD_S),
+        }
+
+    def predicted(self, sim_output: dict) -> dict[str, float]:
+        """The workers' requests in the replay, each percentile weighted by
+        their request counts (the master is woken from outside only by signals)."""
+        tasks = [t for t in sim_output["tasks"].values() if t.get("requests", 0) > 0]
+        busiest = max((t["requests"] for t in tasks), default=0)
+        workers = [t for t in tasks if t["requests"] >= busiest / 10]
+        n = sum(t["requests"] for t in workers)
+        figures = {f"{q}_ms": sum(t["latency_us"][q] * t["requests"] for t in workers) / n / 1e3 for q in ("p50", "p99")} if n else {}
+        figures["rps"] = n / sim_output["duration_s"]
+        return figures
+
+    def teardown(self) -> None:
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+
+PROGRAM = Program  # what scripts/acceptance.py loads from an acceptance_*.py
