@@ -195,6 +195,23 @@ def percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[int(rank) - 1]
 
 
+def servers(requests: dict[str, int]) -> list[str]:
+    """Of a server's captured tasks and how often each was woken for a
+    request, those that serve the requests: woken at least a tenth as often
+    as the busiest (its other processes are woken from outside only now and
+    then: a connection, a signal; or by timers)."""
+    busiest = max(requests.values(), default=0)
+    return [name for name, n in requests.items() if n > 0 and n >= busiest / 10]
+
+
+def request_percentiles(tasks: list[dict], quantiles: tuple[str, ...]) -> dict[str, float]:
+    """Each of `quantiles` (`p50`, ...) of the replay's `tasks` as the mean of
+    their own, weighted by their requests (the output keeps no single list of
+    all requests); nothing without requests."""
+    n = sum(t["requests"] for t in tasks)
+    return {f"{q}_ms": sum(t["latency_us"][q] * t["requests"] for t in tasks) / n / 1e3 for q in quantiles} if n else {}
+
+
 class Program:
     """A real program under test. `run` puts its CPU-consuming processes in the
     cgroup it is given (`spawn` or `attach` do) and returns its own figures."""
@@ -363,9 +380,7 @@ class Sysbench(Program):
         thread do little beside them, in many short bursts."""
         tasks = [t for t in sim_output["tasks"].values() if t.get("latency_us")]
         total_us = sum(t["cpu_usec"] for t in tasks)
-        workers = [t for t in tasks if t["cpu_usec"] >= total_us / 10]
-        n = sum(t["requests"] for t in workers)
-        return {f"{q}_ms": sum(t["latency_us"][q] * t["requests"] for t in workers) / n / 1000 for q in ("p50", "p99")} if n else {}
+        return request_percentiles([t for t in tasks if t["cpu_usec"] >= total_us / 10], ("p50", "p99"))
 
     def with_threads(self, capture: Path, threads: int, out: Path) -> Path:
         """The capture itself: at a fixed rate the events do not change with

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from acceptance import LEAD_S, TAIL_S, percentile, spawn, stop
+from acceptance import LEAD_S, TAIL_S, percentile, request_percentiles, servers, spawn, stop
 
 PORT = 18080
 # Requests per second over all connections; each connection sends RATE_PER_S / CONNECTIONS.
@@ -137,12 +137,10 @@ class Program:
     def predicted(self, sim_output: dict) -> dict[str, float]:
         """The workers' requests in the replay, each percentile weighted by
         their request counts (the master is woken from outside only by signals)."""
-        tasks = [t for t in sim_output["tasks"].values() if t.get("requests", 0) > 0]
-        busiest = max((t["requests"] for t in tasks), default=0)
-        workers = [t for t in tasks if t["requests"] >= busiest / 10]
-        n = sum(t["requests"] for t in workers)
-        figures = {f"{q}_ms": sum(t["latency_us"][q] * t["requests"] for t in workers) / n / 1e3 for q in ("p50", "p99")} if n else {}
-        figures["rps"] = n / sim_output["duration_s"]
+        tasks = sim_output["tasks"]
+        workers = [tasks[name] for name in servers({name: t.get("requests", 0) for name, t in tasks.items()})]
+        figures = request_percentiles(workers, ("p50", "p99"))
+        figures["rps"] = sum(t["requests"] for t in workers) / sim_output["duration_s"]
         return figures
 
     def teardown(self) -> None:

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from acceptance import LEAD_S, TAIL_S, percentile
+from acceptance import LEAD_S, TAIL_S, percentile, request_percentiles, servers
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PGBENCH = "/usr/bin/pgbench"
@@ -180,27 +180,14 @@ class Program:
 
     # -- the simulator's side -----------------------------------------------
 
-    @staticmethod
-    def backends(requests: dict[str, int]) -> list[str]:
-        """Of the captured tasks and how often each was woken from outside,
-        those that serve pgbench's queries: woken at least a tenth as often
-        as the busiest (the postmaster is woken from outside only for a
-        connection, the background processes by timers)."""
-        busiest = max(requests.values(), default=0)
-        return [name for name, n in requests.items() if n > 0 and n >= busiest / 10]
-
     def predicted(self, sim_output: dict) -> dict[str, float]:
-        """pgbench's figures from a replay: each percentile as the mean of the
-        backends' own, weighted by their requests (the backends serve alike
-        clients; the output keeps no single list of all requests)."""
+        """pgbench's figures from a replay: the backends' requests (the
+        postmaster is woken from outside only for a connection, the background
+        processes by timers)."""
         tasks = sim_output["tasks"]
-        backends = [tasks[name] for name in self.backends({name: t.get("requests", 0) for name, t in tasks.items()})]
-        requests = sum(t["requests"] for t in backends)
-        figures = {
-            f"{p}_ms": sum(t["latency_us"][p] * t["requests"] for t in backends) / max(1, requests) / 1e3
-            for p in ("p50", "p90", "p99")
-        }
-        figures["tps"] = requests / sim_output["duration_s"]
+        backends = [tasks[name] for name in servers({name: t.get("requests", 0) for name, t in tasks.items()})]
+        figures = request_percentiles(backends, ("p50", "p90", "p99"))
+        figures["tps"] = sum(t["requests"] for t in backends) / sim_output["duration_s"]
         return figures
 
     def with_threads(self, capture: Path, threads: int, out: Path) -> Path:
@@ -214,7 +201,7 @@ class Program:
         client a Poisson schedule at rate / clients, so dealing the captured
         arrivals at random (seeded) gives each backend that schedule. A
         backend is a section woken from outside at least a tenth as often as
-        the busiest (`backends`); a request is its `until_us` and what follows
+        the busiest (`servers`); a request is its `until_us` and what follows
         up to the next. What a backend did before its first request (its
         start) goes to the new backends in turn."""
         phases_path = capture.with_name(re.search(r'phases_file = "([^"]+)"', capture.read_text())[1])
@@ -225,7 +212,7 @@ class Program:
                 sections[name] = []
             elif line:
                 sections[name].append(line)
-        old = Program.backends({name: sum(p.startswith("until_us") for p in lines) for name, lines in sections.items()})
+        old = servers({name: sum(p.startswith("until_us") for p in lines) for name, lines in sections.items()})
         if any(p == "wait" for name in old for p in sections[name]) or any(
             p.split()[1] in old for lines in sections.values() for p in lines if p.startswith("wake ")
         ):

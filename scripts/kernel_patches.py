@@ -88,7 +88,7 @@ def main() -> None:
                 ratio = lambda docs: [d["cgroups"]["app"]["throttled_ratio"] for d in docs]  # noqa: E731
                 rows.append({"config": label, "variant": variant, "features": features, "kernel": ratio(kernel),
                              "sim": ratio(sim), "alike": same_distribution(ratio(kernel), ratio(sim)),
-                             "host": kernel[0]["host"], "hosts": [d["host"] for d in kernel], "duration_s": args.duration_s,
+                             "hosts": [d["host"] for d in kernel], "duration_s": args.duration_s,
                              "sim_profile": sim[0]["profile"]})
                 progress.advance(bar)
     args.out.write_text(markdown(rows, args))
@@ -104,7 +104,7 @@ def stored_runs(row: dict) -> list[dict]:
 
 
 def markdown(rows: list[dict], args: argparse.Namespace) -> str:
-    host = rows[0]["host"]
+    host = rows[0]["hosts"][0]
     pct = lambda xs: f"{100 * statistics.fmean(xs):.1f} ({' '.join(f'{100 * x:.0f}' for x in xs)})"  # noqa: E731
     lines = [
         f"Kernel {host['release']} with kernel/patches under QEMU ({host['vm']['accel'].upper()}, 2 CPUs), HZ={host['hz']}, "

@@ -40,7 +40,7 @@ pub struct Event {
     pub ts_ns: u64,
     /// The task the event ran in (its header's `comm-pid`).
     pub pid: u32,
-    /// Whether it ran in an interrupt (the flags' `h`, `s` or `H`).
+    /// Whether it ran in a task, a softirq or a hard interrupt.
     pub context: Context,
     /// The CPU whose buffer it is in.
     pub cpu: u32,
