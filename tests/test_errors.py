@@ -67,6 +67,12 @@ def test_period_timer_offset_outside_one_period(write_scenario, offset):
     assert "one period" in msg
 
 
+@pytest.mark.parametrize("value", ["0", "-0.5", "1.01", "nan"])
+def test_machine_work_speed_outside_0_to_1(write_scenario, value):
+    msg = assert_error(run_file(write_scenario, machine=f"work_speed = {value}"), "machine.work_speed")
+    assert "(0, 1]" in msg
+
+
 @pytest.mark.parametrize("key", ["tick_irq_us", "idle_exit_us"])
 @pytest.mark.parametrize("value", ["-1", "4000"])
 def test_machine_latency_outside_one_tick(write_scenario, key, value):
