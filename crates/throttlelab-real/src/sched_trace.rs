@@ -184,6 +184,9 @@ pub struct Thread {
     pub untraced_switches: u64,
     state: State,
     on_cpu_since: Option<u64>,
+    /// Wall time of its current stint on a CPU already closed into burst
+    /// segments (a sibling's wake splits a burst).
+    stint_segments_ns: u64,
     burst_ns: u64,
     /// `sched_stat_runtime` since it last left a CPU or its burst was split
     /// (None: no event since it left): the time of a burst whose switch in
@@ -217,7 +220,7 @@ impl Recorder {
     }
 
     fn add(&mut self, pid: u32, comm: &str, start_ns: u64, state: State) {
-        let t = Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, burst_ns: 0, runtime_ns: None, woken_ns: None };
+        let t = Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, stint_segments_ns: 0, burst_ns: 0, runtime_ns: None, woken_ns: None };
         self.by_pid.insert(pid, self.threads.len());
         self.threads.push(t);
     }
@@ -258,6 +261,7 @@ impl Recorder {
                         t.state = State::Burst;
                     }
                     t.on_cpu_since = Some(now);
+                    t.stint_segments_ns = 0;
                 }
             }
             Kind::Waking { pid } => self.waking(now, e.pid, e.context, *pid),
@@ -342,12 +346,20 @@ impl Recorder {
 }
 
 impl Thread {
-    /// Off its CPU at `now`: preempted (the burst goes on) or blocked.
+    /// Off its CPU at `now`: preempted (the burst goes on) or blocked. A
+    /// stint whose switch in is traced is measured by the runtime the
+    /// kernel charged it where it reports one (`update_curr`'s, what
+    /// bandwidth control charges and cpu.stat counts), else by its wall
+    /// time: the two differ by the time a hypervisor stole from the CPU
+    /// (PARAVIRT_TIME_ACCOUNTING leaves it out of the task's clock) and,
+    /// with IRQ_TIME_ACCOUNTING, interrupts.
     fn off_cpu(&mut self, now: u64, preempted: bool) {
         self.woken_ns = None; // its wake-up is spent
         self.first_seen(now);
         let ran_ns = match (self.on_cpu_since.take(), self.runtime_ns.take()) {
-            (Some(since), _) => now.saturating_sub(since),
+            // The stint's runtime less what its earlier segments took.
+            (Some(_), Some(runtime_ns)) => runtime_ns.saturating_sub(self.stint_segments_ns),
+            (Some(since), None) => now.saturating_sub(since),
             (None, Some(runtime_ns)) => runtime_ns,
             (None, None) => {
                 self.untraced_switches += 1;
@@ -369,7 +381,11 @@ impl Thread {
     fn end_burst_segment(&mut self, now: u64) {
         self.first_seen(now);
         let ran_ns = match self.on_cpu_since.as_mut() {
-            Some(since) => now.saturating_sub(std::mem::replace(since, now)),
+            Some(since) => {
+                let wall_ns = now.saturating_sub(std::mem::replace(since, now));
+                self.stint_segments_ns += wall_ns;
+                wall_ns
+            }
             None => self.runtime_ns.as_mut().map_or(0, std::mem::take),
         };
         self.burst_ns += ran_ns;
@@ -527,13 +543,13 @@ mod tests {
     fn a_switch_from_idle_left_out_after_a_throttle_is_measured_by_its_runtime() {
         // As above, with the kernel's `sched_stat_runtime`: a's untraced run
         // from its unthrottle is the runtime reported since it left CPU 1
-        // (a tick and its switch out); the traced 1 ms keeps its wall time.
+        // (a tick and its switch out); the traced burst is its runtime too.
         let on_cpu1 = |line: String| line.replacen("[000]", "[001]", 1);
         let t = [
             mark("1.000000", START_MARK),
             waking("1.001000", 500, "d..2.", 10),
             on_cpu1(switch("1.001000", 0, "R", 10)),
-            runtime("1.002000", 10, 999_000), // traced burst: its wall time counts
+            runtime("1.002000", 10, 999_000), // traced burst: 1 us less than its wall time
             on_cpu1(switch("1.002000", 10, "R", 0)), // throttled
             runtime("1.008000", 10, 500_000), // a tick, from its unthrottle at 7.5 ms
             runtime("1.009000", 10, 1_000_000), // its switch out
@@ -544,8 +560,8 @@ mod tests {
         let mut r = Recorder::new(&[(10, "a".into())]);
         t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
         let (threads, _) = r.finish().unwrap();
-        assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (2_500_000, 0));
-        assert_eq!(threads[0].phases, [Phase::Until { ns: 1_000_000 }, Phase::Run { ns: 2_500_000 }]);
+        assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (2_499_000, 0));
+        assert_eq!(threads[0].phases, [Phase::Until { ns: 1_000_000 }, Phase::Run { ns: 2_499_000 }]);
     }
 
     #[test]
@@ -569,6 +585,30 @@ mod tests {
         let run = |us: u64| Phase::Run { ns: us * 1_000 };
         assert_eq!(threads[0].phases, [Phase::Until { ns: 4_000_000 }, run(800), Phase::Wake { pid: 11 }, run(2000)]);
         assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (2_800_000, 0));
+    }
+
+    #[test]
+    fn a_traced_burst_is_its_runtime_less_the_stolen_time() {
+        // a runs 5 ms of wall time on CPU 0, 2 ms of it stolen by the
+        // hypervisor: the kernel charges 3 ms. It wakes b 1 ms in: that
+        // segment keeps its wall time, the rest is the runtime less it.
+        let t = [
+            mark("1.000000", START_MARK),
+            waking("1.000500", 500, "d..2.", 10),
+            switch("1.001000", 0, "R", 10),
+            waking("1.002000", 10, "d..2.", 11),
+            runtime("1.004000", 10, 1_500_000), // a tick: 3 ms of wall, 2 of them stolen
+            runtime("1.006000", 10, 1_500_000),
+            switch("1.006000", 10, "S", 0),
+            mark("1.010000", END_MARK),
+        ]
+        .concat();
+        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
+        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
+        let (threads, _) = r.finish().unwrap();
+        let run = |us: u64| Phase::Run { ns: us * 1_000 };
+        assert_eq!(threads[0].phases, [Phase::Until { ns: 500_000 }, run(1000), Phase::Wake { pid: 11 }, run(2000)]);
+        assert_eq!(threads[0].cpu_ns, 3_000_000);
     }
 
     #[test]
