@@ -47,6 +47,7 @@ def test_sweep_rows_in_grid_order_match_plain_runs():
         out = throttlelab.run("request-service", set=["duration_s=10", f"cgroup.app.quota_us={row['cgroup.app.quota_us']}", f"seed={row['seed']}"])
         assert row["cgroup.app.nr_throttled"] == out["cgroups"]["app"]["nr_throttled"]
         assert row["task.web.latency_p99_us"] == out["tasks"]["web"]["latency_us"]["p99"]
+        assert row["task.web.service_latency_p99_us"] == out["tasks"]["web"]["service_latency_us"]["p99"]
         assert row["task.web.requests"] == out["tasks"]["web"]["requests"]
     assert not any("wall" in key or "engine" in key for key in rows[0])
 

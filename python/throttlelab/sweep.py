@@ -100,9 +100,9 @@ def flatten(doc: dict[str, Any]) -> Row:
                 row[f"cgroup.{name}.{metric}"] = value
     for name, task in doc["tasks"].items():
         for metric, value in task.items():
-            if metric == "latency_us":
+            if metric.endswith("latency_us"):  # latency_us, service_latency_us
                 for q, us in value.items():
-                    row[f"task.{name}.latency_{q}_us"] = us
+                    row[f"task.{name}.{metric.removesuffix('_us')}_{q}_us"] = us
             else:
                 row[f"task.{name}.{metric}"] = value
     return row

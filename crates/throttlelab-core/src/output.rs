@@ -111,6 +111,17 @@ pub struct TaskStats {
     /// several statements) counts here as several.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<Latency>,
+    /// The same requests' latency from when a thread took each up: its
+    /// arrival, or the end of the thread's previous request if it was still
+    /// busy (a service's worker, from taking it off the queue). What a client
+    /// with one request in flight on a server thread of its own measures
+    /// (h2load or wrk against a process- or thread-per-connection server): it
+    /// sends the next request only once the last is answered, so the wait
+    /// behind its own earlier request is not in its figure (coordinated
+    /// omission); `latency_us` is what an open-loop client measures from the
+    /// request's scheduled time (pgbench --rate, wrk2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_latency_us: Option<Latency>,
     /// Trace-driven tasks: response time minus the trace's duration (004 eq. 14).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_s: Option<f64>,
@@ -153,6 +164,34 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// A request being answered: when it arrived, and when a thread took it up
+/// (its arrival, or later if the thread was still busy with earlier ones).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Request {
+    pub arrived_ns: u64,
+    pub started_ns: u64,
+}
+
+/// The requests a task or service answered, each one's latency (ns) from
+/// its arrival and from its start; both backends keep them this way.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Requests {
+    pub from_arrival_ns: Vec<u64>,
+    pub from_start_ns: Vec<u64>,
+}
+
+impl Requests {
+    /// `request` answered at `now_ns`.
+    pub fn answered(&mut self, request: Request, now_ns: u64) {
+        self.from_arrival_ns.push(now_ns - request.arrived_ns);
+        self.from_start_ns.push(now_ns - request.started_ns);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.from_arrival_ns.len() as u64
+    }
+}
+
 /// Request latencies (ns) summarised as nearest-rank percentiles in us;
 /// both backends report them this way.
 pub fn latency(ns: &[u64]) -> Latency {
@@ -183,7 +222,7 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
         );
     }
     let mut tasks = BTreeMap::new();
-    let mut add = |name: &str, driver: Driver, class: Option<String>, requests_ns: Option<&Vec<u64>>, trace_ns: Option<u64>, series: Option<&Vec<u64>>| {
+    let mut add = |name: &str, driver: Driver, class: Option<String>, requests: Option<&Requests>, trace_ns: Option<u64>, series: Option<&Vec<u64>>| {
         let threads: Vec<_> = sim.threads.iter().filter(|t| t.driver == driver).collect();
         let dl = threads.iter().any(|t| t.dl.is_some());
         let done = !threads.is_empty() && threads.iter().all(|t| t.finished_at.is_some());
@@ -195,8 +234,9 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
                 work_usec: threads.iter().map(|t| t.work_ns).sum::<u64>() / 1_000,
                 finished_s: done.then(|| threads.iter().filter_map(|t| t.finished_at).max().unwrap_or(0) as f64 / 1e9),
                 class,
-                requests: requests_ns.map(|ns| ns.len() as u64),
-                latency_us: requests_ns.map(|ns| latency(ns)),
+                requests: requests.map(Requests::count),
+                latency_us: requests.map(|r| latency(&r.from_arrival_ns)),
+                service_latency_us: requests.map(|r| latency(&r.from_start_ns)),
                 delay_s: trace_ns.filter(|_| done).map(|trace| {
                     let response = threads.iter().map(|t| t.finished_at.unwrap_or(0) - t.started_at).max().unwrap_or(0);
                     (response as f64 - trace as f64) / 1e9
@@ -209,10 +249,10 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
     };
     for (i, t) in s.tasks.iter().enumerate() {
         let series = (s.sample_ms > 0).then(|| &sim.cpu_series[i]);
-        add(&t.name, Driver::Task(i), t.class.clone(), sim.request_latencies_ns[i].as_ref(), TaskPhases::trace_ns(t), series);
+        add(&t.name, Driver::Task(i), t.class.clone(), sim.task_requests[i].as_ref(), TaskPhases::trace_ns(t), series);
     }
     for (i, svc) in s.services.iter().enumerate() {
-        add(&svc.name, Driver::Worker(i), None, Some(&sim.services[i].latencies_ns), None, None);
+        add(&svc.name, Driver::Worker(i), None, Some(&sim.services[i].requests), None, None);
     }
     Output {
         scenario: s.name.clone(),

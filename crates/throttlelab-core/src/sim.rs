@@ -8,7 +8,7 @@ use crate::bandwidth::CfsBandwidth;
 use crate::deadline::DlEntity;
 use crate::event::{Event, EventQueue, Irq};
 use crate::noise::{self, Stream};
-use crate::output::{self, Output};
+use crate::output::{self, Output, Request, Requests};
 use crate::phases::TaskPhases;
 use crate::profile::{Feature, Profile};
 use crate::scenario::{dl_capacity_bw, secs_to_ns, Scenario};
@@ -85,9 +85,9 @@ pub struct Thread {
     pub cpu_ns: u64,
     pub work_ns: u64,
     pub finished_at: Option<Time>,
-    /// Arrival time of the request a worker is serving, or that a
-    /// phase-driven thread was woken for (`SleepUntil`) and has not answered.
-    pub request: Option<Time>,
+    /// The request a worker is serving, or that a phase-driven thread was
+    /// woken for (`SleepUntil`, `Wait`) and has not answered.
+    pub request: Option<Request>,
     /// CPU time still to spend before work resumes (kernel overhead charged
     /// to this thread).
     pub stall_left: u64,
@@ -212,9 +212,10 @@ pub struct Sim<'s> {
     /// Per task: CPU time in each `sample_ms` interval, and the total sampled.
     pub(crate) cpu_series: Vec<Vec<u64>>,
     cpu_sampled_ns: Vec<u64>,
-    /// Per task woken from outside (`TaskPhases::has_requests`): each
-    /// request's latency, from its wake-up to the thread's next block.
-    pub(crate) request_latencies_ns: Vec<Option<Vec<u64>>>,
+    /// Per task woken from outside or by a sibling
+    /// (`TaskPhases::has_requests`): its requests, each from its wake-up to
+    /// the thread's next block.
+    pub(crate) task_requests: Vec<Option<Requests>>,
     /// Bandwidth of the admitted deadline threads, and what admission allows.
     pub(crate) dl_total_bw: u64,
     pub(crate) dl_capacity_bw: u64,
@@ -265,7 +266,7 @@ impl<'s> Sim<'s> {
             }
         }
         let task_phases: Vec<_> = scenario.tasks.iter().map(|t| TaskPhases::of(t, TaskPhases::threads(t))).collect();
-        let request_latencies_ns = task_phases.iter().map(|p| p.has_requests().then(Vec::new)).collect();
+        let task_requests = task_phases.iter().map(|p| p.has_requests().then(Requests::default)).collect();
         let mut sim = Sim {
             scenario,
             profile: scenario.kernel.profile,
@@ -291,7 +292,7 @@ impl<'s> Sim<'s> {
             dl_runnable: Vec::new(),
             cpu_series: vec![Vec::new(); scenario.tasks.len()],
             cpu_sampled_ns: vec![0; scenario.tasks.len()],
-            request_latencies_ns,
+            task_requests,
             dl_total_bw: 0,
             dl_capacity_bw: dl_capacity_bw(nr_cpus, scenario.kernel.profile),
             every_tick: options.every_tick,

@@ -6,6 +6,7 @@
 use crate::deadline::DlEntity;
 use crate::event::Event;
 use crate::noise::{self, Stream};
+use crate::output::{Request, Requests};
 use crate::phases::TaskPhases;
 use crate::scenario::{ms_to_ns, Arrival, Phase, Policy, TimerMode};
 use crate::sim::{Sim, Thread, ThreadState};
@@ -35,7 +36,7 @@ pub struct Service {
     pub arrivals: u64,
     pub queue: VecDeque<Time>,
     pub idle_workers: Vec<ThreadId>,
-    pub latencies_ns: Vec<u64>,
+    pub requests: Requests,
 }
 
 impl Sim<'_> {
@@ -129,7 +130,7 @@ impl Sim<'_> {
                 arrivals: 0,
                 queue: VecDeque::new(),
                 idle_workers: idle,
-                latencies_ns: Vec::new(),
+                requests: Requests::default(),
             });
             let first = self.interarrival(si);
             self.events.push(first, Event::Arrival(si));
@@ -244,8 +245,8 @@ impl Sim<'_> {
             if phase.blocks() {
                 // The request it was woken for is answered: a captured
                 // thread blocked here, after sending its response.
-                if let (Some(arrived), Some(latencies)) = (th.request, &mut self.request_latencies_ns[ti]) {
-                    latencies.push(self.now - arrived);
+                if let (Some(request), Some(requests)) = (th.request, &mut self.task_requests[ti]) {
+                    requests.answered(request, self.now);
                     th.request = None;
                 }
             }
@@ -301,13 +302,13 @@ impl Sim<'_> {
                 }
                 Phase::SleepUntil(at) => {
                     // A request arrived at `at` (later than now if the thread was busy).
-                    th.request = Some(at);
+                    th.request = Some(Request { arrived_ns: at, started_ns: self.now });
                     th.phase += 1;
                 }
                 Phase::Wait if th.wakes_pending > 0 => {
                     // A sibling's request, from when this thread takes it up.
                     th.wakes_pending -= 1;
-                    th.request = Some(self.now);
+                    th.request = Some(Request { arrived_ns: self.now, started_ns: self.now });
                     th.phase += 1;
                 }
                 Phase::Wait => {
@@ -338,8 +339,8 @@ impl Sim<'_> {
         let th = &mut self.threads[tid];
         let svc = &mut self.services[si];
         if th.work_left == 0 {
-            if let Some(arrived) = th.request.take() {
-                svc.latencies_ns.push(now - arrived);
+            if let Some(request) = th.request.take() {
+                svc.requests.answered(request, now);
             }
         }
         if th.request.is_some() {
@@ -347,7 +348,7 @@ impl Sim<'_> {
         }
         match svc.queue.pop_front() {
             Some(arrived) => {
-                th.request = Some(arrived);
+                th.request = Some(Request { arrived_ns: arrived, started_ns: now });
                 th.work_left = svc.cost_ns;
                 th.state = ThreadState::Runnable;
                 true

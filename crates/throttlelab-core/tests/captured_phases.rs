@@ -74,6 +74,9 @@ fn requests_last_from_their_wake_up_to_the_next_block() {
     let ms = |p: &str| c["latency_us"][p].as_f64().unwrap() / 1e3;
     // 4 ms, 4 ms (32 -> 36) and 1 ms, each plus wake-up and tick costs below 0.5 ms.
     assert!((ms("p50") - 4.0).abs() < 0.5 && (ms("max") - 4.0).abs() < 0.5, "{c}");
+    // From when c took each up: 4 ms, 2 ms (34 -> 36: it was busy until 34) and 1 ms.
+    let service_ms = |p: &str| c["service_latency_us"][p].as_f64().unwrap() / 1e3;
+    assert!((service_ms("p50") - 2.0).abs() < 0.5 && (service_ms("max") - 4.0).abs() < 0.5, "{c}");
     assert!(out["tasks"]["a"].get("latency_us").is_none(), "a is never woken from outside");
     // Throttled at 3 ms per 100 ms, the first request waits for the next period.
     let tight = serde_json::to_value(simulate(&load(&scenario(file.to_str().unwrap(), 3_000), &[]).unwrap())).unwrap();

@@ -164,6 +164,18 @@ proptest! {
     }
 
     #[test]
+    fn a_request_is_served_within_its_latency(p in params()) {
+        // Each request's time from its start is within its time from its
+        // arrival, so every percentile is too.
+        let out = throttlelab_core::simulate(&load(&scenario_text(&p), &[]).unwrap());
+        for (name, t) in &out.tasks {
+            if let (Some(from_arrival), Some(from_start)) = (&t.latency_us, &t.service_latency_us) {
+                prop_assert!(from_start.p50 <= from_arrival.p50 && from_start.p99 <= from_arrival.p99 && from_start.max <= from_arrival.max, "{}: {:?} {:?}", name, from_start, from_arrival);
+            }
+        }
+    }
+
+    #[test]
     fn skipping_ticks_changes_nothing(p in params()) {
         let s = load(&scenario_text(&p), &[]).unwrap();
         if let Some(difference) = common::skipping_difference(&s) {

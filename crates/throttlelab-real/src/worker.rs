@@ -20,6 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 use throttlelab_core::noise;
+use throttlelab_core::output::{Request, Requests};
 use throttlelab_core::scenario::{dl_runtime_at_rate, Arrival, OnRefused, Phase, TaskSpec, TimerMode};
 use throttlelab_core::TaskPhases;
 
@@ -184,8 +185,9 @@ pub struct DriverReport {
     /// The longest a thread took from its start to its finish; None if one
     /// did not finish.
     pub response_ns: Option<u64>,
-    /// Services only: completion - arrival of every completed request.
-    pub latencies_ns: Option<Vec<u64>>,
+    /// Services only: every completed request, from its arrival and from
+    /// when a worker took it off the queue.
+    pub requests: Option<Requests>,
     /// Deadline tasks only: jobs (run phases after a sleep) done after their
     /// deadline, and refused `sched_setattr` calls.
     pub deadline_misses: Option<u64>,
@@ -383,7 +385,7 @@ struct ThreadResult {
     /// Since the run's start, when the thread started its phases.
     started_ns: u64,
     finished_ns: Option<u64>,
-    latencies_ns: Vec<u64>,
+    requests: Requests,
     misses: u64,
     refusals: u64,
 }
@@ -770,10 +772,11 @@ fn service_worker(
                 backlog = queue.ready.wait(backlog).expect("queue lock");
             }
         };
+        let request = Request { arrived_ns: arrived, started_ns: now_ns() };
         if !run.work(svc.cost_ns, &mut r.iters) {
             break;
         }
-        r.latencies_ns.push(now_ns() - arrived);
+        r.requests.answered(request, now_ns());
     }
     r.cpu_ns = thread_cpu_ns();
     Ok(r)
@@ -822,11 +825,13 @@ fn summarise(
         work_ns: run.work_ns(results.iter().map(|r| r.iters).sum()),
         finished_ns: done.then(|| finished().map(|(_, f)| f).max().unwrap_or(0)),
         response_ns: done.then(|| finished().map(|(s, f)| f - s).max().unwrap_or(0)),
-        latencies_ns: service.then(|| {
-            results
-                .iter()
-                .flat_map(|r| r.latencies_ns.iter().copied())
-                .collect()
+        requests: service.then(|| {
+            let mut all = Requests::default();
+            for r in results {
+                all.from_arrival_ns.extend(&r.requests.from_arrival_ns);
+                all.from_start_ns.extend(&r.requests.from_start_ns);
+            }
+            all
         }),
         deadline_misses: deadline.then(|| results.iter().map(|r| r.misses).sum()),
         admission_refusals: deadline.then(|| results.iter().map(|r| r.refusals).sum()),
