@@ -26,6 +26,7 @@ import gzip
 import importlib.util
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -227,12 +228,14 @@ def servers(requests: dict[str, int]) -> list[str]:
     return [name for name, n in requests.items() if n > 0 and n >= busiest / 10]
 
 
-def request_percentiles(tasks: list[dict], quantiles: tuple[str, ...]) -> dict[str, float]:
+def request_percentiles(tasks: list[dict], quantiles: tuple[str, ...], latency: str = "latency_us") -> dict[str, float]:
     """Each of `quantiles` (`p50`, ...) of the replay's `tasks` as the mean of
-    their own, weighted by their requests (the output keeps no single list of
-    all requests); nothing without requests."""
+    their own `latency` (`latency_us`, from each request's arrival, or
+    `service_latency_us`, from when a thread took it up), weighted by their
+    requests (the output keeps no single list of all requests); nothing
+    without requests."""
     n = sum(t["requests"] for t in tasks)
-    return {f"{q}_ms": sum(t["latency_us"][q] * t["requests"] for t in tasks) / n / 1e3 for q in quantiles} if n else {}
+    return {f"{q}_ms": sum(t[latency][q] * t["requests"] for t in tasks) / n / 1e3 for q in quantiles} if n else {}
 
 
 class Program:
@@ -440,6 +443,140 @@ class StressNg(Program):
 
     def is_worker(self, task: str) -> bool:
         return task.startswith("stress-ng-cpu")
+
+
+class WebServer(Program):
+    """A web server in the limited cgroup answering `connections` HTTP/1.1
+    keep-alive clients outside it, each an h2load process that sends at the
+    times of its own Poisson schedule (`rate_per_s / connections`, seeded by
+    the run and the client: each run draws its own, and the clients are
+    independent, where h2load's `--rps` sends every client's requests at the
+    same instants), so that every request reaches the server as a wake-up
+    from outside the workload (an `until_us` phase in a capture). Each
+    request is for one text page of `page_bytes`, gzip-compressed by the
+    server every time (its CPU cost). h2load logs each request (its start,
+    how long until the response ended), from which the percentiles of the
+    driver's window are taken; a connection has one request in flight, so
+    one that waits for a throttled server delays the next, which h2load then
+    times from when it was sent. A subclass writes the server's
+    configuration into its directory (`configure`) and names its command
+    (`argv`)."""
+
+    port = 18080
+    rate_per_s = 40.0
+    # Many connections, each at a low rate, as users are: a connection's next
+    # request, overdue when its last answer comes (a gap shorter than that
+    # request's latency), is sent at once and taken up without a wake-up,
+    # which a capture then holds as one request with the last (at 10
+    # requests/s a connection 12 % of Apache's requests in one trial).
+    connections = 16
+    page_bytes = 128 * 1024
+    gzip_level = 6
+    # The replay's latency that matches h2load's, which times a request from
+    # when it was sent: from its arrival (`latency_us`) where a server thread
+    # serves many connections, from when the thread took it up
+    # (`service_latency_us`) where it serves one (its own connection's next
+    # request is sent only once the last is answered).
+    replay_latency = "latency_us"
+
+    def __init__(self) -> None:
+        self.dir: Optional[Path] = None
+        self.runs = 0
+
+    def configure(self, directory: Path) -> None:
+        raise NotImplementedError
+
+    def argv(self, directory: Path) -> list[str]:
+        raise NotImplementedError
+
+    def setup(self) -> None:
+        """A directory for the server's configuration, pid and logs, and the
+        page: words drawn with a fixed seed, so that it compresses as text does."""
+        super().setup()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"throttlelab-{self.name}-"))
+        self.dir.chmod(0o755)  # the workers run as nobody
+        (self.dir / "www").mkdir()
+        rng = random.Random(16)
+        words = ["throttle", "quota", "period", "runtime", "slice", "cgroup", "burst", "tick", "timer", "pool", "cpu", "limit"]
+        page = " ".join(rng.choice(words) + str(rng.randrange(1000)) for _ in range(self.page_bytes // 8))
+        (self.dir / "www" / "index.html").write_text(page[: self.page_bytes])
+        self.configure(self.dir)
+
+    def run(self, cgroup: Path, threads: int, duration_s: float) -> dict[str, float]:
+        """The server started in `cgroup` for `duration_s`, the clients
+        outside it from 0.5 s in (the server is up); the percentiles of the
+        requests that ended inside the driver's window (`LEAD_S` to
+        `duration_s - TAIL_S`)."""
+        assert self.dir is not None
+        server = spawn(cgroup, self.argv(self.dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        logs = [self.dir / f"requests-{c}.tsv" for c in range(self.connections)]
+        clients: list[subprocess.Popen] = []
+        try:
+            start_s = time.time()
+            time.sleep(0.5)
+            if server.poll() is not None:
+                raise RuntimeError(f"{self.name} exited {server.returncode} at its start (see {self.dir})")
+            load_s = duration_s - 0.5
+            for c, log in enumerate(logs):
+                log.unlink(missing_ok=True)  # h2load appends
+                script, n = self._arrivals(c, load_s)
+                clients.append(subprocess.Popen(
+                    ["h2load", "--h1", "-c", "1", "-t", "1", "-n", str(n), "--timing-script-file", str(script),
+                     "-H", "Accept-Encoding: gzip", "--log-file", str(log)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                ))  # fmt: skip
+            for client in clients:
+                if client.wait(timeout=load_s + 30) != 0:
+                    raise RuntimeError(f"h2load exited {client.returncode}")
+        finally:
+            for client in clients:
+                stop(client)
+            stop(server)
+        self.runs += 1
+        latencies_ms, failed = [], 0
+        for log in logs:
+            for line in log.read_text().splitlines():
+                # start time (us since the epoch), HTTP status, us until the response ended
+                started_us, status, took_us = (int(f) for f in line.split("\t")[:3])
+                if LEAD_S <= (started_us + took_us) / 1e6 - start_s <= duration_s - TAIL_S:
+                    latencies_ms.append(took_us / 1e3)
+                    failed += status != 200
+            log.unlink()
+        if failed:
+            raise RuntimeError(f"{self.name} answered {failed} of {len(latencies_ms)} requests with an error (see {self.dir})")
+        latencies_ms.sort()
+        return {
+            "p50_ms": percentile(latencies_ms, 50),
+            "p99_ms": percentile(latencies_ms, 99),
+            "rps": len(latencies_ms) / (duration_s - TAIL_S - LEAD_S),
+        }
+
+    def _arrivals(self, client: int, load_s: float) -> tuple[Path, int]:
+        """h2load's timing script for `client` over `load_s`, and its length."""
+        assert self.dir is not None
+        rng = random.Random(1000 * self.runs + client)
+        rate_per_ms = self.rate_per_s / self.connections / 1e3
+        lines, at_ms = [], rng.expovariate(rate_per_ms)
+        while at_ms < load_s * 1e3:
+            lines.append(f"{at_ms:.3f}\thttp://127.0.0.1:{self.port}/\n")
+            at_ms += rng.expovariate(rate_per_ms)
+        path = self.dir / f"arrivals-{client}.tsv"
+        path.write_text("".join(lines))
+        return path, len(lines)
+
+    def predicted(self, sim_output: dict) -> dict[str, float]:
+        """The serving tasks' requests in the replay (`servers`), each
+        percentile (of `replay_latency`) weighted by their request counts."""
+        tasks = sim_output["tasks"]
+        workers = [tasks[name] for name in servers({name: t.get("requests", 0) for name, t in tasks.items()})]
+        figures = request_percentiles(workers, ("p50", "p99"), self.replay_latency)
+        figures["rps"] = sum(t["requests"] for t in workers) / sim_output["duration_s"]
+        return figures
+
+    def teardown(self) -> None:
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
 
 
 PROGRAMS: dict[str, type[Program]] = {"sysbench": Sysbench, "stress-ng": StressNg}
@@ -757,7 +894,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=5, help="kernel runs per target configuration")
     p.add_argument("--seeds", type=int, default=20, help="simulator seeds 1..N per configuration")
     p.add_argument("--duration-s", type=float, default=10.0, help="measured window of each run")
-    p.add_argument("--capture-s", type=float, default=30.0, help="the capture's window: one run's demand, so longer than a kernel run's")
+    p.add_argument("--capture-s", type=float, default=60.0, help="the capture's window: one draw of an open-loop program's demand, which the replay repeats, so longer than a kernel run's")
     p.add_argument("--demand-s", type=float, default=10.0, help="the unlimited run that measures the demand the limits are relative to")
     p.add_argument("--cost-runs", type=int, default=5, help="runs with and without a capture for its cost (0: skip)")
     p.add_argument("--out", type=Path, default=REPO / "docs", help="directory for acceptance.md and acceptance.json")
