@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -134,7 +134,7 @@ class Limit:
     the program at another cost per request (pgbench took 26-42 us a query
     on one of our hosts, 90-117 on another) tests the same regime, away from
     a quota equal to the demand, where a per cent of demand decides the
-    throttling (docs/acceptance.md, "Why limits relative to the demand")."""
+    throttling (docs/acceptance.md, "The configurations")."""
 
     period_us: int
     demand_x: float
@@ -802,7 +802,7 @@ def demand(program: Program, opts: "Options", term: Terminal) -> Measured:
     which set the limits; it also warms the program up (a server's caches,
     the host's) before its capture, as a container running for a while is."""
     term.note(f"{program.name}: its demand, unlimited, over {opts.demand_s:g} s")
-    free = Config("unlimited", UNLIMITED.period_us, UNLIMITED.quota_us, 0, program.threads[0] if program.threads else None)
+    free = replace(UNLIMITED, threads=program.threads[0] if program.threads else None)
     return retried(lambda: measure(runner(program, free), free, opts.demand_s, f"{program.name}-demand"), term)
 
 
