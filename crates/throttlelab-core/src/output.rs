@@ -187,8 +187,24 @@ impl Requests {
         self.from_start_ns.push(now_ns - request.started_ns);
     }
 
+    /// Another thread's requests, added to these.
+    pub fn extend(&mut self, other: &Requests) {
+        self.from_arrival_ns.extend(&other.from_arrival_ns);
+        self.from_start_ns.extend(&other.from_start_ns);
+    }
+
     pub fn count(&self) -> u64 {
         self.from_arrival_ns.len() as u64
+    }
+
+    /// `TaskStats::latency_us`: from each request's arrival.
+    pub fn latency_us(&self) -> Latency {
+        latency(&self.from_arrival_ns)
+    }
+
+    /// `TaskStats::service_latency_us`: from when a thread took each up.
+    pub fn service_latency_us(&self) -> Latency {
+        latency(&self.from_start_ns)
     }
 }
 
@@ -235,8 +251,8 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
                 finished_s: done.then(|| threads.iter().filter_map(|t| t.finished_at).max().unwrap_or(0) as f64 / 1e9),
                 class,
                 requests: requests.map(Requests::count),
-                latency_us: requests.map(|r| latency(&r.from_arrival_ns)),
-                service_latency_us: requests.map(|r| latency(&r.from_start_ns)),
+                latency_us: requests.map(Requests::latency_us),
+                service_latency_us: requests.map(Requests::service_latency_us),
                 delay_s: trace_ns.filter(|_| done).map(|trace| {
                     let response = threads.iter().map(|t| t.finished_at.unwrap_or(0) - t.started_at).max().unwrap_or(0);
                     (response as f64 - trace as f64) / 1e9

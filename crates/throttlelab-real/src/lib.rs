@@ -38,7 +38,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, SystemTime};
 use throttlelab_core::noise::{self, Stream};
-use throttlelab_core::output::{latency, CgroupStats, Output, Requests, TaskStats};
+use throttlelab_core::output::{CgroupStats, Output, Requests, TaskStats};
 use throttlelab_core::scenario::{ms_to_ns, Policy, Scenario};
 use throttlelab_core::TaskPhases;
 use worker::{
@@ -576,8 +576,8 @@ fn task_stats(
         finished_s: d.finished_ns.map(|ns| ns as f64 / 1e9),
         class,
         requests: d.requests.as_ref().map(Requests::count),
-        latency_us: d.requests.as_ref().map(|r| latency(&r.from_arrival_ns)),
-        service_latency_us: d.requests.as_ref().map(|r| latency(&r.from_start_ns)),
+        latency_us: d.requests.as_ref().map(Requests::latency_us),
+        service_latency_us: d.requests.as_ref().map(Requests::service_latency_us),
         delay_s: trace_ns
             .zip(d.response_ns)
             .map(|(trace, response)| (response as f64 - trace as f64) / 1e9),

@@ -827,10 +827,7 @@ fn summarise(
         response_ns: done.then(|| finished().map(|(s, f)| f - s).max().unwrap_or(0)),
         requests: service.then(|| {
             let mut all = Requests::default();
-            for r in results {
-                all.from_arrival_ns.extend(&r.requests.from_arrival_ns);
-                all.from_start_ns.extend(&r.requests.from_start_ns);
-            }
+            results.iter().for_each(|r| all.extend(&r.requests));
             all
         }),
         deadline_misses: deadline.then(|| results.iter().map(|r| r.misses).sum()),
