@@ -177,6 +177,7 @@ class Program:
             "p90_ms": percentile(latencies_ms, 90),
             "p99_ms": percentile(latencies_ms, 99),
             "tps": len(latencies_ms) / (duration_s - TAIL_S - LEAD_S),
+            "latencies_ms": latencies_ms,
             "lag_p99_ms": percentile(lags_ms, 99),
         }
 
