@@ -422,14 +422,15 @@ mod tests {
     use super::*;
 
     /// The threads' phases from trace text, threads 10 (`a`) and 11 (`b`) captured.
-    fn phases(trace: &str) -> Vec<Vec<Phase>> {
+    /// The threads a trace of tasks a (pid 10) and b (11) records, and where it ends.
+    fn recorded(trace: &str) -> (Vec<Thread>, u64) {
         let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
-        for line in trace.lines() {
-            if let Some(e) = parse_line(line) {
-                r.event(&e.unwrap());
-            }
-        }
-        r.finish().unwrap().0.into_iter().map(|t| t.phases).collect()
+        trace.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
+        r.finish().unwrap()
+    }
+
+    fn phases(trace: &str) -> Vec<Vec<Phase>> {
+        recorded(trace).0.into_iter().map(|t| t.phases).collect()
     }
 
     fn switch(ts: &str, prev: u32, state: &str, next: u32) -> String {
@@ -511,9 +512,7 @@ mod tests {
             mark("1.011000", END_MARK),
         ]
         .concat();
-        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
-        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
-        let (threads, _) = r.finish().unwrap();
+        let (threads, _) = recorded(&t);
         let ms = |n: u64| n * 1_000_000;
         assert_eq!(threads[0].phases[..4], [Phase::Until { ns: ms(4) }, Phase::Run { ns: ms(2) }, Phase::Until { ns: ms(8) }, Phase::Run { ns: ms(1) }]);
         assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (ms(3), 1));
@@ -579,9 +578,7 @@ mod tests {
             mark("1.010000", END_MARK),
         ]
         .concat();
-        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
-        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
-        let (threads, _) = r.finish().unwrap();
+        let (threads, _) = recorded(&t);
         let run = |us: u64| Phase::Run { ns: us * 1_000 };
         assert_eq!(threads[0].phases, [Phase::Until { ns: 4_000_000 }, run(800), Phase::Wake { pid: 11 }, run(2000)]);
         assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (2_800_000, 0));
@@ -603,9 +600,7 @@ mod tests {
             mark("1.010000", END_MARK),
         ]
         .concat();
-        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
-        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
-        let (threads, _) = r.finish().unwrap();
+        let (threads, _) = recorded(&t);
         let run = |us: u64| Phase::Run { ns: us * 1_000 };
         assert_eq!(threads[0].phases, [Phase::Until { ns: 500_000 }, run(1000), Phase::Wake { pid: 11 }, run(2000)]);
         assert_eq!(threads[0].cpu_ns, 3_000_000);
@@ -627,9 +622,7 @@ mod tests {
             mark("1.010000", END_MARK),
         ]
         .concat();
-        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
-        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
-        let (threads, _) = r.finish().unwrap();
+        let (threads, _) = recorded(&t);
         assert_eq!(threads[0].phases, [Phase::Run { ns: 2_000_000 }]);
         assert_eq!(threads[1].phases, [Phase::Run { ns: 2_000_000 }]);
         assert_eq!((threads[0].untraced_switches, threads[1].untraced_switches), (0, 0));
@@ -692,9 +685,7 @@ mod tests {
             switch("1.005000", 0, "R", 11), // after the end: ignored
         ]
         .concat();
-        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
-        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
-        let (threads, end_ns) = r.finish().unwrap();
+        let (threads, end_ns) = recorded(&t);
         assert_eq!(end_ns, 4_000_000);
         assert_eq!(threads[0].phases, vec![Phase::Run { ns: 2_000_000 }]);
         // Named as its last switch calls it (an exec renames a thread).
