@@ -1,0 +1,77 @@
+"""The acceptance driver's judgement (scripts/acceptance.py): how a row's
+kernel runs are pooled and held against the simulator's seeds. The runs
+themselves need real programs and an idle host, so they are not tests."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "acceptance.py"
+
+
+@pytest.fixture(scope="module")
+def acceptance():
+    spec = importlib.util.spec_from_file_location("acceptance", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["acceptance"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["acceptance"]
+
+
+def run(acceptance, latencies_ms):
+    return acceptance.Measured(
+        nr_periods=100, nr_throttled=10, throttled_usec=0, usage_usec=2_500_000, window_s=10.0, figures={}, latencies_ms=latencies_ms
+    )
+
+
+def test_percentiles_are_nearest_rank(acceptance):
+    values = [float(x) for x in range(1, 101)]
+    assert (acceptance.percentile(values, 50), acceptance.percentile(values, 99)) == (50.0, 99.0)
+    assert acceptance.percentile([], 99) == 0.0
+
+
+def test_a_rows_percentiles_pool_its_runs_requests(acceptance):
+    # Two slow requests in one run of two: that run's own p99 is 100 ms, the
+    # other's 1 (their mean 50.5); of the 200 requests together the p99 is
+    # the 198th, 1 ms; three slow ones would make it 100.
+    fast = run(acceptance, [1.0] * 100)
+    two_slow = run(acceptance, [1.0] * 98 + [100.0] * 2)
+    three_slow = run(acceptance, [1.0] * 97 + [100.0] * 3)
+    assert acceptance.pooled_percentiles([two_slow, fast]) == {"p50_ms": 1.0, "p99_ms": 1.0}
+    assert acceptance.pooled_percentiles([three_slow, fast]) == {"p50_ms": 1.0, "p99_ms": 100.0}
+    assert acceptance.pooled_percentiles([run(acceptance, [])]) == {}
+
+
+def test_the_verdicts_hold_the_issues_targets(acceptance):
+    kernel = [{"throttled_pct": t, "usage_cpus": 0.25} for t in (14.0, 16.0)]
+    pooled = {"p99_ms": 40.0}
+
+    def verdict(throttled_pct, usage_cpus, p99_ms=None):
+        sim = {"throttled_pct": throttled_pct, "usage_cpus": usage_cpus}
+        return acceptance.verdicts(kernel, pooled, [sim | ({"p99_ms": p99_ms} if p99_ms else {})])
+
+    # Inside the kernel's range [14, 16], or within 3 points of its mean (15).
+    assert verdict(15.9, 0.25)["throttled"] and verdict(17.9, 0.25)["throttled"]
+    assert not verdict(18.1, 0.25)["throttled"] and not verdict(11.9, 0.25)["throttled"]
+    # Usage within 5 %, p99 within 25 % of the pooled p99, no p99 without one.
+    assert verdict(15, 0.26)["usage"] and not verdict(15, 0.27)["usage"]
+    assert verdict(15, 0.25, 49.0)["p99"] and not verdict(15, 0.25, 51.0)["p99"]
+    assert verdict(15, 0.25)["p99"] is None
+
+
+def test_sysbench_histograms_become_every_requests_latency(acceptance):
+    out = (
+        "    events per second:    45.20\n"
+        "Latency histogram (values are in milliseconds)\n"
+        "       value  ------------- distribution ------------- count\n"
+        "       5.570 |****************************************  3\n"
+        "       5.670 |*************                            1\n"
+        "      10.650 |*                                        1\n"
+    )
+    figures = acceptance.Sysbench.parse(out)
+    assert figures["events_per_s"] == 45.2
+    assert figures["latencies_ms"] == [5.57, 5.57, 5.57, 5.67, 10.65]
+    assert (figures["p50_ms"], figures["p99_ms"]) == (5.57, 10.65)
