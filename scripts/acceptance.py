@@ -60,6 +60,13 @@ P99_REL = 0.25
 LEAD_S = 1.0
 TAIL_S = 0.5
 
+# The seed of every open-loop program's arrivals (h2load's schedules,
+# sysbench's --rand-seed, pgbench's --random-seed): each run, the capture's
+# too, draws the same schedule from its start, so that the kernel's runs
+# differ from the capture and from each other in the limit and the timer
+# phases only, as the simulator's seeds do, not in a draw of the traffic.
+TRAFFIC_SEED = 1
+
 
 # ---------------------------------------------------------------------------
 # cgroups
@@ -363,7 +370,7 @@ class Sysbench(Program):
     throughput_unit = "events/s, closed loop, 2 threads"
 
     def run(self, cgroup: Path, threads: int, duration_s: float) -> dict[str, float]:
-        return self.parse(self._sysbench(cgroup, duration_s, f"--threads={threads}", f"--rate={self.rate_per_s}", "--histogram=on"))
+        return self.parse(self._sysbench(cgroup, duration_s, f"--threads={threads}", f"--rate={self.rate_per_s}", f"--rand-seed={TRAFFIC_SEED}", "--histogram=on"))
 
     def throughput(self, cgroup: Path, run_s: float) -> float:
         """Closed loop (no `--rate`) on 2 threads, so that every CPU cycle a
@@ -446,9 +453,9 @@ class WebServer(Program):
     """A web server in the limited cgroup answering `connections` HTTP/1.1
     keep-alive clients outside it, each an h2load process that sends at the
     times of its own Poisson schedule (`rate_per_s / connections`, seeded by
-    the run and the client: each run draws its own, and the clients are
-    independent, where h2load's `--rps` sends every client's requests at the
-    same instants), so that every request reaches the server as a wake-up
+    `TRAFFIC_SEED` and the client: every run sends the same, and the clients
+    are independent, where h2load's `--rps` sends every client's requests at
+    the same instants), so that every request reaches the server as a wake-up
     from outside the workload (an `until_us` phase in a capture). Each
     request is for one text page of `page_bytes`, gzip-compressed by the
     server every time (its CPU cost). h2load logs each request (its start,
@@ -478,7 +485,6 @@ class WebServer(Program):
 
     def __init__(self) -> None:
         self.dir: Optional[Path] = None
-        self.runs = 0
 
     def configure(self, directory: Path) -> None:
         raise NotImplementedError
@@ -529,7 +535,6 @@ class WebServer(Program):
             for client in clients:
                 stop(client)
             stop(server)
-        self.runs += 1
         latencies_ms, failed = [], 0
         for log in logs:
             for line in log.read_text().splitlines():
@@ -552,7 +557,7 @@ class WebServer(Program):
     def _arrivals(self, client: int, load_s: float) -> tuple[Path, int]:
         """h2load's timing script for `client` over `load_s`, and its length."""
         assert self.dir is not None
-        rng = random.Random(1000 * self.runs + client)
+        rng = random.Random(1000 * TRAFFIC_SEED + client)
         rate_per_ms = self.rate_per_s / self.connections / 1e3
         lines, at_ms = [], rng.expovariate(rate_per_ms)
         while at_ms < load_s * 1e3:
@@ -674,10 +679,12 @@ def capture(load: Callable[[Path, float], dict[str, float]], config: Config, dur
     return Measured(**{k: spec.get(k, getattr(around, k)) for k in fields}, window_s=spec["duration_s"], figures=around.figures, latencies_ms=around.latencies_ms)
 
 
-def predict(program: Program, scenario: Path, config: Config, seeds: int) -> list[dict]:
-    """The simulator's runs of `scenario` limited as `config`, seeds 1..N."""
+def predict(program: Program, scenario: Path, config: Config, seeds: int, window_s: Optional[float] = None) -> list[dict]:
+    """The simulator's runs of `scenario` limited as `config`, seeds 1..N,
+    over its first `window_s` (all of it by default)."""
     name = tomllib.loads(scenario.read_text())["cgroup"][0]["name"]
     sets = [f"cgroup.{name}.period_us={config.period_us}", f"cgroup.{name}.quota_us={config.quota_us}", f"cgroup.{name}.burst_us={config.burst_us}"]
+    sets += [f"duration_s={window_s}"] if window_s else []
     outs = []
     for seed in range(1, seeds + 1):
         out = throttlelab.run(scenario, set=sets + [f"seed={seed}"])
@@ -822,21 +829,25 @@ def accept(program: Program, opts: Options, term: Terminal) -> tuple[list[dict],
     alike; the *same limit* row runs the captured configuration again among
     them, a control: its prediction is the capture's own replay, so a miss
     there is the host or the program moving since the capture, not a
-    prediction."""
+    prediction. Every run draws the capture's traffic (`TRAFFIC_SEED`), so a
+    run's window holds the capture's first `duration_s`, which the
+    predictions replay; the captured row replays all of the capture against
+    the capture run itself."""
     unlimited = demand(program, opts, term)
     configs = list(targets(program, unlimited.usage_cpus))
     scenario = opts.work / f"{program.name}.toml"
     term.note(f"{program.name}: capture under {configs[0].label()}")
     captured = retried(lambda: capture(runner(program, configs[0]), configs[0], opts.capture_s, scenario), term)
+    measured = [replace(configs[0], name=SAME_LIMIT)] + configs[1:]
     sims = {}
-    for config in configs:
+    for config in [configs[0], *measured]:
         replay = scenario
         if config.threads and program.threads and config.threads != program.threads[0]:
             replay = program.with_threads(scenario, config.threads, opts.work / f"{program.name}-threads{config.threads}.toml")
         term.note(f"{program.name}: {config.name} ({config.label()}): simulating {opts.seeds} seeds")
-        sims[config.name] = predict(program, replay, config, opts.seeds)
+        window_s = None if config.name == "captured" else opts.duration_s
+        sims[config.name] = predict(program, replay, config, opts.seeds, window_s)
     outside_ms = latency_outside_ms(captured.figures, sims["captured"])
-    measured = [replace(configs[0], name=SAME_LIMIT)] + configs[1:]
     kernel: dict[str, list[Measured]] = {"captured": [captured]}
     for i in range(opts.runs):
         for config in measured:
@@ -846,7 +857,7 @@ def accept(program: Program, opts: Options, term: Terminal) -> tuple[list[dict],
     found = tomllib.loads(scenario.read_text())["capture"]
     rows = []
     for config in [configs[0], *measured]:
-        sim = [with_latency_outside(s, outside_ms) for s in sims.get(config.name, sims["captured"])]
+        sim = [with_latency_outside(s, outside_ms) for s in sims[config.name]]
         runs = kernel[config.name]
         kernel_rows = [{"throttled_pct": m.throttled_pct, "usage_cpus": m.usage_cpus, "throttled_usec": m.throttled_usec, **m.figures} for m in runs]
         pooled = pooled_percentiles(runs)

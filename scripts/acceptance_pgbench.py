@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from acceptance import LEAD_S, TAIL_S, percentile, request_percentiles, servers
+from acceptance import LEAD_S, TAIL_S, TRAFFIC_SEED, percentile, request_percentiles, servers
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PGBENCH = "/usr/bin/pgbench"
@@ -154,7 +154,7 @@ class Program:
         start_s = time.time()
         try:
             self._pgbench(
-                "-f", str(self.tmp / "query.sql"), "-n", "-c", str(threads), "-j", "1", "--rate", str(self.rate_per_s),
+                f"--random-seed={TRAFFIC_SEED}", "-f", str(self.tmp / "query.sql"), "-n", "-c", str(threads), "-j", "1", "--rate", str(self.rate_per_s),
                 "-T", str(run_s), "--log", "--log-prefix", str(logs / "tx"),
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
