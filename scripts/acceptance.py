@@ -874,10 +874,9 @@ SAME_LIMIT = "same limit"
 
 
 def pooled_percentiles(runs: list[Measured]) -> dict[str, float]:
-    """p50 and p99 of every request of `runs` together: the latency
-    distribution's percentiles, estimated from as many requests as the
-    replay's, where each run's own p99 rests on its few slowest (a 10 s
-    window of 400 requests: its 4th slowest). Nothing without latencies."""
+    """p50 and p99 of every request of `runs` together, where each run's own
+    p99 rests on its few slowest (a 10 s window of 400 requests: its 4th
+    slowest). Nothing without latencies."""
     latencies = sorted(x for m in runs for x in m.latencies_ms)
     return {f"p{q}_ms": percentile(latencies, q) for q in (50, 99)} if latencies else {}
 

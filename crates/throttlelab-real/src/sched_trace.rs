@@ -421,14 +421,14 @@ impl Thread {
 mod tests {
     use super::*;
 
-    /// The threads' phases from trace text, threads 10 (`a`) and 11 (`b`) captured.
-    /// The threads a trace of tasks a (pid 10) and b (11) records, and where it ends.
+    /// The threads a trace records with tasks 10 (`a`) and 11 (`b`) captured, and where it ends.
     fn recorded(trace: &str) -> (Vec<Thread>, u64) {
         let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
         trace.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
         r.finish().unwrap()
     }
 
+    /// Their phases alone.
     fn phases(trace: &str) -> Vec<Vec<Phase>> {
         recorded(trace).0.into_iter().map(|t| t.phases).collect()
     }
