@@ -122,6 +122,11 @@ pub struct TaskStats {
     /// request's scheduled time (pgbench --rate, wrk2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_latency_us: Option<Latency>,
+    /// With `keep_latencies`: every request's latency, both ways, in the
+    /// order answered, so that the requests of several tasks (a server's
+    /// processes) can be pooled: their percentiles cannot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latencies_us: Option<Latencies>,
     /// Trace-driven tasks: response time minus the trace's duration (004 eq. 14).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_s: Option<f64>,
@@ -142,6 +147,13 @@ pub struct Latency {
     pub p90: u64,
     pub p99: u64,
     pub max: u64,
+}
+
+/// Every request's latency (us): `latency_us`'s and `service_latency_us`'s.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Latencies {
+    pub from_arrival: Vec<u64>,
+    pub from_start: Vec<u64>,
 }
 
 /// The only part that may differ between two runs of the same seed.
@@ -206,6 +218,12 @@ impl Requests {
     pub fn service_latency_us(&self) -> Latency {
         latency(&self.from_start_ns)
     }
+
+    /// `TaskStats::latencies_us`.
+    pub fn latencies_us(&self) -> Latencies {
+        let us = |ns: &[u64]| ns.iter().map(|n| n / 1_000).collect();
+        Latencies { from_arrival: us(&self.from_arrival_ns), from_start: us(&self.from_start_ns) }
+    }
 }
 
 /// Request latencies (ns) summarised as nearest-rank percentiles in us;
@@ -253,6 +271,7 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
                 requests: requests.map(Requests::count),
                 latency_us: requests.map(Requests::latency_us),
                 service_latency_us: requests.map(Requests::service_latency_us),
+                latencies_us: requests.filter(|_| s.keep_latencies).map(Requests::latencies_us),
                 delay_s: trace_ns.filter(|_| done).map(|trace| {
                     let response = threads.iter().map(|t| t.finished_at.unwrap_or(0) - t.started_at).max().unwrap_or(0);
                     (response as f64 - trace as f64) / 1e9

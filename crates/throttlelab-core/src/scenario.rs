@@ -60,6 +60,9 @@ pub struct Scenario {
     /// (`cpu_usec_series`); 0 = not at all.
     #[serde(default)]
     pub sample_ms: u64,
+    /// Report every request's latency (`latencies_us`), not only percentiles.
+    #[serde(default)]
+    pub keep_latencies: bool,
     #[serde(default)]
     pub machine: Machine,
     #[serde(default)]

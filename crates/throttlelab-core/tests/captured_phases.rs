@@ -78,6 +78,12 @@ fn requests_last_from_their_wake_up_to_the_next_block() {
     let service_ms = |p: &str| c["service_latency_us"][p].as_f64().unwrap() / 1e3;
     assert!((service_ms("p50") - 2.0).abs() < 0.5 && (service_ms("max") - 4.0).abs() < 0.5, "{c}");
     assert!(out["tasks"]["a"].get("latency_us").is_none(), "a is never woken from outside");
+    // Only asked for, every request's latency both ways, in the order answered.
+    assert!(c.get("latencies_us").is_none(), "{c}");
+    let kept = simulate(&load(&scenario(file.to_str().unwrap(), 1_000_000), &["keep_latencies=true".into()]).unwrap());
+    let all = kept.tasks["c"].latencies_us.as_ref().expect("keep_latencies keeps them");
+    let ms = |us: &[u64]| us.iter().map(|u| (*u as f64 / 1e3).round() as u64).collect::<Vec<_>>();
+    assert_eq!((ms(&all.from_arrival), ms(&all.from_start)), (vec![4, 4, 1], vec![4, 2, 1]), "{all:?}");
     // Throttled at 3 ms per 100 ms, the first request waits for the next period.
     let tight = serde_json::to_value(simulate(&load(&scenario(file.to_str().unwrap(), 3_000), &[]).unwrap())).unwrap();
     assert!(tight["tasks"]["c"]["latency_us"]["max"].as_u64().unwrap() > 60_000, "{}", tight["tasks"]["c"]);

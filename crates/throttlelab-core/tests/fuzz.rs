@@ -48,7 +48,7 @@ use Kind::*;
 
 type Keys = &'static [(&'static str, Kind)];
 
-const TOP: Keys = &[("duration_s", Secs), ("seed", Count), ("sample_ms", SampleMs)];
+const TOP: Keys = &[("duration_s", Secs), ("seed", Count), ("sample_ms", SampleMs), ("keep_latencies", Bool)];
 const MACHINE: Keys = &[
     ("cpus", Cpus),
     ("hz", Hz),

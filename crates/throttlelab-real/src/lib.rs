@@ -562,12 +562,14 @@ fn handle_line(
 
 /// A task's or service's output. `trace_ns`: a trace task's length, for
 /// `delay_s` (response minus length, as the simulator's); `intervals`: how
-/// many whole `sample_ms` intervals the run had, for a task's series.
+/// many whole `sample_ms` intervals the run had, for a task's series;
+/// `keep_latencies`: the scenario's, every request's latency.
 fn task_stats(
     d: &DriverReport,
     class: Option<String>,
     trace_ns: Option<u64>,
     intervals: Option<usize>,
+    keep_latencies: bool,
 ) -> TaskStats {
     TaskStats {
         threads: d.threads,
@@ -578,6 +580,7 @@ fn task_stats(
         requests: d.requests.as_ref().map(Requests::count),
         latency_us: d.requests.as_ref().map(Requests::latency_us),
         service_latency_us: d.requests.as_ref().map(Requests::service_latency_us),
+        latencies_us: d.requests.as_ref().filter(|_| keep_latencies).map(Requests::latencies_us),
         delay_s: trace_ns
             .zip(d.response_ns)
             .map(|(trace, response)| (response as f64 - trace as f64) / 1e9),
@@ -615,13 +618,14 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
                 t.class.clone(),
                 TaskPhases::trace_ns(t),
                 intervals,
+                s.keep_latencies,
             ),
         );
     }
     for svc in &s.services {
         tasks.insert(
             svc.name.clone(),
-            task_stats(by_name[svc.name.as_str()], None, None, None),
+            task_stats(by_name[svc.name.as_str()], None, None, None, s.keep_latencies),
         );
     }
     Output {
@@ -952,7 +956,7 @@ profile_ms = 200
             cpu_ns_series: Some(vec![5_000_999, 7_000_000, 1_000]),
             ..DriverReport::default()
         };
-        let t = task_stats(&d, None, Some(2_500_000_000), Some(2));
+        let t = task_stats(&d, None, Some(2_500_000_000), Some(2), false);
         assert!((t.delay_s.unwrap() - 0.1).abs() < 1e-9);
         assert_eq!(
             t.cpu_usec_series,
@@ -960,7 +964,7 @@ profile_ms = 200
             "whole intervals only"
         );
         let unfinished = DriverReport::default();
-        let t = task_stats(&unfinished, None, Some(2_500_000_000), Some(3));
+        let t = task_stats(&unfinished, None, Some(2_500_000_000), Some(3), false);
         assert_eq!(t.delay_s, None);
         assert_eq!(
             t.cpu_usec_series,
@@ -968,7 +972,7 @@ profile_ms = 200
             "a task without threads"
         );
         assert_eq!(
-            task_stats(&d, None, None, None).delay_s,
+            task_stats(&d, None, None, None, false).delay_s,
             None,
             "not a trace"
         );
