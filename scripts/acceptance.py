@@ -235,14 +235,19 @@ def servers(requests: dict[str, int]) -> list[str]:
     return [name for name, n in requests.items() if n > 0 and n >= busiest / 10]
 
 
-def request_percentiles(tasks: list[dict], quantiles: tuple[str, ...], latency: str = "latency_us") -> dict[str, float]:
-    """Each of `quantiles` (`p50`, ...) of the replay's `tasks` as the mean of
-    their own `latency` (`latency_us`, from each request's arrival, or
-    `service_latency_us`, from when a thread took it up), weighted by their
-    requests (the output keeps no single list of all requests); nothing
-    without requests."""
-    n = sum(t["requests"] for t in tasks)
-    return {f"{q}_ms": sum(t[latency][q] * t["requests"] for t in tasks) / n / 1e3 for q in quantiles} if n else {}
+def request_percentiles(tasks: list[dict], quantiles: tuple[int, ...], latency: str = "from_arrival") -> dict[str, float]:
+    """Each of `quantiles` (50, ...) of all the requests of the replay's
+    `tasks` pooled, as a client of them all measures them: by `latency`
+    (`from_arrival`, each request's, or `from_start`, from when a thread took
+    it up) of their `latencies_us` (the replay keeps them: `predict`). A mean
+    of the tasks' own percentiles would not do: a server process with 25
+    requests in a window has its slowest as its p99. With the requests
+    themselves under `latencies_ms`, as a kernel run's `Program.run` gives
+    them, to pool over seeds. Nothing without requests."""
+    latencies_ms = sorted(us / 1e3 for t in tasks for us in t["latencies_us"][latency])
+    if not latencies_ms:
+        return {}
+    return {**{f"p{q}_ms": percentile(latencies_ms, q) for q in quantiles}, "latencies_ms": latencies_ms}
 
 
 class Program:
@@ -403,14 +408,13 @@ class Sysbench(Program):
         return figures
 
     def predicted(self, sim_output: dict) -> dict[str, float]:
-        """p50 and p99 of the workers' requests in the replay, weighted by their
-        counts: a worker's request runs from the generator's wake to its next
+        """p50 and p99 of the workers' requests in the replay: a worker's request runs from the generator's wake to its next
         wait, one event while events do not queue. The workers are the tasks doing the
         CPU work (at least a tenth of it): the event generator and the main
         thread do little beside them, in many short bursts."""
         tasks = [t for t in sim_output["tasks"].values() if t.get("latency_us")]
         total_us = sum(t["cpu_usec"] for t in tasks)
-        return request_percentiles([t for t in tasks if t["cpu_usec"] >= total_us / 10], ("p50", "p99"))
+        return request_percentiles([t for t in tasks if t["cpu_usec"] >= total_us / 10], (50, 99))
 
     def with_threads(self, capture: Path, threads: int, out: Path) -> Path:
         """The capture itself: at a fixed rate the events do not change with
@@ -477,11 +481,11 @@ class WebServer(Program):
     page_bytes = 128 * 1024
     gzip_level = 6
     # The replay's latency that matches h2load's, which times a request from
-    # when it was sent: from its arrival (`latency_us`) where a server thread
+    # when it was sent: from its arrival (`from_arrival`) where a server thread
     # serves many connections, from when the thread took it up
-    # (`service_latency_us`) where it serves one (its own connection's next
+    # (`from_start`) where it serves one (its own connection's next
     # request is sent only once the last is answered).
-    replay_latency = "latency_us"
+    replay_latency = "from_arrival"
 
     def __init__(self) -> None:
         self.dir: Optional[Path] = None
@@ -568,11 +572,11 @@ class WebServer(Program):
         return path, len(lines)
 
     def predicted(self, sim_output: dict) -> dict[str, float]:
-        """The serving tasks' requests in the replay (`servers`), each
-        percentile (of `replay_latency`) weighted by their request counts."""
+        """The serving tasks' requests in the replay (`servers`), pooled, by
+        `replay_latency`."""
         tasks = sim_output["tasks"]
         workers = [tasks[name] for name in servers({name: t.get("requests", 0) for name, t in tasks.items()})]
-        figures = request_percentiles(workers, ("p50", "p99"), self.replay_latency)
+        figures = request_percentiles(workers, (50, 99), self.replay_latency)
         figures["rps"] = sum(t["requests"] for t in workers) / sim_output["duration_s"]
         return figures
 
@@ -685,6 +689,7 @@ def predict(program: Program, scenario: Path, config: Config, seeds: int, window
     name = tomllib.loads(scenario.read_text())["cgroup"][0]["name"]
     sets = [f"cgroup.{name}.period_us={config.period_us}", f"cgroup.{name}.quota_us={config.quota_us}", f"cgroup.{name}.burst_us={config.burst_us}"]
     sets += [f"duration_s={window_s}"] if window_s else []
+    sets += ["keep_latencies=true"]  # pooled over a program's processes: request_percentiles
     outs = []
     for seed in range(1, seeds + 1):
         out = throttlelab.run(scenario, set=sets + [f"seed={seed}"])
@@ -710,9 +715,9 @@ def _mean(xs: list[float]) -> Optional[float]:
     return statistics.fmean(xs) if xs else None
 
 
-def verdicts(kernel: list[dict], pooled: dict[str, float], sim: list[dict]) -> dict[str, Optional[bool]]:
-    """Each target met or not (None: no figure to judge); the kernel's p99
-    is its runs' pooled (`pooled_percentiles`)."""
+def verdicts(kernel: list[dict], kernel_pooled: dict[str, float], sim: list[dict], sim_pooled: dict[str, float]) -> dict[str, Optional[bool]]:
+    """Each target met or not (None: no figure to judge); p99 is the kernel's
+    runs' pooled against the simulator's seeds' pooled (`pooled_percentiles`)."""
     k_thr = [r["throttled_pct"] for r in kernel]
     s_thr = _mean([r["throttled_pct"] for r in sim])
     out: dict[str, Optional[bool]] = {
@@ -720,7 +725,7 @@ def verdicts(kernel: list[dict], pooled: dict[str, float], sim: list[dict]) -> d
     }
     k_use, s_use = _mean([r["usage_cpus"] for r in kernel]), _mean([r["usage_cpus"] for r in sim])
     out["usage"] = abs(s_use - k_use) <= USAGE_REL * k_use
-    k_p99, s_p99 = pooled.get("p99_ms"), _mean([r["p99_ms"] for r in sim if "p99_ms" in r])
+    k_p99, s_p99 = kernel_pooled.get("p99_ms"), sim_pooled.get("p99_ms")
     out["p99"] = None if k_p99 is None or s_p99 is None else abs(s_p99 - k_p99) <= P99_REL * k_p99
     return out
 
@@ -733,12 +738,13 @@ def _range(xs: list[float], digits: int = 1) -> str:
     return f"{_fmt(statistics.fmean(xs), digits)} [{_fmt(min(xs), digits)}-{_fmt(max(xs), digits)}]" if xs else "-"
 
 
-def _pooled(row: dict, key: str) -> str:
-    """A row's pooled kernel percentile and its runs' own range."""
-    runs = [r[key] for r in row["kernel"] if key in r]
+def _pooled(row: dict, side: str, key: str) -> str:
+    """A row's pooled percentile of `side` (`kernel` or `sim`) and its runs'
+    or seeds' own range."""
+    runs = [r[key] for r in row[side] if key in r]
     if not runs:
         return "-"
-    return f"{_fmt(row['kernel_pooled'].get(key), 2)} [{_fmt(min(runs), 2)}-{_fmt(max(runs), 2)}]"
+    return f"{_fmt(row[f'{side}_pooled'].get(key), 2)} [{_fmt(min(runs), 2)}-{_fmt(max(runs), 2)}]"
 
 
 def _mark(ok: Optional[bool]) -> str:
@@ -748,7 +754,7 @@ def _mark(ok: Optional[bool]) -> str:
 def markdown(doc: dict) -> str:
     lines = [
         "| program | config | limit | kernel throttled % mean [min-max] | sim throttled % | ok | kernel usage CPUs | sim usage | ok "
-        "| kernel p50 ms pooled [runs' min-max] | sim p50 | kernel p99 ms pooled [runs' min-max] | sim p99 | ok |",
+        "| kernel p50 ms pooled [runs' min-max] | sim p50 pooled [seeds' min-max] | kernel p99 ms pooled [runs' min-max] | sim p99 pooled [seeds' min-max] | ok |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in doc["rows"]:
@@ -757,7 +763,7 @@ def markdown(doc: dict) -> str:
         lines.append(
             f"| {row['program']} | {row['config']} | {row['limit']} | {_range(col(k, 'throttled_pct'))} | {_fmt(_mean(col(s, 'throttled_pct')))} "
             f"| {_mark(v['throttled'])} | {_range(col(k, 'usage_cpus'), 3)} | {_fmt(_mean(col(s, 'usage_cpus')), 3)} | {_mark(v['usage'])} "
-            f"| {_pooled(row, 'p50_ms')} | {_fmt(_mean(col(s, 'p50_ms')), 2)} | {_pooled(row, 'p99_ms')} | {_fmt(_mean(col(s, 'p99_ms')), 2)} "
+            f"| {_pooled(row, 'kernel', 'p50_ms')} | {_pooled(row, 'sim', 'p50_ms')} | {_pooled(row, 'kernel', 'p99_ms')} | {_pooled(row, 'sim', 'p99_ms')} "
             f"| {_mark(v['p99'])} |"
         )
     lines += [
@@ -847,7 +853,8 @@ def accept(program: Program, opts: Options, term: Terminal) -> tuple[list[dict],
         term.note(f"{program.name}: {config.name} ({config.label()}): simulating {opts.seeds} seeds")
         window_s = None if config.name == "captured" else opts.duration_s
         sims[config.name] = predict(program, replay, config, opts.seeds, window_s)
-    outside_ms = latency_outside_ms(captured.figures, sims["captured"])
+    sims_pooled = {name: pooled_percentiles([s.pop("latencies_ms", []) for s in seeds]) for name, seeds in sims.items()}
+    outside_ms = latency_outside_ms(captured.figures, sims_pooled["captured"])
     kernel: dict[str, list[Measured]] = {"captured": [captured]}
     for i in range(opts.runs):
         for config in measured:
@@ -858,12 +865,14 @@ def accept(program: Program, opts: Options, term: Terminal) -> tuple[list[dict],
     rows = []
     for config in [configs[0], *measured]:
         sim = [with_latency_outside(s, outside_ms) for s in sims[config.name]]
+        sim_pooled = with_latency_outside(sims_pooled[config.name], outside_ms)
         runs = kernel[config.name]
         kernel_rows = [{"throttled_pct": m.throttled_pct, "usage_cpus": m.usage_cpus, "throttled_usec": m.throttled_usec, **m.figures} for m in runs]
-        pooled = pooled_percentiles(runs)
+        pooled = pooled_percentiles([m.latencies_ms for m in runs])
         rows.append({
             "program": program.name, "config": config.name, "limit": config.label(), "configuration": asdict(config),
-            "kernel": kernel_rows, "kernel_pooled": pooled, "sim": sim, "verdict": verdicts(kernel_rows, pooled, sim), "capture": found,
+            "kernel": kernel_rows, "kernel_pooled": pooled, "sim": sim, "sim_pooled": sim_pooled,
+            "verdict": verdicts(kernel_rows, pooled, sim, sim_pooled), "capture": found,
             "latency_outside_ms": outside_ms, "demand": {"usage_cpus": unlimited.usage_cpus, "window_s": unlimited.window_s, **unlimited.figures},
         })
     return rows, capture_cost(program, opts, term)
@@ -873,25 +882,25 @@ def accept(program: Program, opts: Options, term: Terminal) -> tuple[list[dict],
 SAME_LIMIT = "same limit"
 
 
-def pooled_percentiles(runs: list[Measured]) -> dict[str, float]:
-    """p50 and p99 of every request of `runs` together, where each run's own
-    p99 rests on its few slowest (a 10 s window of 400 requests: its 4th
-    slowest). Nothing without latencies."""
-    latencies = sorted(x for m in runs for x in m.latencies_ms)
+def pooled_percentiles(runs: list[list[float]]) -> dict[str, float]:
+    """p50 and p99 of every request of `runs` (each run's latencies, ms)
+    together, where each run's own p99 rests on its few slowest (a 10 s window
+    of 400 requests: its 4th slowest): a row's kernel runs, or the
+    simulator's seeds, alike. Nothing without latencies."""
+    latencies = sorted(x for run in runs for x in run)
     return {f"p{q}_ms": percentile(latencies, q) for q in (50, 99)} if latencies else {}
 
 
-def latency_outside_ms(captured: dict[str, float], replay: list[dict]) -> Optional[float]:
+def latency_outside_ms(captured: dict[str, float], replay: dict[str, float]) -> Optional[float]:
     """The part of the program's latency that its replay does not hold: the
-    capture run's median less the replay's, at the capture's own limit. A
+    capture run's median less the replay's (its seeds pooled), at the capture's own limit. A
     request's latency as the program measures it adds what happens outside the
     captured cgroup (pgbench's own CPU, the socket's round trip) to the
     server's part the replay predicts; throttling does not touch that part, so
     it carries to every other limit. None where the program reports no latency."""
-    replay_p50 = _mean([s["p50_ms"] for s in replay if "p50_ms" in s])
-    if "p50_ms" not in captured or replay_p50 is None:
+    if "p50_ms" not in captured or "p50_ms" not in replay:
         return None
-    return captured["p50_ms"] - replay_p50
+    return captured["p50_ms"] - replay["p50_ms"]
 
 
 def with_latency_outside(sim: dict, outside_ms: Optional[float]) -> dict:

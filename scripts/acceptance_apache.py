@@ -62,7 +62,7 @@ class Program(WebServer):
     threads = None
     binaries = ("apache2", "h2load")
     package = "apache2 nghttp2-client"
-    replay_latency = "service_latency_us"
+    replay_latency = "from_start"
 
     def configure(self, directory: Path) -> None:
         (directory / "httpd.conf").write_text(

@@ -145,7 +145,9 @@ class Program:
         and throttle it, which alone made a p99 of 19-53 ms where the window's
         was 0.2 ms. Each is from its scheduled start, so it holds the schedule
         lag (a client still waiting for its previous answer), as pgbench
-        reports them."""
+        reports them. A pgbench thread per client: a thread draws its clients'
+        schedules from one random state, so only with one client each does
+        `--random-seed` repeat the schedule (pgbench's documentation)."""
         assert self.tmp is not None
         run_s = math.ceil(duration_s)  # pgbench -T takes whole seconds
         logs = Path(tempfile.mkdtemp(prefix="log-", dir=self.tmp))
@@ -154,7 +156,7 @@ class Program:
         start_s = time.time()
         try:
             self._pgbench(
-                f"--random-seed={TRAFFIC_SEED}", "-f", str(self.tmp / "query.sql"), "-n", "-c", str(threads), "-j", "1", "--rate", str(self.rate_per_s),
+                f"--random-seed={TRAFFIC_SEED}", "-f", str(self.tmp / "query.sql"), "-n", "-c", str(threads), "-j", str(threads), "--rate", str(self.rate_per_s),
                 "-T", str(run_s), "--log", "--log-prefix", str(logs / "tx"),
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
@@ -189,7 +191,7 @@ class Program:
         processes by timers)."""
         tasks = sim_output["tasks"]
         backends = [tasks[name] for name in servers({name: t.get("requests", 0) for name, t in tasks.items()})]
-        figures = request_percentiles(backends, ("p50", "p90", "p99"))
+        figures = request_percentiles(backends, (50, 90, 99))
         figures["tps"] = sum(t["requests"] for t in backends) / sim_output["duration_s"]
         return figures
 

@@ -21,12 +21,6 @@ def acceptance():
     del sys.modules["acceptance"]
 
 
-def run(acceptance, latencies_ms):
-    return acceptance.Measured(
-        nr_periods=100, nr_throttled=10, throttled_usec=0, usage_usec=2_500_000, window_s=10.0, figures={}, latencies_ms=latencies_ms
-    )
-
-
 def test_percentiles_are_nearest_rank(acceptance):
     values = [float(x) for x in range(1, 101)]
     assert (acceptance.percentile(values, 50), acceptance.percentile(values, 99)) == (50.0, 99.0)
@@ -37,12 +31,27 @@ def test_a_rows_percentiles_pool_its_runs_requests(acceptance):
     # Two slow requests in one run of two: that run's own p99 is 100 ms, the
     # other's 1 (their mean 50.5); of the 200 requests together the p99 is
     # the 198th, 1 ms; three slow ones would make it 100.
-    fast = run(acceptance, [1.0] * 100)
-    two_slow = run(acceptance, [1.0] * 98 + [100.0] * 2)
-    three_slow = run(acceptance, [1.0] * 97 + [100.0] * 3)
+    fast = [1.0] * 100
+    two_slow = [1.0] * 98 + [100.0] * 2
+    three_slow = [1.0] * 97 + [100.0] * 3
     assert acceptance.pooled_percentiles([two_slow, fast]) == {"p50_ms": 1.0, "p99_ms": 1.0}
     assert acceptance.pooled_percentiles([three_slow, fast]) == {"p50_ms": 1.0, "p99_ms": 100.0}
-    assert acceptance.pooled_percentiles([run(acceptance, [])]) == {}
+    assert acceptance.pooled_percentiles([[]]) == {}
+
+
+def test_a_replays_percentiles_pool_its_processes_requests(acceptance):
+    # Four server processes of 25 requests each, one slow request (9 ms) in
+    # each of three: each process's own p99 is its slowest, so their mean
+    # would be 6 ms; of the 100 requests the p99 is the 99th, 9 ms.
+    def process(slow_us):
+        us = [1000] * (24 if slow_us else 25) + ([slow_us] if slow_us else [])
+        return {"latencies_us": {"from_arrival": us, "from_start": [500] * 25}}
+
+    tasks = [process(9000), process(9000), process(9000), process(None)]
+    got = acceptance.request_percentiles(tasks, (50, 99))
+    assert (got["p50_ms"], got["p99_ms"], len(got["latencies_ms"])) == (1.0, 9.0, 100)
+    assert acceptance.request_percentiles(tasks, (99,), "from_start")["p99_ms"] == 0.5
+    assert acceptance.request_percentiles([], (99,)) == {}
 
 
 def test_the_verdicts_hold_the_issues_targets(acceptance):
@@ -51,12 +60,12 @@ def test_the_verdicts_hold_the_issues_targets(acceptance):
 
     def verdict(throttled_pct, usage_cpus, p99_ms=None):
         sim = {"throttled_pct": throttled_pct, "usage_cpus": usage_cpus}
-        return acceptance.verdicts(kernel, pooled, [sim | ({"p99_ms": p99_ms} if p99_ms else {})])
+        return acceptance.verdicts(kernel, pooled, [sim], {"p99_ms": p99_ms} if p99_ms else {})
 
     # Inside the kernel's range [14, 16], or within 3 points of its mean (15).
     assert verdict(15.9, 0.25)["throttled"] and verdict(17.9, 0.25)["throttled"]
     assert not verdict(18.1, 0.25)["throttled"] and not verdict(11.9, 0.25)["throttled"]
-    # Usage within 5 %, p99 within 25 % of the pooled p99, no p99 without one.
+    # Usage within 5 %, the seeds' pooled p99 within 25 % of the runs', no p99 without one.
     assert verdict(15, 0.26)["usage"] and not verdict(15, 0.27)["usage"]
     assert verdict(15, 0.25, 49.0)["p99"] and not verdict(15, 0.25, 51.0)["p99"]
     assert verdict(15, 0.25)["p99"] is None
