@@ -8,14 +8,21 @@ beside it; then for each target configuration (a tighter quota, a shorter
 period, burst, another thread count) the simulator replays the capture with
 that configuration over seeds 1..N (unpaired: a user predicting a limit has no
 kernel run to pair with) and the kernel runs the program `--runs` times, each
-in a fresh cgroup as a container would be. Writes docs/acceptance.md and
-docs/acceptance.json (`--out`). Also measures what a capture running beside
-the program costs its throughput (issue #16 item 1).
+in a fresh cgroup as a container would be. Writes docs/acceptance.md,
+docs/acceptance.json and the captures in docs/acceptance-captures/ (`--out`).
+Also measures what a capture running beside the program costs its throughput
+(issue #16 item 1).
+
+`--rejudge docs/acceptance.json` runs no program: it makes that run's
+predictions again from its captures with the simulator as it is now, against
+the same kernel runs, so a change to the simulator shows on the published
+table without an idle host and half an hour.
 
 Run as root on an otherwise idle host; it takes /run/throttlelab.lock, as the
 real harness does, and removes its cgroups and processes on any exit.
 
     python scripts/acceptance.py [--programs sysbench,stress-ng] [--runs 5] [--seeds 20]
+    python scripts/acceptance.py --rejudge docs/acceptance.json
 """
 
 from __future__ import annotations
@@ -817,6 +824,8 @@ def targets(program: Program, demand_cpus: float) -> Iterator[Config]:
 
 
 UNLIMITED = Config("unlimited", 100_000, -1, 0, None)
+# The control row: the captured configuration, run again among the others.
+SAME_LIMIT = "same limit"
 
 
 def demand(program: Program, opts: "Options", term: Terminal) -> Measured:
@@ -845,41 +854,78 @@ def accept(program: Program, opts: Options, term: Terminal) -> tuple[list[dict],
     term.note(f"{program.name}: capture under {configs[0].label()}")
     captured = retried(lambda: capture(runner(program, configs[0]), configs[0], opts.capture_s, scenario), term)
     measured = [replace(configs[0], name=SAME_LIMIT)] + configs[1:]
-    sims = {}
-    for config in [configs[0], *measured]:
-        replay = scenario
-        if config.threads and program.threads and config.threads != program.threads[0]:
-            replay = program.with_threads(scenario, config.threads, opts.work / f"{program.name}-threads{config.threads}.toml")
-        term.note(f"{program.name}: {config.name} ({config.label()}): simulating {opts.seeds} seeds")
-        window_s = None if config.name == "captured" else opts.duration_s
-        sims[config.name] = predict(program, replay, config, opts.seeds, window_s)
-    sims_pooled = {name: pooled_percentiles([s.pop("latencies_ms", []) for s in seeds]) for name, seeds in sims.items()}
-    outside_ms = latency_outside_ms(captured.figures, sims_pooled["captured"])
+    sims = predictions(program, scenario, [configs[0], *measured], opts, term)
     kernel: dict[str, list[Measured]] = {"captured": [captured]}
     for i in range(opts.runs):
         for config in measured:
             term.note(f"{program.name}: kernel run {i + 1}/{opts.runs}: {config.name} ({config.label()})")
             run = retried(lambda: measure(runner(program, config), config, opts.duration_s, f"{program.name}-{i}"), term)
             kernel.setdefault(config.name, []).append(run)
-    found = tomllib.loads(scenario.read_text())["capture"]
+    about = {
+        "capture": tomllib.loads(scenario.read_text())["capture"],
+        "demand": {"usage_cpus": unlimited.usage_cpus, "window_s": unlimited.window_s, **unlimited.figures},
+    }
+    runs = {
+        name: [{"throttled_pct": m.throttled_pct, "usage_cpus": m.usage_cpus, "throttled_usec": m.throttled_usec, **m.figures} for m in ms]
+        for name, ms in kernel.items()
+    }
+    pooled = {name: pooled_percentiles([m.latencies_ms for m in ms]) for name, ms in kernel.items()}
+    return judged(program, [configs[0], *measured], runs, pooled, sims, about), capture_cost(program, opts, term)
+
+
+def predictions(program: Program, scenario: Path, configs: list[Config], opts: Options, term: Terminal) -> dict[str, list[dict]]:
+    """The simulator's seeds for each of `configs` from the capture `scenario`
+    alone: the captured row replays all of it, the others its first
+    `duration_s` (a kernel run's window)."""
+    sims = {}
+    for config in configs:
+        replay = scenario
+        if config.threads and program.threads and config.threads != program.threads[0]:
+            replay = program.with_threads(scenario, config.threads, opts.work / f"{program.name}-threads{config.threads}.toml")
+        term.note(f"{program.name}: {config.name} ({config.label()}): simulating {opts.seeds} seeds")
+        window_s = None if config.name == "captured" else opts.duration_s
+        sims[config.name] = predict(program, replay, config, opts.seeds, window_s)
+    return sims
+
+
+def judged(program: Program, configs: list[Config], runs: dict[str, list[dict]], pooled: dict[str, dict], sims: dict[str, list[dict]], about: dict) -> list[dict]:
+    """A program's rows: each configuration's kernel `runs` (their requests
+    `pooled`) against the simulator's seeds (`sims`, each seed's requests
+    under `latencies_ms`, pooled here), the latency outside the replay added
+    to the seeds', and the verdicts; `about` (the capture, the demand) in each."""
+    sims_pooled = {name: pooled_percentiles([s.pop("latencies_ms", []) for s in seeds]) for name, seeds in sims.items()}
+    outside_ms = latency_outside_ms(runs["captured"][0], sims_pooled["captured"])
     rows = []
-    for config in [configs[0], *measured]:
+    for config in configs:
         sim = [with_latency_outside(s, outside_ms) for s in sims[config.name]]
         sim_pooled = with_latency_outside(sims_pooled[config.name], outside_ms)
-        runs = kernel[config.name]
-        kernel_rows = [{"throttled_pct": m.throttled_pct, "usage_cpus": m.usage_cpus, "throttled_usec": m.throttled_usec, **m.figures} for m in runs]
-        pooled = pooled_percentiles([m.latencies_ms for m in runs])
+        kernel, kernel_pooled = runs[config.name], pooled[config.name]
         rows.append({
             "program": program.name, "config": config.name, "limit": config.label(), "configuration": asdict(config),
-            "kernel": kernel_rows, "kernel_pooled": pooled, "sim": sim, "sim_pooled": sim_pooled,
-            "verdict": verdicts(kernel_rows, pooled, sim, sim_pooled), "capture": found,
-            "latency_outside_ms": outside_ms, "demand": {"usage_cpus": unlimited.usage_cpus, "window_s": unlimited.window_s, **unlimited.figures},
+            "kernel": kernel, "kernel_pooled": kernel_pooled, "sim": sim, "sim_pooled": sim_pooled,
+            "verdict": verdicts(kernel, kernel_pooled, sim, sim_pooled), "latency_outside_ms": outside_ms, **about,
         })
-    return rows, capture_cost(program, opts, term)
+    return rows
 
 
-# The control row: the captured configuration, run again among the others.
-SAME_LIMIT = "same limit"
+def rejudge(doc: dict, captures: Path, seeds: int, term: Terminal) -> dict:
+    """A finished run (`doc`, its acceptance.json) with every prediction made
+    again by this simulator from the run's captures (each program's
+    `<name>.toml` and side file in `captures`), against the same kernel runs:
+    what a change to the simulator does to the published table, without an
+    idle host."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="throttlelab-rejudge-") as work:
+        # Replays made from a capture (another thread count) go to `work`.
+        opts = Options(doc["runs"], seeds, doc["duration_s"], doc["capture_s"], 0, 0, captures, Path(work))
+        for name in dict.fromkeys(r["program"] for r in doc["rows"]):
+            program = PROGRAMS[name]()
+            mine = [r for r in doc["rows"] if r["program"] == name]
+            configs = [Config(**r["configuration"]) for r in mine]
+            sims = predictions(program, captures / f"{name}.toml", configs, opts, term)
+            about = {"capture": mine[0]["capture"], "demand": mine[0]["demand"]}
+            rows += judged(program, configs, {r["config"]: r["kernel"] for r in mine}, {r["config"]: r["kernel_pooled"] for r in mine}, sims, about)
+    return {**doc, "seeds": seeds, "rows": rows, "rejudged": time.strftime("%Y-%m-%d")}
 
 
 def pooled_percentiles(runs: list[list[float]]) -> dict[str, float]:
@@ -947,14 +993,18 @@ def main() -> int:
     p.add_argument("--demand-s", type=float, default=10.0, help="the unlimited run that measures the demand the limits are relative to")
     p.add_argument("--cost-runs", type=int, default=5, help="runs with and without a capture for its cost (0: skip)")
     p.add_argument("--out", type=Path, default=REPO / "docs", help="directory for acceptance.md and acceptance.json")
-    p.add_argument("--work", type=Path, help="keep the captures here (default: a temporary directory, removed)")
+    p.add_argument("--work", type=Path, help="keep the captures and replays made from them here (default: a temporary directory, removed)")
     p.add_argument("--note", default="", help="a line saying how this run was made (host state), put in the report")
+    p.add_argument("--rejudge", type=Path, metavar="JSON", help=f"run no program: make a finished run's predictions again with this simulator from its {CAPTURES}/ (beside JSON), against its kernel runs, and write the report to --out")
     a = p.parse_args()
+    term = Terminal()
+    if a.rejudge:
+        doc = rejudge(json.loads(a.rejudge.read_text()), a.rejudge.parent / CAPTURES, a.seeds, term)
+        return report(a.out, doc, term)
     names = a.programs.split(",")
     unknown = [n for n in names if n not in PROGRAMS]
     if unknown:
         p.error(f"unknown program {unknown[0]!r}; known: {', '.join(PROGRAMS)}")
-    term = Terminal()
     # SIGTERM ends the run as Ctrl-C does, through the cleanups.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     if a.work:
@@ -981,25 +1031,46 @@ def main() -> int:
                 program.teardown()
             rows += r
             costs += [c] if c else []
+            keep_capture(opts.work, name, a.out / CAPTURES)
         doc = {
             "note": a.note, "release": os.uname().release, "runs": a.runs, "seeds": a.seeds, "duration_s": a.duration_s, "capture_s": a.capture_s,
             "wall_s": round(time.monotonic() - started), "rows": rows, "capture_cost": costs, "failed": failed,
         }
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "acceptance.json").write_text(json.dumps(doc, indent=1) + "\n")
+    return report(a.out, doc, term)
+
+
+# Beside acceptance.json: each program's capture, from which `--rejudge`
+# makes the predictions again.
+CAPTURES = "acceptance-captures"
+
+
+def keep_capture(work: Path, name: str, captures: Path) -> None:
+    """Program `name`'s capture (scenario and side file) copied from `work`
+    into `captures`."""
+    captures.mkdir(parents=True, exist_ok=True)
+    for path in (work / f"{name}.toml", work / f"{name}.phases.gz"):
+        shutil.copy(path, captures / path.name)
+
+
+def report(out: Path, doc: dict, term: Terminal) -> int:
+    """`doc` written to `out` as acceptance.json and the table in
+    acceptance.md; the exit status: 1 if a program failed."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "acceptance.json").write_text(json.dumps(doc, indent=1) + "\n")
     table = markdown(doc)
-    write_report(a.out / "acceptance.md", table, doc)
+    write_report(out / "acceptance.md", table, doc)
     term.print(table)
-    return 1 if failed else 0
+    return 1 if doc["failed"] else 0
 
 
 def write_report(path: Path, table: str, doc: dict) -> None:
     """Replace the generated part of docs/acceptance.md (between its markers),
     keeping the prose around it."""
     begin, end = "<!-- acceptance.py: begin -->", "<!-- acceptance.py: end -->"
+    again = f"; predictions made again on {doc['rejudged']} by `--rejudge`" if "rejudged" in doc else ""
     header = (
         f"Generated by `scripts/acceptance.py` on {doc['release']}: {doc['runs']} kernel runs per configuration, "
-        f"{doc['seeds']} simulator seeds, {doc['duration_s']:g} s windows, a {doc.get('capture_s', doc['duration_s']):g} s capture, {doc['wall_s']} s wall. {doc['note']}\n\n"
+        f"{doc['seeds']} simulator seeds, {doc['duration_s']:g} s windows, a {doc.get('capture_s', doc['duration_s']):g} s capture, {doc['wall_s']} s wall. {doc['note']}{again}\n\n"
     )
     failures = "".join(f"\n**{name} failed**: {why}\n" for name, why in doc.get("failed", {}).items())
     generated = f"{begin}\n{header}{table}{failures}{end}"

@@ -84,3 +84,24 @@ def test_sysbench_histograms_become_every_requests_latency(acceptance):
     assert figures["events_per_s"] == 45.2
     assert figures["latencies_ms"] == [5.57, 5.57, 5.57, 5.67, 10.65]
     assert (figures["p50_ms"], figures["p99_ms"]) == (5.57, 10.65)
+
+
+def test_a_row_holds_the_pooled_seeds_against_the_pooled_runs(acceptance):
+    # The captured row's kernel p50 (3 ms) less its replay's (2 ms, pooled
+    # over both seeds) is the latency outside the replay, 1 ms, added to
+    # every predicted percentile; the seeds' requests are pooled, not kept.
+    class Server:
+        name = "server"
+
+    captured = acceptance.Config("captured", 100_000, 50_000, 0, None)
+    tighter = acceptance.Config("tighter quota", 100_000, 25_000, 0, None)
+    seed = lambda ms: {"throttled_pct": 10.0, "usage_cpus": 0.3, "latencies_ms": ms}  # noqa: E731
+    sims = {"captured": [seed([2.0] * 99 + [9.0]), seed([2.0] * 100)], "tighter quota": [seed([2.0] * 90 + [30.0] * 10) for _ in range(2)]}
+    runs = {"captured": [{"throttled_pct": 10.0, "usage_cpus": 0.3, "p50_ms": 3.0}], "tighter quota": [{"throttled_pct": 11.0, "usage_cpus": 0.3}]}
+    pooled = {"captured": {"p50_ms": 3.0, "p99_ms": 3.5}, "tighter quota": {"p50_ms": 3.0, "p99_ms": 30.0}}
+    rows = acceptance.judged(Server(), [captured, tighter], runs, pooled, sims, {"capture": {}})
+    assert [r["latency_outside_ms"] for r in rows] == [1.0, 1.0]
+    assert rows[0]["sim_pooled"] == {"p50_ms": 3.0, "p99_ms": 3.0}
+    assert rows[1]["sim_pooled"] == {"p50_ms": 3.0, "p99_ms": 31.0}
+    assert rows[1]["verdict"] == {"throttled": True, "usage": True, "p99": True}
+    assert all("latencies_ms" not in s for r in rows for s in r["sim"])
