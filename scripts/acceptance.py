@@ -54,6 +54,9 @@ from throttlelab.terminal import Terminal
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 LOCK_PATH = Path("/run/throttlelab.lock")
 REPO = Path(__file__).resolve().parent.parent
+# Beside acceptance.json: each program's capture, from which `--rejudge`
+# makes the predictions again.
+CAPTURES = "acceptance-captures"
 
 # Targets (issue #16): mean throttled ratio inside the kernel's range or within
 # 3 points of its mean; usage within 5 %; p99 within 25 %.
@@ -415,9 +418,10 @@ class Sysbench(Program):
         return figures
 
     def predicted(self, sim_output: dict) -> dict[str, float]:
-        """p50 and p99 of the workers' requests in the replay: a worker's request runs from the generator's wake to its next
-        wait, one event while events do not queue. The workers are the tasks doing the
-        CPU work (at least a tenth of it): the event generator and the main
+        """p50 and p99 of the workers' requests in the replay: a worker's
+        request runs from the generator's wake to its next wait, one event
+        while events do not queue. The workers are the tasks doing the CPU
+        work (at least a tenth of it): the event generator and the main
         thread do little beside them, in many short bursts."""
         tasks = [t for t in sim_output["tasks"].values() if t.get("latency_us")]
         total_us = sum(t["cpu_usec"] for t in tasks)
@@ -939,11 +943,12 @@ def pooled_percentiles(runs: list[list[float]]) -> dict[str, float]:
 
 def latency_outside_ms(captured: dict[str, float], replay: dict[str, float]) -> Optional[float]:
     """The part of the program's latency that its replay does not hold: the
-    capture run's median less the replay's (its seeds pooled), at the capture's own limit. A
-    request's latency as the program measures it adds what happens outside the
-    captured cgroup (pgbench's own CPU, the socket's round trip) to the
-    server's part the replay predicts; throttling does not touch that part, so
-    it carries to every other limit. None where the program reports no latency."""
+    capture run's median less the replay's (its seeds pooled), at the
+    capture's own limit. A request's latency as the program measures it adds
+    what happens outside the captured cgroup (pgbench's own CPU, the socket's
+    round trip) to the server's part the replay predicts; throttling does not
+    touch that part, so it carries to every other limit. None where the
+    program reports no latency."""
     if "p50_ms" not in captured or "p50_ms" not in replay:
         return None
     return captured["p50_ms"] - replay["p50_ms"]
@@ -992,7 +997,7 @@ def main() -> int:
     p.add_argument("--capture-s", type=float, default=60.0, help="the capture's window: one draw of an open-loop program's demand, which the replay repeats, so longer than a kernel run's")
     p.add_argument("--demand-s", type=float, default=10.0, help="the unlimited run that measures the demand the limits are relative to")
     p.add_argument("--cost-runs", type=int, default=5, help="runs with and without a capture for its cost (0: skip)")
-    p.add_argument("--out", type=Path, default=REPO / "docs", help="directory for acceptance.md and acceptance.json")
+    p.add_argument("--out", type=Path, default=REPO / "docs", help=f"directory for acceptance.md, acceptance.json and {CAPTURES}/")
     p.add_argument("--work", type=Path, help="keep the captures and replays made from them here (default: a temporary directory, removed)")
     p.add_argument("--note", default="", help="a line saying how this run was made (host state), put in the report")
     p.add_argument("--rejudge", type=Path, metavar="JSON", help=f"run no program: make a finished run's predictions again with this simulator from its {CAPTURES}/ (beside JSON), against its kernel runs, and write the report to --out")
@@ -1037,11 +1042,6 @@ def main() -> int:
             "wall_s": round(time.monotonic() - started), "rows": rows, "capture_cost": costs, "failed": failed,
         }
     return report(a.out, doc, term)
-
-
-# Beside acceptance.json: each program's capture, from which `--rejudge`
-# makes the predictions again.
-CAPTURES = "acceptance-captures"
 
 
 def keep_capture(work: Path, name: str, captures: Path) -> None:
