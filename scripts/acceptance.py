@@ -437,8 +437,10 @@ class Sysbench(Program):
 class StressNg(Program):
     """stress-ng's CPU stressor at a partial load: each worker runs
     `slice_ops` bogo-ops, then sleeps so that its busy share is `load_pct` of
-    its wall time. Independent workers, so another thread count is the
-    captured workers replicated."""
+    its wall time, less how late its last sleep ended (stress-cpu.c's `bias`:
+    it catches up after a throttle, which a replay of the captured sleeps
+    does not; docs/acceptance.md). Independent workers, so another thread
+    count is the captured workers replicated."""
 
     name = "stress-ng"
     binaries = ("stress-ng",)

@@ -105,3 +105,31 @@ def test_a_row_holds_the_pooled_seeds_against_the_pooled_runs(acceptance):
     assert rows[1]["sim_pooled"] == {"p50_ms": 3.0, "p99_ms": 31.0}
     assert rows[1]["verdict"] == {"throttled": True, "usage": True, "p99": True}
     assert all("latencies_ms" not in s for r in rows for s in r["sim"])
+
+
+def test_rejudge_makes_a_runs_predictions_again_from_its_captures(acceptance, tmp_path):
+    # A kept capture of four run/sleep workers (2 CPUs, 0.6 CPUs of demand)
+    # and a finished run of two rows: its captured limit and a quota a
+    # quarter smaller. The predictions come back the same each time, and the
+    # smaller quota throttles more.
+    from throttlelab.terminal import Terminal
+
+    (tmp_path / "acceptance-captures").mkdir()
+    (tmp_path / "acceptance-captures" / "stress-ng.toml").write_text(
+        'name = "capture"\nduration_s = 4\n[machine]\ncpus = 2\n[[cgroup]]\nname = "cap"\nperiod_us = 100000\nquota_us = 120000\n'
+        '[[task]]\nname = "stress-ng-cpu"\ncgroup = "cap"\nthreads = 4\nstart_spread_us = 190000\n'
+        "phases = [{ run_us = 29000 }, { sleep_us = 163000 }]\n"
+    )
+    captured = acceptance.Config("captured", 100_000, 120_000, 0, 4)
+    tighter = acceptance.Config("tighter quota", 100_000, 70_000, 0, 4)
+    row = lambda config: {  # noqa: E731
+        "program": "stress-ng", "config": config.name, "configuration": acceptance.asdict(config),
+        "kernel": [{"throttled_pct": 0.0, "usage_cpus": 0.6}], "kernel_pooled": {}, "capture": {}, "demand": {},
+    }
+    doc = {"runs": 1, "seeds": 20, "duration_s": 2.0, "capture_s": 4.0, "rows": [row(captured), row(tighter)], "failed": {}}
+    first = acceptance.rejudge(doc, tmp_path / "acceptance-captures", 3, Terminal())
+    again = acceptance.rejudge(doc, tmp_path / "acceptance-captures", 3, Terminal())
+    assert first["rows"] == again["rows"] and first["seeds"] == 3 and "rejudged" in first
+    assert [len(r["sim"]) for r in first["rows"]] == [3, 3]
+    throttled = [acceptance._mean([s["throttled_pct"] for s in r["sim"]]) for r in first["rows"]]
+    assert throttled[1] > throttled[0], throttled
