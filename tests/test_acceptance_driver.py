@@ -109,9 +109,9 @@ def test_a_row_holds_the_pooled_seeds_against_the_pooled_runs(acceptance):
 
 def test_rejudge_makes_a_runs_predictions_again_from_its_captures(acceptance, tmp_path):
     # A kept capture of four run/sleep workers (2 CPUs, 0.6 CPUs of demand)
-    # and a finished run of two rows: its captured limit and a quota a
-    # quarter smaller. The predictions come back the same each time, and the
-    # smaller quota throttles more.
+    # and a finished run of two rows: its captured limit (120 ms a 100 ms
+    # period) and 70 ms. The predictions come back the same each time, and
+    # the smaller quota throttles more.
     from throttlelab.terminal import Terminal
 
     (tmp_path / "acceptance-captures").mkdir()
