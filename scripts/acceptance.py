@@ -1006,8 +1006,11 @@ def main() -> int:
     a = p.parse_args()
     term = Terminal()
     if a.rejudge:
-        doc = rejudge(json.loads(a.rejudge.read_text()), a.rejudge.parent / CAPTURES, a.seeds, term)
-        return report(a.out, doc, term)
+        doc, captures = json.loads(a.rejudge.read_text()), a.rejudge.parent / CAPTURES
+        missing = [name for name in dict.fromkeys(r["program"] for r in doc["rows"]) if not (captures / f"{name}.toml").is_file()]
+        if missing:
+            p.error(f"no capture of {missing[0]} in {captures}: --rejudge needs the run's captures beside its JSON")
+        return report(a.out, rejudge(doc, captures, a.seeds, term), term)
     names = a.programs.split(",")
     unknown = [n for n in names if n not in PROGRAMS]
     if unknown:
