@@ -914,6 +914,22 @@ def judged(program: Program, configs: list[Config], runs: dict[str, list[dict]],
     return rows
 
 
+def finished_run(path: Path) -> dict:
+    """A finished run's acceptance.json, checked for what `rejudge` needs:
+    its rows, and each program's capture in `CAPTURES/` beside it; a
+    ValueError says in one line what is missing."""
+    try:
+        doc = json.loads(path.read_text())
+        names = list(dict.fromkeys(r["program"] for r in doc["rows"]))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a finished run's acceptance.json ({e})") from e
+    captures = path.parent / CAPTURES
+    missing = [name for name in names if not (captures / f"{name}.toml").is_file()]
+    if missing:
+        raise ValueError(f"no capture of {missing[0]} in {captures}: --rejudge needs the run's captures beside its JSON")
+    return doc
+
+
 def rejudge(doc: dict, captures: Path, seeds: int, term: Terminal) -> dict:
     """A finished run (`doc`, its acceptance.json) with every prediction made
     again by this simulator from the run's captures (each program's
@@ -1006,11 +1022,11 @@ def main() -> int:
     a = p.parse_args()
     term = Terminal()
     if a.rejudge:
-        doc, captures = json.loads(a.rejudge.read_text()), a.rejudge.parent / CAPTURES
-        missing = [name for name in dict.fromkeys(r["program"] for r in doc["rows"]) if not (captures / f"{name}.toml").is_file()]
-        if missing:
-            p.error(f"no capture of {missing[0]} in {captures}: --rejudge needs the run's captures beside its JSON")
-        return report(a.out, rejudge(doc, captures, a.seeds, term), term)
+        try:
+            doc = finished_run(a.rejudge)
+        except ValueError as e:
+            p.error(str(e))
+        return report(a.out, rejudge(doc, a.rejudge.parent / CAPTURES, a.seeds, term), term)
     names = a.programs.split(",")
     unknown = [n for n in names if n not in PROGRAMS]
     if unknown:

@@ -133,3 +133,17 @@ def test_rejudge_makes_a_runs_predictions_again_from_its_captures(acceptance, tm
     assert [len(r["sim"]) for r in first["rows"]] == [3, 3]
     throttled = [acceptance._mean([s["throttled_pct"] for s in r["sim"]]) for r in first["rows"]]
     assert throttled[1] > throttled[0], throttled
+
+
+def test_rejudge_refuses_what_is_not_a_finished_run_in_one_line(acceptance, tmp_path):
+    bad = tmp_path / "acceptance.json"
+    for text in ("{", '{"rows": [{"config": "captured"}]}', "[]"):
+        bad.write_text(text)
+        with pytest.raises(ValueError, match="not a finished run's acceptance.json"):
+            acceptance.finished_run(bad)
+    bad.write_text('{"rows": [{"program": "stress-ng"}]}')
+    with pytest.raises(ValueError, match="no capture of stress-ng in .*acceptance-captures"):
+        acceptance.finished_run(bad)
+    (tmp_path / "acceptance-captures").mkdir()
+    (tmp_path / "acceptance-captures" / "stress-ng.toml").write_text("")
+    assert acceptance.finished_run(bad)["rows"] == [{"program": "stress-ng"}]
