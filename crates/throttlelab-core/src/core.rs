@@ -45,7 +45,11 @@ impl Sim<'_> {
         rq.since = self.now;
         let pending = std::mem::take(&mut rq.pending_stall);
         if let Some(t) = next {
-            self.threads[t].stall_left += pending;
+            let th = &mut self.threads[t];
+            th.stall_left += pending;
+            if let Some(woke_at) = th.catch_up_woke_at.take() {
+                th.catch_up_late_ns = self.now - woke_at;
+            }
         }
         if prev_busy != next.is_some() {
             self.core_load_changed(cpu, next.is_some());

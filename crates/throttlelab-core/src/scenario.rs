@@ -513,6 +513,12 @@ pub enum Phase {
     Runtime(u64),
     /// Sleep this many ns.
     Sleep(u64),
+    /// Sleep this many ns less how late the thread's previous `CatchUp`
+    /// ended (from its wake-up's time to its first time on a CPU after);
+    /// no sleep if that is more, and then nothing is carried. A captured
+    /// program that makes up for late wake-ups, as stress-ng's `--cpu-load`
+    /// workers do (their `bias`).
+    CatchUp(u64),
     /// Sleep until the next multiple of this many ns.
     Timer(u64),
     /// rt-app's `timer`: the thread's timer number `timer`, of this period.
@@ -532,7 +538,7 @@ impl Phase {
     /// A phase where the thread blocks (or would, were its wake-up not
     /// already past): what ends a captured request ([`Phase::SleepUntil`]).
     pub fn blocks(self) -> bool {
-        matches!(self, Phase::Sleep(1..) | Phase::Timer(_) | Phase::RtTimer { .. } | Phase::SleepUntil(_) | Phase::Wait)
+        matches!(self, Phase::Sleep(1..) | Phase::CatchUp(_) | Phase::Timer(_) | Phase::RtTimer { .. } | Phase::SleepUntil(_) | Phase::Wait)
     }
 }
 

@@ -103,6 +103,10 @@ pub struct Thread {
     pub wakes_pending: u64,
     /// `p->recent_used_cpu`: the CPU it ran on before its previous one.
     pub recent_used_cpu: CpuId,
+    /// When its `CatchUp` sleep ended, until it next gets a CPU.
+    pub catch_up_woke_at: Option<Time>,
+    /// How late its last `CatchUp` ended: from then to its next time on a CPU.
+    pub catch_up_late_ns: u64,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.

@@ -74,6 +74,8 @@ impl Sim<'_> {
             runtime_gen: 0,
             wakes_pending: 0,
             recent_used_cpu: cpu,
+            catch_up_woke_at: None,
+            catch_up_late_ns: 0,
         });
         tid
     }
@@ -264,6 +266,18 @@ impl Sim<'_> {
                     th.state = ThreadState::Sleeping;
                     self.events.push(self.now + d, Event::Wake(tid));
                     return false;
+                }
+                Phase::CatchUp(d) => {
+                    // Later than the whole sleep: no sleep, and nothing carried.
+                    let late = std::mem::take(&mut th.catch_up_late_ns);
+                    if d <= late {
+                        th.phase += 1;
+                    } else {
+                        th.state = ThreadState::Sleeping;
+                        th.catch_up_woke_at = Some(self.now + d - late);
+                        self.events.push(self.now + d - late, Event::Wake(tid));
+                        return false;
+                    }
                 }
                 Phase::Runtime(ns) => {
                     // Work it cannot finish in `ns` of wall time; `RuntimeEnd` ends it.

@@ -1,5 +1,6 @@
-//! Captured threads (`phases_file`): a timed sleep keeps its length, a wake-up
-//! from outside its absolute time, and a sibling's wake-up waits for the sibling.
+//! Captured threads (`phases_file`): a timed sleep keeps its length (a
+//! catch-up sleep less the last one's lateness), a wake-up from outside its
+//! absolute time, and a sibling's wake-up waits for the sibling.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -110,6 +111,27 @@ fn a_wake_before_the_wait_is_kept() {
     let file = gz_file("early.gz", &text);
     let out = serde_json::to_value(simulate(&load(&scenario(file.to_str().unwrap(), 1_000_000), &[]).unwrap())).unwrap();
     assert!((finished_ms(&out, "b") - 6.0).abs() < 0.5, "{}", finished_ms(&out, "b"));
+}
+
+#[test]
+fn a_catch_up_sleep_makes_up_for_a_late_wake_up() {
+    // a: 1 ms of work and a 20 ms sleep, six times, then 1 ms; b works 300 ms
+    // and at 20 ms per 100 ms keeps the group throttled from early in each
+    // period, so a's wake-ups wait for the next period. A plain sleep then
+    // sleeps its 20 ms again; a catch-up sleep less the time it waited.
+    let finished = |sleep: &str, quota_us| {
+        let body = format!("run_us 1000\n{sleep} 20000\n").repeat(6);
+        let text = format!("{HEADER}\n[a]\n{body}run_us 1000\n[b]\nrun_us 300000\n[c]\nrun_us 1\n");
+        let file = gz_file(&format!("{sleep}-{quota_us}.gz"), &text);
+        let mut s = scenario(file.to_str().unwrap(), quota_us);
+        s = s.replace("duration_s = 1", "duration_s = 2");
+        finished_ms(&serde_json::to_value(simulate(&load(&s, &[]).unwrap())).unwrap(), "a")
+    };
+    let (plain, catch_up) = (finished("sleep_us", 20_000), finished("catchup_us", 20_000));
+    assert!(catch_up + 50.0 < plain, "plain {plain} ms, catch-up {catch_up} ms");
+    // Never late, it sleeps its length: 7 ms of work and 120 ms of sleep.
+    let (plain, catch_up) = (finished("sleep_us", 1_000_000), finished("catchup_us", 1_000_000));
+    assert!((plain - 127.0).abs() < 0.5 && (catch_up - 127.0).abs() < 0.5, "plain {plain} ms, catch-up {catch_up} ms");
 }
 
 #[test]
