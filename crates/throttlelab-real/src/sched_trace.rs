@@ -147,8 +147,12 @@ fn parse_event(head: &str, name: &str, body: &str) -> Result<Event, String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     Run { ns: u64 },
-    /// A timed sleep of this length.
-    Sleep { ns: u64 },
+    /// A timed sleep of this length; `late_ns` from its wake-up to the
+    /// thread's next switch in (0 where that is not traced).
+    Sleep { ns: u64, late_ns: u64 },
+    /// A timed sleep of this length less how late the last one ended
+    /// ([`catch_up`]).
+    CatchUp { ns: u64 },
     /// Woken from outside at this time of the capture.
     Until { ns: u64 },
     /// Woken by a sibling.
@@ -166,6 +170,106 @@ enum State {
     /// Blocked since this time.
     Sleeping(u64),
     Exited,
+}
+
+/// Wake-ups at least this late tell whether a thread makes up for them.
+const LATE_NS: u64 = 1_000_000;
+/// How many of them (each followed by runs and a timed sleep) it takes.
+const LATE_WAKE_UPS: usize = 10;
+
+/// A timed sleep that followed another with only runs (and wakes of
+/// siblings) between: its index, the one before's lateness, the CPU time
+/// between and its length.
+type LatePair = (usize, f64, f64, f64);
+
+fn late_pairs(phases: &[Phase]) -> Vec<LatePair> {
+    let mut pairs = Vec::new();
+    let mut before = None;
+    let mut run_ns = 0;
+    for (i, p) in phases.iter().enumerate() {
+        match *p {
+            Phase::Run { ns } => run_ns += ns,
+            Phase::Wake { .. } => {}
+            Phase::Sleep { ns, late_ns } => {
+                if let Some(late) = before {
+                    pairs.push((i, late as f64, run_ns as f64, ns as f64));
+                }
+                (before, run_ns) = (Some(late_ns), 0);
+            }
+            _ => before = None,
+        }
+    }
+    pairs
+}
+
+/// Whether sleeps make up for the lateness before them: the coefficient of
+/// that lateness in the least-squares fit of a sleep's length on it and on
+/// the CPU time before the sleep (a program may sleep in proportion to its
+/// work, as stress-ng's `--cpu-load` does). Near 0 for plain sleeps, near -1
+/// for a program that sleeps to a wall-clock schedule. Yes if below -1/2
+/// (adding the lateness back makes the sleeps more regular) with a standard
+/// error below 1/4, given at least `LATE_WAKE_UPS` wake-ups `LATE_NS` late;
+/// otherwise (or if the runs do not vary) the data cannot tell.
+fn makes_up(pairs: &[LatePair]) -> bool {
+    if pairs.iter().filter(|&&(_, late, _, _)| late >= LATE_NS as f64).count() < LATE_WAKE_UPS {
+        return false;
+    }
+    // In ms, each sleep's regressors: 1, the CPU time before it, the lateness before it.
+    let row = |&(_, late, run, _): &LatePair| [1.0, run / 1e6, late / 1e6];
+    let (mut xtx, mut xty) = ([[0.0; 3]; 3], [0.0; 3]);
+    for p in pairs {
+        let (x, y) = (row(p), p.3 / 1e6);
+        for i in 0..3 {
+            xty[i] += x[i] * y;
+            for j in 0..3 {
+                xtx[i][j] += x[i] * x[j];
+            }
+        }
+    }
+    let Some(inv) = inverse(xtx) else { return false };
+    let beta: Vec<f64> = inv.iter().map(|r| r.iter().zip(xty).map(|(a, b)| a * b).sum()).collect();
+    let rss: f64 = pairs.iter().map(|p| (p.3 / 1e6 - row(p).iter().zip(&beta).map(|(x, b)| x * b).sum::<f64>()).powi(2)).sum();
+    let standard_error = (rss / (pairs.len() as f64 - 3.0) * inv[2][2]).sqrt();
+    beta[2] < -0.5 && standard_error < 0.25
+}
+
+/// The inverse of a symmetric 3x3 matrix, by cofactors; None if singular.
+fn inverse(m: [[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
+    let cofactor = |i: usize, j: usize| m[(i + 1) % 3][(j + 1) % 3] * m[(i + 2) % 3][(j + 2) % 3] - m[(i + 1) % 3][(j + 2) % 3] * m[(i + 2) % 3][(j + 1) % 3];
+    let det: f64 = (0..3).map(|j| m[0][j] * cofactor(0, j)).sum();
+    let scale = m[0][0] * m[1][1] * m[2][2];
+    if det.abs() <= 1e-9 * scale.abs() {
+        return None;
+    }
+    Some(std::array::from_fn(|i| std::array::from_fn(|j| cofactor(j, i) / det)))
+}
+
+/// Threads that make up for late wake-ups (stress-ng's `--cpu-load` workers
+/// take each sleep's lateness off the next) get [`Phase::CatchUp`]s of what
+/// they asked for: each timed sleep's length plus the lateness of the one
+/// before it. Threads of one name (a pool running the same code) are told
+/// together, since one thread is seldom late often enough to tell.
+fn catch_up(threads: &mut [Thread]) {
+    let mut by_comm: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, t) in threads.iter().enumerate() {
+        by_comm.entry(&t.comm).or_default().push(i);
+    }
+    let mut converted = Vec::new();
+    for ids in by_comm.values() {
+        let pairs: Vec<Vec<LatePair>> = ids.iter().map(|&i| late_pairs(&threads[i].phases)).collect();
+        if makes_up(&pairs.concat()) {
+            converted.extend(ids.iter().copied().zip(pairs));
+        }
+    }
+    for (i, pairs) in converted {
+        let mut pairs = pairs.into_iter().peekable();
+        for (at, p) in threads[i].phases.iter_mut().enumerate() {
+            if let Phase::Sleep { ns, .. } = *p {
+                let late = pairs.next_if(|&(pair_at, ..)| pair_at == at).map_or(0, |(_, late, ..)| late as u64);
+                *p = Phase::CatchUp { ns: ns + late };
+            }
+        }
+    }
 }
 
 /// One captured thread.
@@ -194,6 +298,8 @@ pub struct Thread {
     runtime_ns: Option<u64>,
     /// Its last `sched_waking`.
     woken_ns: Option<u64>,
+    /// The timed sleep that wake-up ended, until the thread is back on a CPU.
+    late_sleep: Option<usize>,
 }
 
 /// Turns the events of a capture window into each thread's phases.
@@ -220,9 +326,8 @@ impl Recorder {
     }
 
     fn add(&mut self, pid: u32, comm: &str, start_ns: u64, state: State) {
-        let t = Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, stint_segments_ns: 0, burst_ns: 0, runtime_ns: None, woken_ns: None };
         self.by_pid.insert(pid, self.threads.len());
-        self.threads.push(t);
+        self.threads.push(Thread::new(pid, comm, start_ns, state));
     }
 
     /// Take one event; those outside the window only move the marks.
@@ -262,6 +367,11 @@ impl Recorder {
                     }
                     t.on_cpu_since = Some(now);
                     t.stint_segments_ns = 0;
+                    if let (Some(i), Some(woken)) = (t.late_sleep.take(), t.woken_ns) {
+                        if let Phase::Sleep { late_ns, .. } = &mut t.phases[i] {
+                            *late_ns = now.saturating_sub(woken);
+                        }
+                    }
                 }
             }
             Kind::Waking { pid } => self.waking(now, e.pid, e.context, *pid),
@@ -323,9 +433,10 @@ impl Recorder {
             // A timed sleep that began before the window: only its end is known.
             (_, None) => Phase::Until { ns: now },
             _ if outside => Phase::Until { ns: now },
-            (_, Some(since)) => Phase::Sleep { ns: now.saturating_sub(since) },
+            (_, Some(since)) => Phase::Sleep { ns: now.saturating_sub(since), late_ns: 0 },
         };
         let t = &mut self.threads[i];
+        t.late_sleep = matches!(phase, Phase::Sleep { .. }).then_some(t.phases.len());
         t.phases.push(phase);
         t.state = State::Burst;
         t.woken_ns = Some(now);
@@ -341,11 +452,16 @@ impl Recorder {
                 t.end_burst_segment(end);
             }
         }
+        catch_up(&mut self.threads);
         Ok((self.threads, end))
     }
 }
 
 impl Thread {
+    fn new(pid: u32, comm: &str, start_ns: u64, state: State) -> Thread {
+        Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, stint_segments_ns: 0, burst_ns: 0, runtime_ns: None, woken_ns: None, late_sleep: None }
+    }
+
     /// Off its CPU at `now`: preempted (the burst goes on) or blocked. A
     /// stint whose switch in is traced is measured by the runtime the
     /// kernel charged it where it reports one (`update_curr`'s, what
@@ -355,6 +471,7 @@ impl Thread {
     /// with IRQ_TIME_ACCOUNTING, interrupts.
     fn off_cpu(&mut self, now: u64, preempted: bool) {
         self.woken_ns = None; // its wake-up is spent
+        self.late_sleep = None;
         self.first_seen(now);
         let ran_ns = match (self.on_cpu_since.take(), self.runtime_ns.take()) {
             // The stint's runtime less what its earlier segments took.
@@ -490,7 +607,8 @@ mod tests {
         ]
         .concat();
         let p = phases(&t);
-        assert_eq!(p[0], vec![Phase::Run { ns: 3_000_000 }, Phase::Sleep { ns: 10_000_000 }, Phase::Run { ns: 1_000_000 }]);
+        // Woken at 16 ms, on a CPU at 17: 1 ms late.
+        assert_eq!(p[0], vec![Phase::Run { ns: 3_000_000 }, Phase::Sleep { ns: 10_000_000, late_ns: 1_000_000 }, Phase::Run { ns: 1_000_000 }]);
         assert!(p[1].is_empty(), "b never ran");
     }
 
@@ -648,8 +766,51 @@ mod tests {
         .concat();
         let p = phases(&t);
         let ms = |ms: u64| ms * 1_000_000;
-        assert_eq!(p[0][..6], [Phase::Run { ns: ms(1) }, Phase::Until { ns: ms(3) }, Phase::Run { ns: ms(1) }, Phase::Until { ns: ms(6) }, Phase::Run { ns: ms(1) }, Phase::Sleep { ns: ms(2) }]);
+        assert_eq!(p[0][..6], [Phase::Run { ns: ms(1) }, Phase::Until { ns: ms(3) }, Phase::Run { ns: ms(1) }, Phase::Until { ns: ms(6) }, Phase::Run { ns: ms(1) }, Phase::Sleep { ns: ms(2), late_ns: 0 }]);
         assert_eq!(p[1][..2], [Phase::Run { ns: ms(2) }, Phase::Wait]);
+    }
+
+    #[test]
+    fn threads_that_make_up_for_late_wake_ups_get_catch_up_sleeps() {
+        // `n` cycles of a 20-23 ms run and a sleep asked for as 5 times it,
+        // woken 0-7 ms late; the program takes each lateness off its next
+        // sleep, or not.
+        let cycles = |n: u64, makes_up: bool| {
+            let mut phases = Vec::new();
+            let mut late_before = 0;
+            for i in 0..n {
+                let late_ns = (i * 7 % 8) * 1_000_000;
+                let run_ns = 20_000_000 + i % 4 * 1_000_000;
+                let ns = 5 * run_ns - if makes_up { late_before } else { 0 };
+                phases.extend([Phase::Run { ns: run_ns }, Phase::Sleep { ns, late_ns }]);
+                late_before = late_ns;
+            }
+            phases
+        };
+        let told = |threads: &[(&str, Vec<Phase>)]| {
+            let mut threads: Vec<Thread> = threads
+                .iter()
+                .enumerate()
+                .map(|(pid, (comm, phases))| Thread { phases: phases.clone(), ..Thread::new(pid as u32, comm, 0, State::Burst) })
+                .collect();
+            catch_up(&mut threads);
+            threads.into_iter().map(|t| t.phases).collect::<Vec<_>>()
+        };
+        // What it asked for, against 5 times the run before.
+        let asked = |phases: &[Phase]| {
+            phases.windows(2).map(|w| match w {
+                [Phase::Run { ns: run }, Phase::CatchUp { ns }] => *ns as i64 - 5 * *run as i64,
+                _ => 0,
+            }).filter(|d| *d != 0).count()
+        };
+        let got = told(&[("w", cycles(40, true)), ("p", cycles(40, false))]);
+        assert!(got[0].iter().all(|p| !matches!(p, Phase::Sleep { .. })), "w catches up: {:?}", got[0]);
+        assert_eq!(asked(&got[0]), 0, "w asked for 5 times its runs: {:?}", got[0]);
+        assert_eq!(got[1], cycles(40, false), "plain sleeps stay plain");
+        // 7 late wake-ups are too few to tell; two threads of one name have 14.
+        assert_eq!(told(&[("w", cycles(10, true))])[0], cycles(10, true));
+        let got = told(&[("w", cycles(10, true)), ("w", cycles(10, true))]);
+        assert!(got.iter().all(|p| p.iter().all(|p| !matches!(p, Phase::Sleep { .. })) && asked(p) == 0), "{got:?}");
     }
 
     #[test]
@@ -670,7 +831,7 @@ mod tests {
         let p = phases(&t);
         let run = |ms: u64| Phase::Run { ns: ms * 1_000_000 };
         assert_eq!(p[0], vec![Phase::Until { ns: 1_000_000 }, run(1), Phase::Wake { pid: 11 }, run(1), Phase::Wait]);
-        assert_eq!(p[1], vec![Phase::Wait, run(1), Phase::Sleep { ns: 6_000_000 }, run(5), Phase::Wake { pid: 10 }, run(10)]);
+        assert_eq!(p[1], vec![Phase::Wait, run(1), Phase::Sleep { ns: 6_000_000, late_ns: 5_000_000 }, run(5), Phase::Wake { pid: 10 }, run(10)]);
     }
 
     #[test]
