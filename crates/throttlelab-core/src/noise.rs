@@ -27,6 +27,8 @@ pub enum Stream {
     Uptime,
     /// Request arrivals of a service (by its index in the scenario).
     Arrival(usize),
+    /// Where an independent captured thread starts in its cycle, by thread.
+    CyclePhase(usize),
 }
 
 impl Stream {
@@ -41,6 +43,7 @@ impl Stream {
             Stream::Background(c) => (7, c),
             Stream::Uptime => (8, 0),
             Stream::Arrival(s) => (9, s),
+            Stream::CyclePhase(t) => (10, t),
         };
         (tag << 56) ^ id as u64
     }

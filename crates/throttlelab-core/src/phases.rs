@@ -102,6 +102,43 @@ impl TaskPhases {
         matches!(self, TaskPhases::List(l) if l.iter().any(|p| matches!(p, Phase::SleepUntil(_) | Phase::Wait)))
     }
 
+    /// A captured thread that only runs and sleeps on timers (its first phase
+    /// may end a sleep begun before the capture) depends on no other thread,
+    /// so where it stood in its cycle against the others when the capture
+    /// began is one draw of many, which each seed draws again: its mean
+    /// cycle (its CPU time and sleeps per timed sleep). None otherwise.
+    pub fn independent_cycle_ns(&self) -> Option<u64> {
+        let TaskPhases::List(l) = self else { return None };
+        let (mut total_ns, mut sleeps) = (0, 0);
+        for (i, p) in l.iter().enumerate() {
+            match *p {
+                Phase::Run(ns) => total_ns += ns,
+                Phase::Sleep(ns) | Phase::CatchUp(ns) => (total_ns, sleeps) = (total_ns + ns, sleeps + 1),
+                Phase::SleepUntil(_) if i == 0 => {}
+                _ => return None,
+            }
+        }
+        (sleeps > 0).then(|| total_ns / sleeps)
+    }
+
+    /// Where a thread `offset_ns` into its phases stands (each as long as its
+    /// work or sleep; a `SleepUntil` until its time): the phase, and how much
+    /// of it is left.
+    pub fn skip(&self, offset_ns: u64) -> (usize, u64) {
+        let mut at_ns = 0;
+        for i in 0..self.len() {
+            let len_ns = match self.get(i) {
+                Phase::Run(ns) | Phase::Runtime(ns) | Phase::Sleep(ns) | Phase::CatchUp(ns) | Phase::SleepUntil(ns) => ns,
+                _ => 0,
+            };
+            if at_ns + len_ns > offset_ns {
+                return (i, at_ns + len_ns - offset_ns);
+            }
+            at_ns += len_ns;
+        }
+        (self.len(), 0)
+    }
+
     /// For a trace: how long it lasts (first window's start to last end).
     pub fn trace_ns(task: &TaskSpec) -> Option<u64> {
         let (first, last) = (task.windows.first()?, task.windows.last()?);

@@ -535,6 +535,15 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// The phase with `left_ns` of it left: work, or a sleep of that length.
+    pub fn shortened(self, left_ns: u64) -> Phase {
+        match self {
+            Phase::Run(_) => Phase::Run(left_ns),
+            Phase::Runtime(_) => Phase::Runtime(left_ns),
+            _ => Phase::Sleep(left_ns),
+        }
+    }
+
     /// A phase where the thread blocks (or would, were its wake-up not
     /// already past): what ends a captured request ([`Phase::SleepUntil`]).
     pub fn blocks(self) -> bool {

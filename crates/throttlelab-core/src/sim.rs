@@ -107,6 +107,9 @@ pub struct Thread {
     pub catch_up_woke_at: Option<Time>,
     /// How late its last `CatchUp` ended: from then to its next time on a CPU.
     pub catch_up_late_ns: u64,
+    /// An independent captured thread starts partway into a phase: what is
+    /// left of it ([`TaskPhases::independent_cycle_ns`]).
+    pub first_phase_left_ns: Option<u64>,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.

@@ -1,6 +1,7 @@
 //! Captured threads (`phases_file`): a timed sleep keeps its length (a
 //! catch-up sleep less the last one's lateness), a wake-up from outside its
-//! absolute time, and a sibling's wake-up waits for the sibling.
+//! absolute time, and a sibling's wake-up waits for the sibling; a thread
+//! that depends on no other starts where each seed draws in its cycle.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -121,7 +122,8 @@ fn a_catch_up_sleep_makes_up_for_a_late_wake_up() {
     // sleeps its 20 ms again; a catch-up sleep less the time it waited.
     let finished = |sleep: &str, quota_us| {
         let body = format!("run_us 1000\n{sleep} 20000\n").repeat(6);
-        let text = format!("{HEADER}\n[a]\n{body}run_us 1000\n[b]\nrun_us 300000\n[c]\nrun_us 1\n");
+        // c wakes a at the start: a does not start at a random point of its cycle.
+        let text = format!("{HEADER}\n[a]\nwait\n{body}run_us 1000\n[b]\nrun_us 300000\n[c]\nrun_us 1\nwake a\n");
         let file = gz_file(&format!("{sleep}-{quota_us}.gz"), &text);
         let mut s = scenario(file.to_str().unwrap(), quota_us);
         s = s.replace("duration_s = 1", "duration_s = 2");
@@ -132,6 +134,24 @@ fn a_catch_up_sleep_makes_up_for_a_late_wake_up() {
     // Never late, it sleeps its length: 7 ms of work and 120 ms of sleep.
     let (plain, catch_up) = (finished("sleep_us", 1_000_000), finished("catchup_us", 1_000_000));
     assert!((plain - 127.0).abs() < 0.5 && (catch_up - 127.0).abs() < 0.5, "plain {plain} ms, catch-up {catch_up} ms");
+}
+
+#[test]
+fn an_independent_thread_starts_where_each_seed_draws_in_its_cycle() {
+    // a: ten cycles of 10 ms of work and a 90 ms sleep, on no one's wake-up:
+    // each seed starts it somewhere in its first 100 ms cycle, so it ends
+    // that much before 1 s. b, woken by c, is not independent: it ends at 10 ms.
+    let body = "run_us 10000\nsleep_us 90000\n".repeat(10);
+    let file = gz_file("independent.gz", &format!("{HEADER}\n[a]\n{body}[b]\nwait\nrun_us 10000\n[c]\nrun_us 1\nwake b\n"));
+    let ends: Vec<(f64, f64)> = (1..=8)
+        .map(|seed| {
+            let out = serde_json::to_value(simulate(&load(&scenario(file.to_str().unwrap(), 1_000_000), &[format!("seed={seed}")]).unwrap())).unwrap();
+            (finished_ms(&out, "a"), finished_ms(&out, "b"))
+        })
+        .collect();
+    assert!(ends.iter().all(|&(a, b)| (900.0..=1000.0).contains(&a) && (b - 10.0).abs() < 0.5), "{ends:?}");
+    let (first, last) = ends.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &(a, _)| (lo.min(a), hi.max(a)));
+    assert!(last - first > 30.0, "the seeds draw different places: {ends:?}");
 }
 
 #[test]
