@@ -27,7 +27,7 @@ pub enum Stream {
     Uptime,
     /// Request arrivals of a service (by its index in the scenario).
     Arrival(usize),
-    /// Where an independent captured thread starts in its cycle, by thread.
+    /// Where an independent captured thread starts in its cycle, by task.
     CyclePhase(usize),
 }
 

@@ -121,22 +121,32 @@ impl TaskPhases {
         (sleeps > 0).then(|| total_ns / sleeps)
     }
 
-    /// Where a thread `offset_ns` into its phases stands (each as long as its
-    /// work or sleep; a `SleepUntil` until its time): the phase, and how much
-    /// of it is left.
-    pub fn skip(&self, offset_ns: u64) -> (usize, u64) {
+    /// The phases begun `offset_ns` into them (each as long as its work or
+    /// sleep; a `SleepUntil` until its time), with what came before moved to
+    /// the end: the same work and sleeps, from another point of the cycle.
+    /// A `SleepUntil` moved off the front sleeps as long as it did.
+    pub fn rotated(&self, offset_ns: u64) -> TaskPhases {
+        let TaskPhases::List(l) = self else { return self.clone() };
+        let len_ns = |p: Phase| match p {
+            Phase::Run(ns) | Phase::Runtime(ns) | Phase::Sleep(ns) | Phase::CatchUp(ns) | Phase::SleepUntil(ns) => ns,
+            _ => 0,
+        };
         let mut at_ns = 0;
-        for i in 0..self.len() {
-            let len_ns = match self.get(i) {
-                Phase::Run(ns) | Phase::Runtime(ns) | Phase::Sleep(ns) | Phase::CatchUp(ns) | Phase::SleepUntil(ns) => ns,
-                _ => 0,
-            };
-            if at_ns + len_ns > offset_ns {
-                return (i, at_ns + len_ns - offset_ns);
+        for (k, &p) in l.iter().enumerate() {
+            if at_ns + len_ns(p) > offset_ns {
+                let skipped_ns = offset_ns - at_ns;
+                let head = l[..k].iter().map(|&p| if let Phase::SleepUntil(ns) = p { Phase::Sleep(ns) } else { p });
+                let split = |p: Phase, ns| if let Phase::SleepUntil(_) = p { Phase::Sleep(ns) } else { p.shortened(ns) };
+                let list: Vec<Phase> = std::iter::once(split(p, len_ns(p) - skipped_ns))
+                    .chain(l[k + 1..].iter().copied())
+                    .chain(head)
+                    .chain((skipped_ns > 0).then(|| split(p, skipped_ns)))
+                    .collect();
+                return TaskPhases::List(list.into());
             }
-            at_ns += len_ns;
+            at_ns += len_ns(p);
         }
-        (self.len(), 0)
+        self.clone()
     }
 
     /// For a trace: how long it lasts (first window's start to last end).

@@ -107,9 +107,6 @@ pub struct Thread {
     pub catch_up_woke_at: Option<Time>,
     /// How late its last `CatchUp` ended: from then to its next time on a CPU.
     pub catch_up_late_ns: u64,
-    /// An independent captured thread starts partway into a phase: what is
-    /// left of it ([`TaskPhases::independent_cycle_ns`]).
-    pub first_phase_left_ns: Option<u64>,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.
@@ -272,7 +269,18 @@ impl<'s> Sim<'s> {
                 p = tgs[a].parent;
             }
         }
-        let task_phases: Vec<_> = scenario.tasks.iter().map(|t| TaskPhases::of(t, TaskPhases::threads(t))).collect();
+        let task_phases: Vec<_> = scenario
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(ti, t)| {
+                let phases = TaskPhases::of(t, TaskPhases::threads(t));
+                match t.captured.as_ref().and(phases.independent_cycle_ns()) {
+                    Some(cycle_ns) => phases.rotated(noise::uniform(scenario.seed, Stream::CyclePhase(ti), 0, cycle_ns)),
+                    None => phases,
+                }
+            })
+            .collect();
         let task_requests = task_phases.iter().map(|p| p.has_requests().then(Requests::default)).collect();
         let mut sim = Sim {
             scenario,

@@ -76,7 +76,6 @@ impl Sim<'_> {
             recent_used_cpu: cpu,
             catch_up_woke_at: None,
             catch_up_late_ns: 0,
-            first_phase_left_ns: None,
         });
         tid
     }
@@ -90,12 +89,6 @@ impl Sim<'_> {
             for i in 0..TaskPhases::threads(t) {
                 let cpus = if t.pin { Rc::from([allowed[i % allowed.len()]]) } else { allowed.clone() };
                 let tid = self.add_thread(Driver::Task(ti), tg, cpus);
-                if let Some(cycle_ns) = t.captured.as_ref().and(self.task_phases[ti].independent_cycle_ns()) {
-                    let offset_ns = noise::uniform(self.seed, Stream::CyclePhase(tid), 0, cycle_ns);
-                    let (phase, left_ns) = self.task_phases[ti].skip(offset_ns);
-                    let th = &mut self.threads[tid];
-                    (th.phase, th.first_phase_left_ns) = (phase, Some(left_ns));
-                }
                 if t.policy == Policy::Deadline {
                     let (runtime, deadline, period) = t.dl_params_ns().expect("validated");
                     let profile_ns = t.profile_ms.map(|ms| ms * NSEC_PER_MSEC);
@@ -250,10 +243,7 @@ impl Sim<'_> {
                     return false;
                 }
             }
-            let phase = match th.first_phase_left_ns.take() {
-                Some(left_ns) => phases.get(th.phase).shortened(left_ns),
-                None => phases.get(th.phase),
-            };
+            let phase = phases.get(th.phase);
             if phase.blocks() {
                 // The request it was woken for is answered: a captured
                 // thread blocked here, after sending its response.

@@ -138,20 +138,30 @@ fn a_catch_up_sleep_makes_up_for_a_late_wake_up() {
 
 #[test]
 fn an_independent_thread_starts_where_each_seed_draws_in_its_cycle() {
-    // a: ten cycles of 10 ms of work and a 90 ms sleep, on no one's wake-up:
-    // each seed starts it somewhere in its first 100 ms cycle, so it ends
-    // that much before 1 s. b, woken by c, is not independent: it ends at 10 ms.
+    // a: ten cycles of 10 ms of work and a 90 ms sleep, on no one's wake-up.
+    // Each seed starts it somewhere in its cycle, the part before moved to
+    // the end: all its work is done by 1 s, while its first 0.55 s hold 50
+    // to 60 ms of it, by where it began.
     let body = "run_us 10000\nsleep_us 90000\n".repeat(10);
     let file = gz_file("independent.gz", &format!("{HEADER}\n[a]\n{body}[b]\nwait\nrun_us 10000\n[c]\nrun_us 1\nwake b\n"));
-    let ends: Vec<(f64, f64)> = (1..=8)
-        .map(|seed| {
-            let out = serde_json::to_value(simulate(&load(&scenario(file.to_str().unwrap(), 1_000_000), &[format!("seed={seed}")]).unwrap())).unwrap();
-            (finished_ms(&out, "a"), finished_ms(&out, "b"))
-        })
-        .collect();
-    assert!(ends.iter().all(|&(a, b)| (900.0..=1000.0).contains(&a) && (b - 10.0).abs() < 0.5), "{ends:?}");
-    let (first, last) = ends.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &(a, _)| (lo.min(a), hi.max(a)));
-    assert!(last - first > 30.0, "the seeds draw different places: {ends:?}");
+    let run = |seed: u64, duration_s: f64| {
+        let set = [format!("seed={seed}"), format!("duration_s={duration_s}")];
+        serde_json::to_value(simulate(&load(&scenario(file.to_str().unwrap(), 1_000_000), &set).unwrap())).unwrap()
+    };
+    let mut first_half_ms = Vec::new();
+    for seed in 1..=8 {
+        let whole = run(seed, 2.0);
+        let a = &whole["tasks"]["a"];
+        assert_eq!(a["work_usec"], 100_000, "{a}");
+        assert!((finished_ms(&whole, "a") - 1000.0).abs() < 0.5, "{a}");
+        assert!((finished_ms(&whole, "b") - 10.0).abs() < 0.5, "b waits for c's wake, not a draw");
+        let half = run(seed, 0.55)["tasks"]["a"]["work_usec"].as_u64().unwrap() / 1000;
+        assert!((50..=60).contains(&half), "seed {seed}: {half} ms");
+        first_half_ms.push(half);
+    }
+    first_half_ms.sort();
+    first_half_ms.dedup();
+    assert!(first_half_ms.len() >= 3, "the seeds draw different places: {first_half_ms:?}");
 }
 
 #[test]
