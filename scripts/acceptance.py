@@ -438,9 +438,9 @@ class StressNg(Program):
     """stress-ng's CPU stressor at a partial load: each worker runs
     `slice_ops` bogo-ops, then sleeps so that its busy share is `load_pct` of
     its wall time, less how late its last sleep ended (stress-cpu.c's `bias`:
-    it catches up after a throttle, which a replay of the captured sleeps
-    does not; docs/acceptance.md). Independent workers, so another thread
-    count is the captured workers replicated."""
+    it catches up after a throttle, and the capture replays its sleeps as
+    `catchup_us`). Independent workers, so another thread count is the
+    captured workers replicated."""
 
     name = "stress-ng"
     binaries = ("stress-ng",)

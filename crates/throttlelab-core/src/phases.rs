@@ -136,11 +136,10 @@ impl TaskPhases {
             if at_ns + len_ns(p) > offset_ns {
                 let skipped_ns = offset_ns - at_ns;
                 let head = l[..k].iter().map(|&p| if let Phase::SleepUntil(ns) = p { Phase::Sleep(ns) } else { p });
-                let split = |p: Phase, ns| if let Phase::SleepUntil(_) = p { Phase::Sleep(ns) } else { p.shortened(ns) };
-                let list: Vec<Phase> = std::iter::once(split(p, len_ns(p) - skipped_ns))
+                let list: Vec<Phase> = std::iter::once(p.shortened(len_ns(p) - skipped_ns))
                     .chain(l[k + 1..].iter().copied())
                     .chain(head)
-                    .chain((skipped_ns > 0).then(|| split(p, skipped_ns)))
+                    .chain((skipped_ns > 0).then(|| p.shortened(skipped_ns)))
                     .collect();
                 return TaskPhases::List(list.into());
             }

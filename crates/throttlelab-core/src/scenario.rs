@@ -535,7 +535,8 @@ pub enum Phase {
 }
 
 impl Phase {
-    /// The phase with `left_ns` of it left: work, or a sleep of that length.
+    /// The phase with `left_ns` of it left: work, or a sleep of that length
+    /// (a `SleepUntil` cut in two is two plain sleeps).
     pub fn shortened(self, left_ns: u64) -> Phase {
         match self {
             Phase::Run(_) => Phase::Run(left_ns),
