@@ -98,8 +98,13 @@ needs_vm = pytest.mark.skipif(_missing_vm() is not None, reason=str(_missing_vm(
 def test_a_debian_kernel_boots_and_throttles_in_its_own_cgroups(write_scenario, release, cgroup):
     """Debian's kernels in QEMU: the scenario runs in the guest's real hierarchy
     (v2, the one most users have; v1 on request), and two spinners under half a
-    CPU of quota are throttled in almost every period (under TCG on a busy host
-    the guest's CPUs run slower, but far faster than that)."""
+    CPU of quota are held to it: throttled in most periods and using about the
+    quota, where unthrottled they would use 2 CPUs. Under TCG, 6.12 leaves some
+    periods unthrottled (1 s runs here: 86-100 of 100 throttled over 20 runs,
+    some with the host's other CPU busy; 6.1: 99-100 over 8), and the guest,
+    with no steal time under TCG, charges a vCPU's stalls on the host to the
+    task it was running, so usage exceeds the quota by up to 4 % (the final
+    periods' debt, which throttling has not paid back yet)."""
     path = write_scenario(quota_us="5000")
     result = cli("real", "--json", path, "--set", "duration_s=1", "--kernel", release, "--cgroup", cgroup)
     assert result.exit_code == 0, result.stderr
@@ -109,8 +114,9 @@ def test_a_debian_kernel_boots_and_throttles_in_its_own_cgroups(write_scenario, 
     assert host["vm"]["kernel"].startswith(f"linux-image-{release}.") and host["vm"]["accel"] in ("kvm", "tcg")
     app = doc["cgroups"]["app"]
     assert abs(app["nr_periods"] - 100) <= 10, app
-    assert app["nr_throttled"] >= 0.9 * app["nr_periods"], app
-    assert app["usage_usec"] <= app["nr_periods"] * 5_000 * 1.02 + 2 * 4_000, app
+    assert app["nr_throttled"] >= 0.75 * app["nr_periods"], app
+    # The quota at the cpu.max write and at every refill, and the debt left.
+    assert app["usage_usec"] <= (app["nr_periods"] + 1) * 5_000 * 1.05, app
 
 
 @needs_vm
@@ -151,12 +157,12 @@ def test_a_guest_whose_kernel_panics_under_tcg_is_booted_again(tmp_path, monkeyp
     def boot(*args):
         boots.append(args[3])
         if len(boots) < 3:
-            raise vm.GuestPanic("Kernel panic - not syncing: Fatal exception in interrupt")
+            raise vm.GuestCrash("Kernel panic - not syncing: Fatal exception in interrupt")
         return ["{}"]
 
     monkeypatch.setattr(vm, "_boot", boot)
     assert vm.run(k, "", [[]], resolved(), accel="tcg", note=notes.append) == ["{}"]
-    assert boots == ["tcg"] * 3 and len(notes) == 2 and "panicked under TCG" in notes[0]
+    assert boots == ["tcg"] * 3 and len(notes) == 2 and "failed under TCG" in notes[0]
 
     def failing(error: vm.VmError):
         def boot(*args):
@@ -164,7 +170,7 @@ def test_a_guest_whose_kernel_panics_under_tcg_is_booted_again(tmp_path, monkeyp
             raise error
         return boot
 
-    for error, tries in ((vm.GuestPanic("again"), 3), (vm.VmError("in the guest: exit 2"), 1)):
+    for error, tries in ((vm.GuestCrash("again"), 3), (vm.VmError("in the guest: exit 2"), 1)):
         boots.clear()
         monkeypatch.setattr(vm, "_boot", failing(error))
         with pytest.raises(type(error), match=str(error)):
@@ -172,9 +178,28 @@ def test_a_guest_whose_kernel_panics_under_tcg_is_booted_again(tmp_path, monkeyp
         assert len(boots) == tries
 
 
+def test_a_guest_whose_runs_hang_is_stopped_and_booted_again(tmp_path, monkeypatch):
+    """A guest up but not done within its runs' durations and some slack is
+    stopped (not waited on for ever) and booted again, as a crashed guest is."""
+    image, pids = tmp_path / "bzImage", tmp_path / "pids"
+    image.write_bytes(b"")
+    k = vm.kernel(str(image), lambda _: None)
+    monkeypatch.setattr(vm, "initramfs", lambda out, *args: out.write_bytes(b""))
+    monkeypatch.setattr(vm.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(vm, "_RUN_SLACK_S", 0.2)
+    monkeypatch.setattr(vm, "qemu_command", lambda k, initrd, cpus, accel, console, result: [
+        "sh", "-c", f'echo "{vm._UP}6.12" > {console}; echo $$ >> {pids}; exec sleep 60'])
+    notes = []
+    with pytest.raises(vm.GuestCrash, match=r"the guest's runs did not end 0 s after it was up: throttlelab-guest: up 6.12"):
+        vm.run(k, "", [[]], {**resolved(), "duration_s": 0.1}, accel="tcg", note=notes.append)
+    assert sum("failed under TCG" in n for n in notes) == 2
+    started = pids.read_text().split()
+    assert len(started) == 3 and not any(Path(f"/proc/{pid}").exists() for pid in started)
+
+
 def resolved(cpus: int = 2, features: list[str] = []) -> dict:
     """The parts of a resolved scenario that vm.run reads (a capture: its cgroups and duration_s too)."""
-    return {"machine": {"cpus": cpus}, "kernel": {"features": features}, "tasks": [], "cgroups": []}
+    return {"machine": {"cpus": cpus}, "kernel": {"features": features}, "tasks": [], "cgroups": [], "duration_s": 1.0}
 
 
 def test_a_kernel_without_what_the_run_needs_is_refused_before_booting(tmp_path):

@@ -50,6 +50,11 @@ _UP, _EXIT = "throttlelab-guest: up ", "throttlelab-guest: exit "
 _MEMORY_MB = 512
 #: A guest that has not said it is up by then is not booting (KVM that cannot run it).
 _BOOT_TIMEOUT_S = 120.0
+#: What a guest's runs may take once it is up, beyond their settles and
+#: durations, before it is taken for hung (a run waiting on a task the guest's
+#: kernel lost): the run script's setup, each run's start and output, under TCG
+#: on a busy host. A 1 s run ends 2-3 s after the guest is up here.
+_RUN_SLACK_S = 60.0
 #: The guest's workers get this long to create and park their threads before
 #: the start (the host's 50 ms is too short under TCG on a busy host).
 _START_DELAY_MS = 500
@@ -92,11 +97,12 @@ class VmError(Exception):
     """A kernel cannot be found, fetched or booted, or the guest's run failed."""
 
 
-class GuestPanic(VmError):
-    """The guest's kernel panicked: the emulated machine failed, not the run."""
+class GuestCrash(VmError):
+    """The guest's kernel panicked, or its runs hung: the emulated machine
+    failed, not the run (under TCG it is booted again)."""
 
 
-#: Boots under TCG that may panic before one runs the scenario through:
+#: Boots under TCG that may fail before one runs the scenario through:
 #: Debian's 6.12 under multi-threaded TCG dies now and then while it patches
 #: its own code (an int3 oops in code another vCPU runs: a stale translation;
 #: once in some 20 boots here, at boot or at the first cpu.max write).
@@ -149,7 +155,7 @@ def debian_kernel(release: str, note: Callable[[str], None]) -> Kernel:
     if not (tree / "boot").is_dir():
         note(f"fetching {package}")
         with tempfile.TemporaryDirectory() as tmp:
-            _check(["apt-get", "download", "-q", package], f"apt-get download {package}", cwd=tmp)
+            _check(["apt-get", "download", "-q", "-o", "Acquire::Retries=3", package], f"apt-get download {package}", cwd=tmp)
             (deb,) = Path(tmp).glob("*.deb")
             unpacked = Path(tmp) / "tree"
             unpacked.mkdir()
@@ -186,7 +192,7 @@ def _apt_packages(note: Callable[[str], None]) -> list[str]:
     packages = known()
     if not any(_DEBIAN_IMAGE.match(p) for p in packages):
         note("updating apt's package lists")
-        _check(["apt-get", "update", "-q"], "apt-get update")
+        _check(["apt-get", "update", "-q", "-o", "Acquire::Retries=3"], "apt-get update")
         packages = known()
     return packages
 
@@ -303,7 +309,9 @@ def qemu_command(k: Kernel, initrd: Path, cpus: int, accel: str, console: Path, 
     return [
         "qemu-system-x86_64", *cpu, "-smp", str(cpus), "-m", str(_MEMORY_MB), "-nodefaults", "-display", "none",
         "-no-reboot", "-kernel", str(k.image), "-initrd", str(initrd),
-        "-append", "console=ttyS0 quiet panic=-1 rdinit=/init",
+        # oops=panic: an oops that kills a task (not only one in an interrupt)
+        # ends the guest, which is then booted again, rather than leaving a run hung.
+        "-append", "console=ttyS0 quiet oops=panic panic=-1 rdinit=/init",
         "-serial", f"file:{console}", "-serial", f"file:{result}",
     ]
 
@@ -355,7 +363,9 @@ def run(k: Kernel, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[
     with tempfile.TemporaryDirectory() as tmp:
         initrd = Path(tmp) / "initrd"
         initramfs(initrd, scenario, runs, resolved, cgroup, k.config, settle_s, capture)
-        outs = _boots(k, initrd, cpus, accel, kvm, len(runs), Path(tmp), note)
+        # Every run lasts as long as the first: they differ in their seeds.
+        limit_s = len(runs) * (settle_s + resolved["duration_s"] + _RUN_SLACK_S)
+        outs = _boots(k, initrd, cpus, accel, kvm, len(runs), limit_s, Path(tmp), note)
         if capture is not None:
             capture.out.parent.mkdir(parents=True, exist_ok=True)
             for name in (capture.out.name, capture.out.with_suffix(".phases.gz").name):
@@ -365,23 +375,23 @@ def run(k: Kernel, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[
         return outs
 
 
-def _boots(k: Kernel, initrd: Path, cpus: int, accel: str, kvm: bool, runs: int, tmp: Path,
+def _boots(k: Kernel, initrd: Path, cpus: int, accel: str, kvm: bool, runs: int, limit_s: float, tmp: Path,
            note: Callable[[str], None]) -> list[str]:
     """:func:`_boot` with KVM if ``kvm`` (falling back to TCG unless ``accel``
-    is ``kvm``), and under TCG up to ``_TCG_BOOTS`` boots while the guest panics."""
+    is ``kvm``), and under TCG up to ``_TCG_BOOTS`` boots while the guest fails (:class:`GuestCrash`)."""
     if kvm:
         try:
-            return _boot(k, initrd, cpus, "kvm", runs, tmp, note)
+            return _boot(k, initrd, cpus, "kvm", runs, limit_s, tmp, note)
         except VmError as e:
             if accel == "kvm":
                 raise
             note(f"KVM cannot boot it here ({e}); using TCG")
     for _ in range(_TCG_BOOTS - 1):
         try:
-            return _boot(k, initrd, cpus, "tcg", runs, tmp, note)
-        except GuestPanic as e:
-            note(f"the guest's kernel panicked under TCG ({e}); booting it again")
-    return _boot(k, initrd, cpus, "tcg", runs, tmp, note)
+            return _boot(k, initrd, cpus, "tcg", runs, limit_s, tmp, note)
+        except GuestCrash as e:
+            note(f"the guest failed under TCG ({e}); booting it again")
+    return _boot(k, initrd, cpus, "tcg", runs, limit_s, tmp, note)
 
 
 def _check_capture(capture: Capture, runs: Sequence[Sequence[str]], resolved: dict[str, Any], cgroup: str) -> None:
@@ -438,9 +448,11 @@ def _sched_features(features: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, runs: int, tmp: Path, note: Callable[[str], None]) -> list[str]:
+def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, runs: int, limit_s: float, tmp: Path,
+          note: Callable[[str], None]) -> list[str]:
     """Boot the guest and return its runs' output documents, each with
-    ``host.vm``; the files it sends (``_FILE``) are written to ``tmp``."""
+    ``host.vm``; the files it sends (``_FILE``) are written to ``tmp``. A guest
+    not up in ``_BOOT_TIMEOUT_S``, or not done ``limit_s`` after, is stopped."""
     console, result = tmp / f"console-{accel}", tmp / f"result-{accel}"
     note(f"booting {k.name} ({accel.upper()}, {cpus} CPUs, {runs} run{'s' if runs > 1 else ''})")
     start = time.monotonic()
@@ -449,20 +461,26 @@ def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, runs: int, tmp: Path, 
     with open(errors, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
     up_s = None
-    while proc.poll() is None:
-        if up_s is None and _UP in _read(console):
-            up_s = time.monotonic() - start
-        elif up_s is None and time.monotonic() - start > _BOOT_TIMEOUT_S:
+    try:
+        while proc.poll() is None:
+            now_s = time.monotonic() - start
+            if up_s is None and _UP in _read(console):
+                up_s = now_s
+            elif up_s is None and now_s > _BOOT_TIMEOUT_S:
+                raise VmError(f"the guest did not boot in {_BOOT_TIMEOUT_S:.0f} s{_tail(_read(console))}")
+            elif up_s is not None and now_s - up_s > limit_s:
+                raise GuestCrash(f"the guest's runs did not end {limit_s:.0f} s after it was up{_tail(_read(console))}")
+            time.sleep(_POLL_S)
+    finally:
+        if proc.poll() is None:  # stopped above, or interrupted
             proc.kill()
             proc.wait()
-            raise VmError(f"the guest did not boot in {_BOOT_TIMEOUT_S:.0f} s{_tail(_read(console))}")
-        time.sleep(_POLL_S)
     log = _read(console)
     if proc.returncode != 0 and _UP not in log:
         raise VmError(f"QEMU failed: {(_read(errors).strip().splitlines() or ['no message'])[-1]}")
     code = next((line[len(_EXIT):].strip() for line in log.splitlines() if line.startswith(_EXIT)), None)
     if code is None:
-        error = GuestPanic if "Kernel panic" in log else VmError
+        error = GuestCrash if "Kernel panic" in log else VmError
         raise error(f"the guest stopped before the run ended{_tail(log)}")
     if code != "0":
         said = [line for line in log.splitlines() if line.startswith("throttlelab-real: ")]
