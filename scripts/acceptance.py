@@ -333,7 +333,7 @@ def replicate_workers(capture: Path, threads: int, out: Path, is_worker: Callabl
     copies = []
     for i in range(len(kept), threads):
         base = workers[i % len(workers)]
-        lines = [l for l in sections[base["name"]] if l.split()[0] in ("run_us", "sleep_us", "catchup_us", "until_us")]
+        lines = [l for l in sections[base["name"]] if l.split()[0] in ("run_us", "sleep_us", "catchup_us", "schedule_us", "until_us")]
         shift = len(lines) * (i // len(workers)) // (threads // len(workers) + 1)
         name = f"{base['name']}-copy{i}"
         sections[name] = lines[shift:] + lines[:shift]

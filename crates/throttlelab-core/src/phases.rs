@@ -113,7 +113,7 @@ impl TaskPhases {
         for (i, p) in l.iter().enumerate() {
             match *p {
                 Phase::Run(ns) => total_ns += ns,
-                Phase::Sleep(ns) | Phase::CatchUp(ns) => (total_ns, sleeps) = (total_ns + ns, sleeps + 1),
+                Phase::Sleep(ns) | Phase::CatchUp(ns) | Phase::Schedule(ns) => (total_ns, sleeps) = (total_ns + ns, sleeps + 1),
                 Phase::SleepUntil(_) if i == 0 => {}
                 _ => return None,
             }
@@ -128,7 +128,7 @@ impl TaskPhases {
     pub fn rotated(&self, offset_ns: u64) -> TaskPhases {
         let TaskPhases::List(l) = self else { return self.clone() };
         let len_ns = |p: Phase| match p {
-            Phase::Run(ns) | Phase::Runtime(ns) | Phase::Sleep(ns) | Phase::CatchUp(ns) | Phase::SleepUntil(ns) => ns,
+            Phase::Run(ns) | Phase::Runtime(ns) | Phase::Sleep(ns) | Phase::CatchUp(ns) | Phase::Schedule(ns) | Phase::SleepUntil(ns) => ns,
             _ => 0,
         };
         let mut at_ns = 0;

@@ -9,6 +9,7 @@
 //! run_us 1500          CPU burst: work at nominal speed
 //! sleep_us 2000        timed sleep: keeps its length
 //! catchup_us 2000      timed sleep, less how late the last catchup_us ended
+//! schedule_us 2000     as catchup_us, and what no sleep made up carries on
 //! until_us 250000      woken from outside the workload: at this time of the run
 //! wake web-1235        wakes a sibling thread (without blocking)
 //! wait                 sleeps until a sibling wakes it
@@ -99,10 +100,11 @@ fn parse_phase(line: &str) -> Result<FilePhase, String> {
         ("run_us", _) => Phase::Run(us()?),
         ("sleep_us", _) => Phase::Sleep(us()?),
         ("catchup_us", _) => Phase::CatchUp(us()?),
+        ("schedule_us", _) => Phase::Schedule(us()?),
         ("until_us", _) => Phase::SleepUntil(us()?),
         ("wait", None) => Phase::Wait,
         ("wake", Some(target)) => return Ok(FilePhase::Wake(target.to_string())),
-        _ => return Err(format!("unknown phase {} (run_us, sleep_us, catchup_us, until_us, wait, wake)", shown(line))),
+        _ => return Err(format!("unknown phase {} (run_us, sleep_us, catchup_us, schedule_us, until_us, wait, wake)", shown(line))),
     }))
 }
 
@@ -112,13 +114,13 @@ mod tests {
 
     #[test]
     fn reads_sections_and_phases() {
-        let text = format!("{HEADER}\n[a-1]\nrun_us 10\nwake b-2\nsleep_us 5\n\n[b-2]\nwait\nuntil_us 7\nrun_us 3\ncatchup_us 4\n");
+        let text = format!("{HEADER}\n[a-1]\nrun_us 10\nwake b-2\nsleep_us 5\n\n[b-2]\nwait\nuntil_us 7\nrun_us 3\ncatchup_us 4\nschedule_us 0\n");
         let s = parse(text.as_bytes()).unwrap();
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].0, "a-1");
         let p = |p| FilePhase::Phase(p);
         assert_eq!(s[0].1, vec![p(Phase::Run(10_000)), FilePhase::Wake("b-2".into()), p(Phase::Sleep(5_000))]);
-        assert_eq!(s[1].1, vec![p(Phase::Wait), p(Phase::SleepUntil(7_000)), p(Phase::Run(3_000)), p(Phase::CatchUp(4_000))]);
+        assert_eq!(s[1].1, vec![p(Phase::Wait), p(Phase::SleepUntil(7_000)), p(Phase::Run(3_000)), p(Phase::CatchUp(4_000)), p(Phase::Schedule(0))]);
     }
 
     #[test]
@@ -127,7 +129,7 @@ mod tests {
         assert_eq!(parse("hello\n".as_bytes()).unwrap_err(), "line 1: expected \"# throttlelab phases v1\", got \"hello\" (not a phases file)");
         assert_eq!(bad("run_us 5\n"), "line 2: a phase before the first [thread] section");
         assert_eq!(bad("[a]\nrun_us x\n"), "line 3: run_us: expected microseconds, got \"x\"");
-        assert_eq!(bad("[a]\njump 3\n"), "line 3: unknown phase \"jump 3\" (run_us, sleep_us, catchup_us, until_us, wait, wake)");
+        assert_eq!(bad("[a]\njump 3\n"), "line 3: unknown phase \"jump 3\" (run_us, sleep_us, catchup_us, schedule_us, until_us, wait, wake)");
         assert_eq!(bad("[a]\nrun_us 1 2\n"), "line 3: one phase a line, got \"run_us 1 2\"");
         assert_eq!(bad("[a]\n[a]\n"), "line 3: thread a has a second section");
         assert_eq!(bad("[a]\nsleep_us 99999999999999999\n"), "line 3: sleep_us: at most 10000000000000 us, got 99999999999999999");

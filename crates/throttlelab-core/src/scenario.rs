@@ -519,6 +519,11 @@ pub enum Phase {
     /// program that makes up for late wake-ups, as stress-ng's `--cpu-load`
     /// workers do (their `bias`).
     CatchUp(u64),
+    /// As `CatchUp`, but no sleep carries the rest of the lateness to the
+    /// next: a captured thread that keeps a schedule, waking each time a
+    /// while after its last wake-up was due and not sleeping while behind,
+    /// as sysbench's `--rate` event generator does.
+    Schedule(u64),
     /// Sleep until the next multiple of this many ns.
     Timer(u64),
     /// rt-app's `timer`: the thread's timer number `timer`, of this period.
@@ -548,7 +553,7 @@ impl Phase {
     /// A phase where the thread blocks (or would, were its wake-up not
     /// already past): what ends a captured request ([`Phase::SleepUntil`]).
     pub fn blocks(self) -> bool {
-        matches!(self, Phase::Sleep(1..) | Phase::CatchUp(_) | Phase::Timer(_) | Phase::RtTimer { .. } | Phase::SleepUntil(_) | Phase::Wait)
+        matches!(self, Phase::Sleep(1..) | Phase::CatchUp(_) | Phase::Schedule(_) | Phase::Timer(_) | Phase::RtTimer { .. } | Phase::SleepUntil(_) | Phase::Wait)
     }
 }
 

@@ -267,10 +267,14 @@ impl Sim<'_> {
                     self.events.push(self.now + d, Event::Wake(tid));
                     return false;
                 }
-                Phase::CatchUp(d) => {
-                    // Later than the whole sleep: no sleep, and nothing carried.
+                Phase::CatchUp(d) | Phase::Schedule(d) => {
+                    // Later than the whole sleep: no sleep, and the rest
+                    // carried to the next where the thread keeps a schedule.
                     let late = std::mem::take(&mut th.catch_up_late_ns);
                     if d <= late {
+                        if let Phase::Schedule(_) = phase {
+                            th.catch_up_late_ns = late - d;
+                        }
                         th.phase += 1;
                     } else {
                         th.state = ThreadState::Sleeping;

@@ -234,6 +234,7 @@ fn write_phases(path: &Path, file: fs::File, threads: &[Thread], names: &[String
                 Phase::Run { ns } => writeln!(text, "run_us {}", ns / 1_000),
                 Phase::Sleep { ns, .. } => writeln!(text, "sleep_us {}", ns / 1_000),
                 Phase::CatchUp { ns } => writeln!(text, "catchup_us {}", ns / 1_000),
+                Phase::Schedule { ns } => writeln!(text, "schedule_us {}", ns / 1_000),
                 Phase::Until { ns } => writeln!(text, "until_us {}", ns / 1_000),
                 Phase::Wait => writeln!(text, "wait"),
                 // A thread that never ran was left out, and so are wakes of it.

@@ -530,7 +530,7 @@ fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResul
                     });
                     run.sleep_until(expiry)
                 }
-                Phase::CatchUp(_) | Phase::SleepUntil(_) | Phase::Wait | Phase::Wake(_) => {
+                Phase::CatchUp(_) | Phase::Schedule(_) | Phase::SleepUntil(_) | Phase::Wait | Phase::Wake(_) => {
                     unreachable!("only captured threads have these phases, and preflight refuses them")
                 }
             };
