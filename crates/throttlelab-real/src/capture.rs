@@ -44,9 +44,20 @@ const BUFFER_KB_MAX: u64 = 131_072;
 /// is when a wake-up is asked for, `sched_wakeup` the fallback.
 const EVENTS: [&str; 4] = ["sched/sched_switch", "sched/sched_waking", "sched/sched_process_fork", "sched/sched_process_exit"];
 
-/// Read where the kernel has it: `update_curr`'s deltas measure the bursts
-/// whose switch in the trace leaves out (see `sched_trace`).
-const OPTIONAL_EVENTS: [&str; 1] = ["sched/sched_stat_runtime"];
+/// Read where the kernel has them: `update_curr`'s deltas measure the bursts
+/// whose switch in the trace leaves out; `epoll_wait`'s entries and the
+/// exits that found something ready (the filter) tell requests an event loop
+/// took up without blocking (see `sched_trace`). Syscall tracepoints need
+/// CONFIG_FTRACE_SYSCALLS.
+const OPTIONAL_EVENTS: [(&str, &str); 7] = [
+    ("sched/sched_stat_runtime", ""),
+    ("syscalls/sys_enter_epoll_wait", ""),
+    ("syscalls/sys_enter_epoll_pwait", ""),
+    ("syscalls/sys_enter_epoll_pwait2", ""),
+    ("syscalls/sys_exit_epoll_wait", "ret > 0"),
+    ("syscalls/sys_exit_epoll_pwait", "ret > 0"),
+    ("syscalls/sys_exit_epoll_pwait2", "ret > 0"),
+];
 
 /// Capture `target` for `duration`; write the scenario to `out` and the
 /// phases beside it (`<stem>.phases.gz`). Returns the `[capture]` table.
@@ -108,8 +119,10 @@ fn record(target: &Target, duration: Duration, out: &Path, mut scenario_file: fs
             .or_else(|_| trace.write(&format!("events/{fallback}/enable"), "1"))
             .map_err(Error::harness)?;
     }
-    for event in OPTIONAL_EVENTS {
-        let _ = trace.write(&format!("events/{event}/enable"), "1");
+    for (event, filter) in OPTIONAL_EVENTS {
+        if filter.is_empty() || trace.write(&format!("events/{event}/filter"), filter).is_ok() {
+            let _ = trace.write(&format!("events/{event}/enable"), "1");
+        }
     }
     let before = group.stats()?;
     trace.write("trace_marker", START_MARK).map_err(Error::harness)?;

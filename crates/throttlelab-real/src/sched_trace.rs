@@ -55,6 +55,10 @@ pub enum Kind {
     Exit { pid: u32 },
     /// `sched_stat_runtime`: task `pid` ran `runtime_ns` since its last update.
     Runtime { pid: u32, runtime_ns: u64 },
+    /// The event's task entered `epoll_wait` (or `epoll_pwait`, `epoll_pwait2`).
+    PollEnter,
+    /// It returned from it, with something `ready` (a positive count).
+    PollExit { ready: bool },
     Mark(String),
 }
 
@@ -86,6 +90,10 @@ fn timestamp_ns(text: &str) -> Option<u64> {
     s.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(frac_ns)
 }
 
+/// The syscalls that wait for a socket, as their tracepoints name them: the
+/// entry prints `sys_epoll_wait(epfd: 5, ...)`, the exit `sys_epoll_wait -> 0x1`.
+const POLL_CALLS: [&str; 3] = ["sys_epoll_wait", "sys_epoll_pwait", "sys_epoll_pwait2"];
+
 /// Parse one line of `trace`: None for comments and other events, Err for
 /// a line of ours that does not read.
 pub fn parse_line(line: &str) -> Option<Result<Event, String>> {
@@ -101,7 +109,15 @@ pub fn parse_line(line: &str) -> Option<Result<Event, String>> {
         ": sched_stat_runtime: ",
         ": tracing_mark_write: ",
     ];
-    let (head, name, body) = EVENTS.iter().find_map(|e| line.find(e).map(|i| (&line[..i], &e[2..e.len() - 2], &line[i + e.len()..])))?;
+    let (head, name, body) = EVENTS
+        .iter()
+        .find_map(|e| line.find(e).map(|i| (&line[..i], &e[2..e.len() - 2], &line[i + e.len()..])))
+        .or_else(|| {
+            let i = line.find(": sys_epoll_")?;
+            let rest = &line[i + 2..];
+            let name = &rest[..rest.find(['(', ' ']).unwrap_or(rest.len())];
+            POLL_CALLS.contains(&name).then(|| (&line[..i], name, &rest[name.len()..]))
+        })?;
     Some(parse_event(head, name, body).map_err(|m| format!("{m} in {:?}", line.trim())))
 }
 
@@ -138,6 +154,13 @@ fn parse_event(head: &str, name: &str, body: &str) -> Result<Event, String> {
         "sched_process_exit" => Kind::Exit { pid: number(body, "pid")? },
         // `comm=a pid=1 runtime=5 [ns]` (before 6.8 followed by `vruntime=`).
         "sched_stat_runtime" => Kind::Runtime { pid: number(body, "pid")?, runtime_ns: number(body, "runtime")? },
+        _ if POLL_CALLS.contains(&name) => match body.strip_prefix(" -> ") {
+            // An error is negative: 0xfffffffffffffffc, -EINTR.
+            Some(ret) => Kind::PollExit {
+                ready: (u64::from_str_radix(ret.trim().trim_start_matches("0x"), 16).map_err(|_| "no return value")? as i64) > 0,
+            },
+            None => Kind::PollEnter,
+        },
         _ => Kind::Mark(body.trim().to_string()),
     };
     Ok(Event { ts_ns, pid, context, cpu, kind })
@@ -359,6 +382,10 @@ pub struct Thread {
     /// back in its program (on a CPU, for more than `LATE_STINT_NS` or
     /// until it blocks).
     late_sleep: Option<(usize, u64)>,
+    /// In `epoll_wait` (or kin) since an entry in the window, not blocked since.
+    polling: bool,
+    /// Its last wake-up, or request taken up without one.
+    ready_since: Option<u64>,
 }
 
 /// Turns the events of a capture window into each thread's phases.
@@ -439,6 +466,14 @@ impl Recorder {
                     *t.runtime_ns.get_or_insert(0) += runtime_ns;
                 }
             }
+            Kind::PollEnter | Kind::PollExit { .. } => {
+                if let Some(t) = self.by_pid.get(&e.pid).map(|&i| &mut self.threads[i]).filter(|t| t.state == State::Burst) {
+                    let polling = std::mem::replace(&mut t.polling, e.kind == Kind::PollEnter);
+                    if polling && e.kind == (Kind::PollExit { ready: true }) {
+                        t.took_up(now);
+                    }
+                }
+            }
             Kind::Fork { child_pid, child_comm } => {
                 if self.by_pid.contains_key(&e.pid) && !self.by_pid.contains_key(child_pid) {
                     self.add(*child_pid, child_comm, now, State::Burst);
@@ -499,6 +534,7 @@ impl Recorder {
         t.phases.push(phase);
         t.state = State::Burst;
         t.woken_ns = Some(now);
+        t.ready_since = Some(now);
     }
 
     /// The captured threads once the trace is read, their last bursts closed
@@ -518,7 +554,7 @@ impl Recorder {
 
 impl Thread {
     fn new(pid: u32, comm: &str, start_ns: u64, state: State) -> Thread {
-        Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, stint_segments_ns: 0, burst_ns: 0, runtime_ns: None, woken_ns: None, late_sleep: None }
+        Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, stint_segments_ns: 0, burst_ns: 0, runtime_ns: None, woken_ns: None, late_sleep: None, polling: false, ready_since: None }
     }
 
     /// Off its CPU at `now`: preempted (the burst goes on) or blocked. A
@@ -550,6 +586,20 @@ impl Thread {
             self.push_run();
             self.state = State::Sleeping(now);
         }
+        self.polling &= preempted;
+    }
+
+    /// Took up a request at `now` without blocking: an `epoll_wait` that
+    /// found a socket ready (an event loop's next connection, come while it
+    /// served the last: nginx, a third of its requests), so no wake-up ends a
+    /// sleep there. No scheduler event says when the request came; given
+    /// one arrival of a Poisson stream in the span since the thread's last
+    /// wake-up or take-up, it is uniform over it: the middle of the span.
+    fn took_up(&mut self, now: u64) {
+        self.end_burst_segment(now);
+        let since = self.ready_since.unwrap_or(now);
+        self.phases.push(Phase::Until { ns: since + (now - since) / 2 });
+        self.ready_since = Some(now);
     }
 
     /// The burst so far ends at `now` (a wake of a sibling, or the end). On
@@ -630,6 +680,12 @@ mod tests {
 
     fn mark(ts: &str, m: &str) -> String {
         format!("  tl-99  [000] .....  {ts}: tracing_mark_write: {m}\n")
+    }
+
+    /// `pid`'s `epoll_wait` entry, or its exit with `ret` (hex, as traced).
+    fn epoll(ts: &str, pid: u32, ret: Option<&str>) -> String {
+        let event = ret.map_or("sys_epoll_wait(epfd: 7, events: 7ffc, maxevents: 512, timeout: ffffffff)".into(), |r| format!("sys_epoll_wait -> 0x{r}"));
+        format!("  t {pid}-{pid}  [000] .....  {ts}: {event}\n")
     }
 
     #[test]
@@ -930,6 +986,38 @@ mod tests {
         for plain in [cycles(40, exponential), cycles(200, |u| 10.0 + 20.0 * u), cycles(200, |u| if u < 0.5 { 1.0 } else { 39.0 })] {
             assert_eq!(told(plain.clone()), plain);
         }
+    }
+
+    #[test]
+    fn an_event_loop_takes_up_a_request_without_blocking() {
+        let t = [
+            mark("1.000000", START_MARK),
+            epoll("1.000500", 10, None),
+            switch("1.000500", 10, "S", 0),
+            waking("1.001000", 0, "d.s2.", 10), // a request: it blocked in epoll_wait
+            switch("1.001000", 0, "R", 10),
+            epoll("1.001000", 10, Some("1")),
+            epoll("1.003000", 10, None),
+            epoll("1.003000", 10, Some("1")), // another, come meanwhile: no sleep
+            epoll("1.005000", 10, None),
+            epoll("1.005000", 10, Some("fffffffffffffffc")), // -EINTR: nothing taken up
+            epoll("1.006000", 10, None),
+            switch("1.006000", 10, "R", 0), // preempted inside: not blocked
+            switch("1.007000", 0, "R", 10),
+            epoll("1.007000", 10, Some("2")), // a third
+            switch("1.008000", 10, "S", 0),
+            mark("1.010000", END_MARK),
+        ]
+        .concat();
+        let ms = |ms: u64| ms * 1_000_000;
+        let run = |ms: u64| Phase::Run { ns: ms * 1_000_000 };
+        // Running at the start, 0.5 ms; then each come, by the middle of the
+        // span since the last: 2 and 5 ms.
+        assert_eq!(phases(&t)[0], [Phase::Run { ns: 500_000 }, Phase::Until { ns: ms(1) }, run(2), Phase::Until { ns: ms(2) }, run(3), Phase::Until { ns: ms(5) }, run(1)]);
+        let e = parse_line(&epoll("2.0", 5, Some("fffffffffffffffc"))).unwrap().unwrap();
+        assert_eq!(e.kind, Kind::PollExit { ready: false });
+        assert_eq!(parse_line(&epoll("2.0", 5, None)).unwrap().unwrap().kind, Kind::PollEnter);
+        assert!(parse_line("  t-5  [000] .....  2.0: sys_epoll_ctl(epfd: 7)").is_none());
     }
 
     #[test]
