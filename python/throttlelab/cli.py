@@ -153,10 +153,11 @@ def real(scenario: str, overrides: tuple[str, ...], on: Optional[comparison.Kern
 @click.option("-o", "--out", "out_path", required=True, metavar="FILE.toml", help="The scenario to write; the phases go beside it (FILE.phases.gz).")
 def capture(cgroup: Optional[str], pids: tuple[int, ...], duration_s: float, out_path: str) -> None:
     """Record what a cgroup's or some processes' threads do, from the kernel's
-    scheduler events (tracefs; root), as a scenario the simulator replays:
-    CPU bursts, timed sleeps, wake-ups from outside at their time, and wake-ups
-    between the threads. [capture] in it holds the cgroup's cpu.stat over the
-    capture, to compare with `throttlelab run FILE.toml`."""
+    scheduler events and epoll_wait's (tracefs; root), as a scenario the
+    simulator replays: CPU bursts, timed sleeps, requests from outside at
+    their time (wake-ups, and those an event loop takes up without sleeping),
+    and wake-ups between the threads. [capture] in it holds the cgroup's
+    cpu.stat over the capture, to compare with `throttlelab run FILE.toml`."""
     if (cgroup is None) == (not pids):
         raise click.UsageError("give --cgroup PATH or --pid PID (not both)")
     spec = json.loads(_native.capture(out_path, duration_s, cgroup, list(pids)))
