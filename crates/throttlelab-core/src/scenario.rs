@@ -519,10 +519,10 @@ pub enum Phase {
     /// program that makes up for late wake-ups, as stress-ng's `--cpu-load`
     /// workers do (their `bias`).
     CatchUp(u64),
-    /// As `CatchUp`, but no sleep carries the rest of the lateness to the
-    /// next: a captured thread that keeps a schedule, waking each time a
-    /// while after its last wake-up was due and not sleeping while behind,
-    /// as sysbench's `--rate` event generator does.
+    /// As `CatchUp`, and lateness that no sleep made up carries on to the
+    /// next: a captured thread that keeps a schedule (each wake-up due a
+    /// while after the last was due, no sleep while behind), as sysbench's
+    /// `--rate` event generator does.
     Schedule(u64),
     /// Sleep until the next multiple of this many ns.
     Timer(u64),

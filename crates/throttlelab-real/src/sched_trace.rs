@@ -9,7 +9,9 @@
 //! length; a captured thread is a sibling, whose `wake` the sleeper `wait`s
 //! for; any other task, and a softirq (the network: a TCP request over
 //! loopback wakes its server from the client's `NET_RX` softirq), is a request
-//! from outside, which keeps its time.
+//! from outside, which keeps its time. So is a request an event loop takes
+//! up without sleeping, where the syscall tracepoints are read: an
+//! `epoll_wait` that returns something ready with no sleep since its entry.
 //!
 //! A burst's CPU time is the wall time between a thread's switch in and its
 //! switch out, exact where both are traced. Where the kernel left the switch
