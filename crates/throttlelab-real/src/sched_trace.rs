@@ -328,13 +328,15 @@ fn catch_up(threads: &mut [Thread]) {
     let mut converted = Vec::new();
     for ids in by_comm.values() {
         let pairs: Vec<Vec<LatePair>> = ids.iter().map(|&i| late_pairs(&threads[i].phases)).collect();
-        let mut sleeps_ns: Vec<u64> = ids.iter().flat_map(|&i| threads[i].phases.iter().filter_map(|p| match *p {
-            Phase::Sleep { ns, .. } => Some(ns),
-            _ => None,
-        })).collect();
+        let sleeps_ns = || -> Vec<u64> {
+            ids.iter().flat_map(|&i| threads[i].phases.iter().filter_map(|p| match *p {
+                Phase::Sleep { ns, .. } => Some(ns),
+                _ => None,
+            })).collect()
+        };
         let kind: Option<fn(u64) -> Phase> = if makes_up(&pairs.concat()) {
             Some(|ns| Phase::CatchUp { ns })
-        } else if exponential(&mut sleeps_ns) {
+        } else if exponential(&mut sleeps_ns()) {
             Some(|ns| Phase::Schedule { ns })
         } else {
             None
@@ -600,7 +602,7 @@ impl Thread {
     fn took_up(&mut self, now: u64) {
         self.end_burst_segment(now);
         let since = self.ready_since.unwrap_or(now);
-        self.phases.push(Phase::Until { ns: since + (now - since) / 2 });
+        self.phases.push(Phase::Until { ns: since + now.saturating_sub(since) / 2 });
         self.ready_since = Some(now);
     }
 
