@@ -152,6 +152,21 @@ def test_a_capture_replays_its_cpu_stat(workload, tmp_path):
         assert abs(sim["nr_throttled"] - cap["nr_throttled"]) <= max(3, 0.15 * cap["nr_periods"])
     assert abs(sim["nr_periods"] - cap["nr_periods"]) <= 2
 
+    # Replayed on the kernel by the real backend: the same demand (the
+    # worker's calibrated work stands for each burst, within the band above)
+    # and the requests answered, from outside and from a sibling. Throttled
+    # in every period, a replay may end the window up to a period behind
+    # (the worker's work costs a few per cent more CPU than its calibration
+    # says), with up to five of a thread's requests of every 20 ms unanswered.
+    real = cli("real", str(out), "--json")
+    assert real.exit_code == 0, real.stderr
+    kernel = json.loads(real.stdout)
+    print("replayed on the kernel", kernel["cgroups"][group.name])
+    assert abs(kernel["cgroups"][group.name]["usage_usec"] - cap["cpu_usec"]) <= 0.05 * cap["cpu_usec"]
+    for name, task in json.loads(replay.stdout)["tasks"].items():
+        if task.get("requests") is not None:
+            assert abs(kernel["tasks"][name]["requests"] - task["requests"]) <= 5, name
+
 
 def _capture_scenario(tmp_path: Path, phases: bytes) -> Path:
     (tmp_path / "w.phases.gz").write_bytes(phases)
@@ -169,10 +184,17 @@ def test_a_capture_that_does_not_read_is_one_line(tmp_path):
     assert_error(cli("run", str(out)), "has no section [a-1]")
 
 
-def test_the_real_backend_refuses_a_capture(tmp_path):
-    out = _capture_scenario(tmp_path, gzip.compress(b"# throttlelab phases v1\n[a-1]\nrun_us 10\n"))
+def test_the_real_backend_refuses_a_wake_up_between_cgroups(tmp_path):
+    """The real backend runs each cgroup's threads in a process of its own,
+    so a captured wake-up from one cgroup's thread to another's is refused
+    before anything runs (the simulator replays it)."""
+    (tmp_path / "w.phases.gz").write_bytes(gzip.compress(b"# throttlelab phases v1\n[a-1]\nrun_us 10\nwake b-1\n[b-1]\nwait\nrun_us 10\n"))
+    out = tmp_path / "w.toml"
+    out.write_text('name = "c"\nduration_s = 1\n[[cgroup]]\nname = "x"\n[[cgroup]]\nname = "y"\n'
+                   '[[task]]\nname = "a-1"\ncgroup = "x"\nloop = 1\nphases_file = "w.phases.gz"\n'
+                   '[[task]]\nname = "b-1"\ncgroup = "y"\nloop = 1\nphases_file = "w.phases.gz"\n')
     assert cli("run", str(out)).exit_code == 0
-    assert_error(cli("real", str(out)), "task.a-1.phases_file: the real backend cannot replay a capture yet")
+    assert_error(cli("real", str(out)), "task.a-1: wakes task b-1 of another cgroup")
 
 
 @needs_root

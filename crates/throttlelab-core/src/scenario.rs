@@ -503,8 +503,8 @@ pub enum TimerMode {
     Absolute,
 }
 
-/// A validated phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A validated phase (serialized for the real backend's worker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Phase {
     /// Work worth this many ns of CPU at nominal speed.
     Run(u64),

@@ -39,7 +39,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, SystemTime};
 use throttlelab_core::noise::{self, Stream};
 use throttlelab_core::output::{CgroupStats, Output, Requests, TaskStats};
-use throttlelab_core::scenario::{ms_to_ns, Policy, Scenario};
+use throttlelab_core::scenario::{ms_to_ns, Phase, Policy, Scenario};
 use throttlelab_core::TaskPhases;
 use worker::{
     nanosleep_until, now_ns, DlParams, DlPlan, DriverReport, ServicePlan, TaskPlan, ThreadPlan,
@@ -117,7 +117,7 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
     };
     // The tasks' threads numbered in scenario order, as the simulator's.
     let mut first_thread = 0;
-    for t in s.tasks.iter().filter(|t| TaskPhases::threads(t) > 0) {
+    for (index, t) in s.tasks.iter().enumerate().filter(|(_, t)| TaskPhases::threads(t) > 0) {
         let g = s.group_of(&t.cgroup);
         let allowed = s.allowed_cpus(g, &t.cpus);
         let first = first_thread;
@@ -151,6 +151,8 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
             spec: t.clone(),
             threads,
             dl,
+            index,
+            captured: t.captured.as_deref().map(<[Phase]>::to_vec),
         };
         plans[g.map_or(0, |i| i + 1)].spec.tasks.push(task);
     }
@@ -705,8 +707,20 @@ fn remove_stale(layout: &Layout) {
 /// a captured thread, more CPUs than the host has, no cpu controller. `compare` asks first, so
 /// that it does not let the host settle only to be refused.
 pub fn preflight(s: &Scenario) -> Result<()> {
-    if let Some(t) = s.tasks.iter().find(|t| t.phases_file.is_some()) {
-        return Err(Error::harness(format!("task.{}.phases_file: the real backend cannot replay a capture yet (use the simulator)", t.name)));
+    // Each cgroup's threads run in a process of its own: a captured wake-up
+    // between them must stay inside one.
+    for t in &s.tasks {
+        for p in t.captured.iter().flat_map(|c| c.iter()) {
+            if let Phase::Wake(target) = *p {
+                let other = &s.tasks[target];
+                if s.group_of(&other.cgroup) != s.group_of(&t.cgroup) {
+                    return Err(Error::harness(format!(
+                        "task.{}: wakes task {} of another cgroup, which the real backend runs in another process",
+                        t.name, other.name
+                    )));
+                }
+            }
+        }
     }
     // SAFETY: geteuid cannot fail.
     host::check_root(unsafe { libc::geteuid() })?;

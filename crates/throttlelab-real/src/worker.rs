@@ -47,6 +47,12 @@ pub struct TaskPlan {
     pub threads: Vec<ThreadPlan>,
     /// SCHED_DEADLINE parameters, for `policy = "deadline"` tasks.
     pub dl: Option<DlPlan>,
+    /// The task's number in the scenario: what a captured `Wake` names.
+    pub index: usize,
+    /// A captured thread's phases (`spec.captured`, which the spec's own
+    /// serialization leaves out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured: Option<Vec<Phase>>,
 }
 
 /// `sched_setattr(SCHED_DEADLINE)` for every thread of a task as it starts;
@@ -297,20 +303,28 @@ struct Run {
     loops_per_us: f64,
     /// Set once by [`Run::stop`]; busy threads read it without the lock.
     stop: AtomicBool,
-    /// Sleepers wait on `woken` under this lock; `stop` wakes them all.
-    sleepers: Mutex<()>,
+    /// Sleepers wait on `woken` under this lock, which holds each task's
+    /// wakes not yet taken (a captured `Wake` of a thread not at its `Wait`,
+    /// counted as a futex word would); `stop` wakes them all.
+    sleepers: Mutex<Vec<u64>>,
     woken: Condvar,
+    /// A captured task's thread at its `Wait`, by the task's place in `tasks`.
+    waiting: Vec<Condvar>,
+    /// The scenario's number of each of this worker's tasks.
+    tasks: Vec<usize>,
 }
 
 impl Run {
-    fn new(start_ns: u64, end_ns: u64, loops_per_us: f64) -> Run {
+    fn new(start_ns: u64, end_ns: u64, loops_per_us: f64, tasks: Vec<usize>) -> Run {
         Run {
             start_ns,
             end_ns,
             loops_per_us,
             stop: AtomicBool::new(false),
-            sleepers: Mutex::new(()),
+            sleepers: Mutex::new(vec![0; tasks.len()]),
             woken: Condvar::new(),
+            waiting: tasks.iter().map(|_| Condvar::new()).collect(),
+            tasks,
         }
     }
 
@@ -319,6 +333,38 @@ impl Run {
         let _sleepers = self.sleepers.lock().expect("sleepers lock");
         self.stop.store(true, Ordering::Relaxed);
         self.woken.notify_all();
+        self.waiting.iter().for_each(Condvar::notify_all);
+    }
+
+    /// Where the scenario's task `index` is among this worker's.
+    fn local(&self, index: usize) -> Option<usize> {
+        self.tasks.iter().position(|&i| i == index)
+    }
+
+    /// A captured `Wake` of the scenario's task `index` (one thread; in this
+    /// worker, which `preflight` sees to).
+    fn wake(&self, index: usize) {
+        if let Some(task) = self.local(index) {
+            self.sleepers.lock().expect("sleepers lock")[task] += 1;
+            self.waiting[task].notify_one();
+        }
+    }
+
+    /// A captured `Wait` of this worker's `task`th task: take a wake, or
+    /// sleep until one comes; false if the run ended first.
+    fn wait(&self, task: usize) -> bool {
+        let mut pending = self.sleepers.lock().expect("sleepers lock");
+        loop {
+            if self.over() {
+                return false;
+            }
+            if pending[task] > 0 {
+                pending[task] -= 1;
+                return true;
+            }
+            let wait = Duration::from_nanos(self.end_ns.saturating_sub(now_ns()));
+            pending = self.waiting[task].wait_timeout(pending, wait).expect("sleepers lock").0;
+        }
     }
 
     fn over(&self) -> bool {
@@ -481,6 +527,7 @@ fn task_thread(
 /// it ends later than its relative deadline after it began.
 fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResult, String> {
     let phases = TaskPhases::of(&task.spec, task.threads.len());
+    let local = run.local(task.index);
     let loops = task.spec.effective_loops();
     let deadline_ns = task.dl.as_ref().map(|d| d.params.deadline_ns);
     let mut reservation = task
@@ -492,12 +539,23 @@ fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResul
     let mut released = false;
     let started_ns = now_ns();
     let mut timers = vec![None; task.spec.timer_names().len()];
+    // A captured thread's request being answered (times since the start),
+    // and how late its last catch-up sleep ended, as the simulator's.
+    let mut request: Option<Request> = None;
+    let mut late_ns = 0;
+    let since_start = || now_ns().saturating_sub(run.start_ns);
     while going {
         for i in 0..phases.len() {
             if let Some(res) = reservation.as_mut() {
                 res.at_phase(phases.window_entry(i))?;
             }
-            going = match phases.get(i) {
+            let phase = phases.get(i);
+            if phase.blocks() {
+                if let Some(answered) = request.take() {
+                    r.requests.answered(answered, since_start());
+                }
+            }
+            going = match phase {
                 Phase::Run(ns) => {
                     let start = now_ns();
                     let done = run.work(ns, &mut r.iters);
@@ -530,8 +588,36 @@ fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResul
                     });
                     run.sleep_until(expiry)
                 }
-                Phase::CatchUp(_) | Phase::Schedule(_) | Phase::SleepUntil(_) | Phase::Wait | Phase::Wake(_) => {
-                    unreachable!("only captured threads have these phases, and preflight refuses them")
+                Phase::CatchUp(ns) | Phase::Schedule(ns) => {
+                    // Later than the whole sleep: no sleep, and the rest
+                    // carried on where the thread keeps a schedule.
+                    let late = std::mem::take(&mut late_ns);
+                    if ns <= late {
+                        if let Phase::Schedule(_) = phase {
+                            late_ns = late - ns;
+                        }
+                        true
+                    } else {
+                        let at = now_ns() + ns - late;
+                        let going = run.sleep_until(at);
+                        late_ns = now_ns().saturating_sub(at);
+                        going
+                    }
+                }
+                Phase::SleepUntil(at_ns) => {
+                    let going = run.sleep_until(run.start_ns + at_ns);
+                    request = Some(Request { arrived_ns: at_ns, started_ns: since_start() });
+                    going
+                }
+                Phase::Wait => {
+                    let going = run.wait(local.expect("a captured task is its worker's"));
+                    let now = since_start();
+                    request = Some(Request { arrived_ns: now, started_ns: now });
+                    going
+                }
+                Phase::Wake(index) => {
+                    run.wake(index);
+                    true
                 }
             };
             if !going {
@@ -809,7 +895,7 @@ fn summarise(
     name: &str,
     run: &Run,
     results: &[ThreadResult],
-    service: bool,
+    requests: bool,
     deadline: bool,
 ) -> DriverReport {
     let done = !results.is_empty() && results.iter().all(|r| r.finished_ns.is_some());
@@ -825,7 +911,7 @@ fn summarise(
         work_ns: run.work_ns(results.iter().map(|r| r.iters).sum()),
         finished_ns: done.then(|| finished().map(|(_, f)| f).max().unwrap_or(0)),
         response_ns: done.then(|| finished().map(|(s, f)| f - s).max().unwrap_or(0)),
-        requests: service.then(|| {
+        requests: requests.then(|| {
             let mut all = Requests::default();
             results.iter().for_each(|r| all.extend(&r.requests));
             all
@@ -872,8 +958,11 @@ pub fn worker_main() -> Result<(), Failure> {
 }
 
 fn serve() -> Result<(), String> {
-    let spec: WorkerSpec =
+    let mut spec: WorkerSpec =
         serde_json::from_str(&read_line()?).map_err(|e| format!("bad worker spec: {e}"))?;
+    for task in &mut spec.tasks {
+        task.spec.captured = task.captured.take().map(Arc::from);
+    }
     set_exact_timers()?;
     say("ready")?;
     let go = read_line()?;
@@ -881,7 +970,8 @@ fn serve() -> Result<(), String> {
         .strip_prefix("go ")
         .and_then(|t| t.parse().ok())
         .ok_or_else(|| format!("expected `go <start_ns>`, got {go:?}"))?;
-    let run = Arc::new(Run::new(start_ns, start_ns + spec.duration_ns, spec.loops_per_us));
+    let indices = spec.tasks.iter().map(|t| t.index).collect();
+    let run = Arc::new(Run::new(start_ns, start_ns + spec.duration_ns, spec.loops_per_us, indices));
     {
         let run = run.clone();
         thread::spawn(move || {
@@ -964,7 +1054,7 @@ fn serve() -> Result<(), String> {
             &task.spec.name,
             &run,
             &res,
-            false,
+            TaskPhases::of(&task.spec, res.len()).has_requests(),
             task.dl.is_some(),
         ));
     }
@@ -990,7 +1080,7 @@ mod tests {
     fn calibrated_work_takes_about_its_time() {
         let loops_per_us = calibrate();
         assert!(loops_per_us > 1.0, "{loops_per_us}");
-        let run = Run::new(now_ns(), u64::MAX, loops_per_us);
+        let run = Run::new(now_ns(), u64::MAX, loops_per_us, Vec::new());
         let mut iters = 0;
         let t0 = thread_cpu_ns();
         assert!(run.work(20_000_000, &mut iters));
@@ -1002,7 +1092,69 @@ mod tests {
 
     fn run_for(duration_ns: u64) -> Run {
         let now = now_ns();
-        Run::new(now, now + duration_ns, calibrate())
+        Run::new(now, now + duration_ns, calibrate(), Vec::new())
+    }
+
+    /// Task `index` of a scenario, one captured thread running `phases` once.
+    fn captured_task(index: usize, phases: Vec<Phase>) -> TaskPlan {
+        let mut spec: TaskSpec = serde_json::from_str(&format!(r#"{{"name": "t{index}", "loop": 1}}"#)).unwrap();
+        spec.captured = Some(Arc::from(phases));
+        let threads = vec![ThreadPlan { start_ns: 0, start_cpu: 0, cpus: None }];
+        TaskPlan { spec, threads, dl: None, index, captured: None }
+    }
+
+    #[test]
+    fn a_captured_wake_is_counted_until_a_wait_takes_it() {
+        let run = Arc::new(Run::new(now_ns(), now_ns() + 5_000_000_000, 1.0, vec![7, 3]));
+        // Wakes before the waits: each wait takes one at once.
+        run.wake(3);
+        run.wake(3);
+        assert!(run.wait(1) && run.wait(1));
+        // A wait with none pending sleeps until the next.
+        let waker = {
+            let run = run.clone();
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(20));
+                run.wake(3);
+            })
+        };
+        let t0 = now_ns();
+        assert!(run.wait(1));
+        assert!(now_ns() - t0 >= 15_000_000);
+        waker.join().unwrap();
+        // Another worker's task is not this one's; the end of the run ends a wait.
+        run.wake(5);
+        let stopper = {
+            let run = run.clone();
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(20));
+                run.stop();
+            })
+        };
+        assert!(!run.wait(0));
+        stopper.join().unwrap();
+    }
+
+    #[test]
+    fn captured_threads_take_requests_and_wake_each_other() {
+        let ms = 1_000_000;
+        let a = captured_task(0, vec![Phase::SleepUntil(30 * ms), Phase::Run(ms), Phase::Wake(1), Phase::Sleep(ms)]);
+        let b = captured_task(1, vec![Phase::Wait, Phase::Run(ms), Phase::Schedule(2 * ms), Phase::Run(ms)]);
+        let now = now_ns();
+        let run = Arc::new(Run::new(now, now + 5_000_000_000, calibrate(), vec![0, 1]));
+        let woken = {
+            let run = run.clone();
+            thread::spawn(move || run_phases(&run, &b, true).unwrap())
+        };
+        let r = run_phases(&run, &a, true).unwrap();
+        let b = woken.join().unwrap();
+        // A's request came at 30 ms and was answered after its 1 ms burst;
+        // B's, taken up at A's wake, after its own.
+        assert_eq!(r.requests.count(), 1);
+        assert!((ms..100 * ms).contains(&r.requests.from_arrival_ns[0]), "{:?}", r.requests);
+        assert_eq!(b.requests.count(), 1);
+        assert!(b.requests.from_arrival_ns[0] >= ms, "{:?}", b.requests);
+        assert!(b.finished_ns.unwrap() >= 33 * ms && r.finished_ns.unwrap() >= 32 * ms);
     }
 
     fn trace_task(windows: &str, dl: Option<DlPlan>) -> TaskPlan {
@@ -1020,6 +1172,8 @@ mod tests {
                 threads
             ],
             dl,
+            index: 0,
+            captured: None,
         }
     }
 
@@ -1273,7 +1427,7 @@ mod tests {
     #[test]
     fn the_end_stops_work_and_sleep() {
         let now = now_ns();
-        let run = Run::new(now, now + 5_000_000, calibrate());
+        let run = Run::new(now, now + 5_000_000, calibrate(), Vec::new());
         let mut iters = 0;
         assert!(!run.work(1_000_000_000, &mut iters));
         assert!(!run.sleep_until(now + 1_000_000_000));
