@@ -16,7 +16,7 @@ Also measures what a capture running beside the program costs its throughput
 `--rejudge docs/acceptance.json` runs no program: it makes that run's
 predictions again from its captures with the simulator as it is now, against
 the same kernel runs, so a change to the simulator shows on the published
-table without an idle host and half an hour.
+table without an idle host and an hour.
 
 Run as root on an otherwise idle host; it takes /run/throttlelab.lock, as the
 real harness does, and removes its cgroups and processes on any exit.
@@ -1016,7 +1016,7 @@ def main() -> int:
     p.add_argument("--programs", default=",".join(PROGRAMS), help=f"comma-separated, of {', '.join(PROGRAMS)}")
     p.add_argument("--runs", type=int, default=5, help="kernel runs per target configuration")
     p.add_argument("--seeds", type=int, default=20, help="simulator seeds 1..N per configuration")
-    p.add_argument("--duration-s", type=float, default=10.0, help="measured window of each run")
+    p.add_argument("--duration-s", type=float, default=20.0, help="measured window of each run, and the capture's first window the predictions replay: one draw of the program's cost on each side (docs/acceptance.md, the twentieth run)")
     p.add_argument("--capture-s", type=float, default=60.0, help="the capture's window: one draw of an open-loop program's demand, which the replay repeats, so longer than a kernel run's")
     p.add_argument("--demand-s", type=float, default=10.0, help="the unlimited run that measures the demand the limits are relative to")
     p.add_argument("--cost-runs", type=int, default=5, help="runs with and without a capture for its cost (0: skip)")
