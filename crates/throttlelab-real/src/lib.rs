@@ -704,7 +704,7 @@ fn remove_stale(layout: &Layout) {
 }
 
 /// Refuse, touching nothing, what `run` refuses before it starts: not root,
-/// a captured thread, more CPUs than the host has, no cpu controller. `compare` asks first, so
+/// a captured wake-up between cgroups, more CPUs than the host has, no cpu controller. `compare` asks first, so
 /// that it does not let the host settle only to be refused.
 pub fn preflight(s: &Scenario) -> Result<()> {
     // Each cgroup's threads run in a process of its own: a captured wake-up
