@@ -550,6 +550,18 @@ impl Phase {
         }
     }
 
+    /// A `CatchUp` or `Schedule` sleep after its thread's last one ended
+    /// `late_ns` late: how long to sleep (None: later than the whole sleep,
+    /// so no sleep), and the lateness carried on to the next (a `Schedule`'s
+    /// that no sleep made up). Both backends replay them by this rule.
+    pub fn catch_up(self, late_ns: u64) -> (Option<u64>, u64) {
+        match self {
+            Phase::CatchUp(ns) | Phase::Schedule(ns) if ns > late_ns => (Some(ns - late_ns), 0),
+            Phase::Schedule(ns) => (None, late_ns - ns),
+            _ => (None, 0),
+        }
+    }
+
     /// A phase where the thread blocks (or would, were its wake-up not
     /// already past): what ends a captured request ([`Phase::SleepUntil`]).
     pub fn blocks(self) -> bool {

@@ -267,20 +267,17 @@ impl Sim<'_> {
                     self.events.push(self.now + d, Event::Wake(tid));
                     return false;
                 }
-                Phase::CatchUp(d) | Phase::Schedule(d) => {
-                    // Later than the whole sleep: no sleep, and the rest
-                    // carried to the next where the thread keeps a schedule.
-                    let late = std::mem::take(&mut th.catch_up_late_ns);
-                    if d <= late {
-                        if let Phase::Schedule(_) = phase {
-                            th.catch_up_late_ns = late - d;
+                Phase::CatchUp(_) | Phase::Schedule(_) => {
+                    let (sleep, carried) = phase.catch_up(th.catch_up_late_ns);
+                    th.catch_up_late_ns = carried;
+                    match sleep {
+                        None => th.phase += 1,
+                        Some(d) => {
+                            th.state = ThreadState::Sleeping;
+                            th.catch_up_woke_at = Some(self.now + d);
+                            self.events.push(self.now + d, Event::Wake(tid));
+                            return false;
                         }
-                        th.phase += 1;
-                    } else {
-                        th.state = ThreadState::Sleeping;
-                        th.catch_up_woke_at = Some(self.now + d - late);
-                        self.events.push(self.now + d - late, Event::Wake(tid));
-                        return false;
                     }
                 }
                 Phase::Runtime(ns) => {

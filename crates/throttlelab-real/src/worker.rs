@@ -588,20 +588,17 @@ fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResul
                     });
                     run.sleep_until(expiry)
                 }
-                Phase::CatchUp(ns) | Phase::Schedule(ns) => {
-                    // Later than the whole sleep: no sleep, and the rest
-                    // carried on where the thread keeps a schedule.
-                    let late = std::mem::take(&mut late_ns);
-                    if ns <= late {
-                        if let Phase::Schedule(_) = phase {
-                            late_ns = late - ns;
+                Phase::CatchUp(_) | Phase::Schedule(_) => {
+                    let (sleep, carried) = phase.catch_up(late_ns);
+                    late_ns = carried;
+                    match sleep {
+                        None => true,
+                        Some(ns) => {
+                            let at = now_ns() + ns;
+                            let going = run.sleep_until(at);
+                            late_ns = now_ns().saturating_sub(at);
+                            going
                         }
-                        true
-                    } else {
-                        let at = now_ns() + ns - late;
-                        let going = run.sleep_until(at);
-                        late_ns = now_ns().saturating_sub(at);
-                        going
                     }
                 }
                 Phase::SleepUntil(at_ns) => {
