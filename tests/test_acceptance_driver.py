@@ -3,6 +3,7 @@ kernel runs are pooled and held against the simulator's seeds, and its
 command's refusals. The runs themselves need real programs and an idle host,
 so they are not tests."""
 
+import os
 import subprocess
 import sys
 from dataclasses import asdict
@@ -220,3 +221,17 @@ def test_the_scripts_programs_option_names_the_commands_programs(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), "--programs", "sysbench,nosuch", "--out", str(tmp_path)], capture_output=True, text=True)
     assert_one_line_error(done, "unknown program 'nosuch'")
     assert not any(tmp_path.iterdir())
+
+
+def test_a_second_run_is_refused_while_the_lock_is_held(tmp_path):
+    # flock locks belong to open files: a second open conflicts even in one process.
+    from throttlelab.acceptance.cgroup import LockHeld, run_lock
+
+    path = tmp_path / "lock"
+    with run_lock(path):
+        assert path.read_text() == str(os.getpid())
+        with pytest.raises(LockHeld, match=f"another real run \\(pid {os.getpid()}\\) holds {path}"):
+            with run_lock(path):
+                pass
+    with run_lock(path):
+        pass
