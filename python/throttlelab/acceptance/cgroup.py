@@ -4,8 +4,8 @@ A program under test is started inside a fresh cgroup of its own (its
 processes and what they fork), limited as one row of the table says, as a
 container would be; its ``cpu.stat`` is read over the measured window. Unlike
 the real backend's cgroups (crates/throttlelab-real/src/cgroupfs.rs) these
-have no parent of the harness's with the largest weight: the program competes
-with its clients (h2load, pgbench) as it would on a host. The Rust crate does
+have no parent of the harness's with the largest weight: the program runs at
+the default weight beside its clients (h2load, pgbench). The Rust crate does
 not expose its cgroup control or its lock (lock.rs) to Python, so both are
 here, for the acceptance driver alone.
 """

@@ -3,10 +3,11 @@
 A `Program` runs a real program in a cgroup it is given (`run`), reads its
 own figures (throughput, every request's latency), and says which of a
 replay's tasks answer its requests (`predicted`) and how a capture of it
-looks with another thread count (`with_threads`). Built in: sysbench and
-stress-ng (here), Apache, nginx (`web`) and PostgreSQL under pgbench
-(`pgbench`); a user's own is a Python file defining ``PROGRAM``, a class
-written to this interface (`load_program`).
+looks with another thread count (`with_threads`). Built in: sysbench,
+stress-ng and the web servers' common part (here), Apache and nginx
+(`apache`, `nginx`) and PostgreSQL under pgbench (`pgbench`); a user's own
+is a Python file defining ``PROGRAM``, a class written to this interface
+(`driver.load_program`).
 """
 
 from __future__ import annotations
