@@ -235,3 +235,37 @@ def test_a_second_run_is_refused_while_the_lock_is_held(tmp_path):
                 pass
     with run_lock(path):
         pass
+
+
+def test_pgbench_deals_the_captured_requests_among_other_backends(tmp_path):
+    # Two backends woken from outside, four asked for: every request (an
+    # until_us and what follows up to the next) goes whole to one of the
+    # four, each new backend starts as a captured one did, and the
+    # postmaster (never woken from outside) stays as captured.
+    from throttlelab.acceptance.pgbench import Program as Pgbench
+
+    sections = {
+        "postgres-1": ["run_us 50", "sleep_us 1000"],
+        "postgres-2": ["run_us 7", "until_us 10", "run_us 100", "until_us 30", "run_us 300"],
+        "postgres-3": ["run_us 8", "until_us 20", "run_us 200", "until_us 40", "run_us 400", "sleep_us 9"],
+    }
+    requests = [["until_us 10", "run_us 100"], ["until_us 20", "run_us 200"], ["until_us 30", "run_us 300"], ["until_us 40", "run_us 400", "sleep_us 9"]]
+    programs.write_phases(tmp_path / "c.phases.gz", sections)
+    (tmp_path / "c.toml").write_text(
+        'name = "c"\n[[cgroup]]\nname = "g"\n'
+        + "".join(f'\n[[task]]\nname = "{n}"\ncgroup = "g"\nloop = 1\nphases_file = "c.phases.gz"\n' for n in sections)
+    )
+    out = Pgbench.with_clients(tmp_path / "c.toml", 4, tmp_path / "four.toml", seed=1)
+    got = programs.read_phases(out.with_suffix(".phases.gz"))
+    assert list(got) == ["postgres-1", "backend-0", "backend-1", "backend-2", "backend-3"]
+    assert got["postgres-1"] == sections["postgres-1"]
+    dealt = []
+    for i in range(4):
+        lines = got[f"backend-{i}"]
+        assert lines[0] == ["run_us 7", "run_us 8"][i % 2]
+        cuts = [j for j, line in enumerate(lines) if line.startswith("until_us")] + [len(lines)]
+        assert cuts[0] == 1, lines
+        dealt += [lines[a:b] for a, b in zip(cuts, cuts[1:])]
+    assert sorted(dealt) == requests
+    text = out.read_text()
+    assert text.count("[[task]]") == 5 and text.count('phases_file = "four.phases.gz"') == 5

@@ -19,17 +19,17 @@ import contextlib
 import math
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 from throttlelab.acceptance.cgroup import cgroup_dirs
 from throttlelab.acceptance.programs import (
-    LEAD_S, TAIL_S, TRAFFIC_SEED, Program as Base, read_phases, request_percentiles, servers, write_phases,
+    LEAD_S, TAIL_S, TRAFFIC_SEED, Program as Base, read_phases, request_percentiles, servers, write_scenario,
 )
 from throttlelab.metrics import percentile
 
@@ -202,7 +202,8 @@ class Program(Base):
         the busiest (`servers`); a request is its `until_us` and what follows
         up to the next. What a backend did before its first request (its
         start) goes to the new backends in turn."""
-        sections = read_phases(capture.with_name(re.search(r'phases_file = "([^"]+)"', capture.read_text())[1]))
+        captured = tomllib.loads(capture.read_text())["task"]
+        sections = read_phases(capture.parent / captured[0]["phases_file"])
         old = servers({name: sum(p.startswith("until_us") for p in lines) for name, lines in sections.items()})
         if any(p == "wait" for name in old for p in sections[name]) or any(
             p.split()[1] in old for lines in sections.values() for p in lines if p.startswith("wake ")
@@ -220,14 +221,8 @@ class Program(Base):
         for request in requests:
             new[f"backend-{rng.randrange(clients)}"] += request
         sections.update(new)
-        phases_out = out.with_suffix(".phases.gz")
-        write_phases(phases_out, sections)
-        scenario, *tasks = capture.read_text().split("\n[[task]]\n")
-        cgroup = re.search(r'\ncgroup = "([^"]+)"', tasks[0])[1]
-        kept = [re.sub(r'phases_file = "[^"]+"', f'phases_file = "{phases_out.name}"', t) for t in tasks if re.search(r'name = "([^"]+)"', t)[1] in sections]
-        kept += [f'name = "{n}"\ncgroup = "{cgroup}"\nloop = 1\nphases_file = "{phases_out.name}"\n' for n in new]
-        out.write_text(scenario + "".join("\n[[task]]\n" + t for t in kept))
-        return out
+        tasks = [t for t in captured if t["name"] in sections] + [{"name": n, "cgroup": captured[0]["cgroup"]} for n in new]
+        return write_scenario(capture, tasks, sections, out)
 
     def teardown(self) -> None:
         """Stop the server (fast shutdown) and remove its directory."""

@@ -170,8 +170,7 @@ def replicate_workers(capture: Path, threads: int, out: Path, is_worker: Callabl
     """`out`, a copy of `capture` with `threads` worker tasks: the first
     captured ones kept, then copies (see `Program.with_threads`); its phases
     beside it. The other tasks (a parent, a generator) stay as captured."""
-    text = capture.read_text()
-    doc = tomllib.loads(text)
+    doc = tomllib.loads(capture.read_text())
     sections = read_phases(capture.parent / doc["task"][0]["phases_file"])
     workers = [t for t in doc["task"] if is_worker(t["name"])]
     if not workers:
@@ -186,9 +185,17 @@ def replicate_workers(capture: Path, threads: int, out: Path, is_worker: Callabl
         sections[name] = lines[shift:] + lines[:shift]
         copies.append({**base, "name": name})
     tasks = [t for t in doc["task"] if not is_worker(t["name"])] + kept + copies
+    return write_scenario(capture, tasks, sections, out)
+
+
+def write_scenario(capture: Path, tasks: list[dict], sections: dict[str, list[str]], out: Path) -> Path:
+    """`out`: `capture`'s scenario with `tasks` for its tasks (each a task's
+    table as the capture writes it: `name`, `cgroup`, `start_us` if any), each
+    replaying its section of `sections` once, written beside `out` as its
+    `.phases.gz`."""
     phases = out.with_suffix(".phases.gz")
     write_phases(phases, {t["name"]: sections[t["name"]] for t in tasks})
-    head = text.split("\n[[task]]")[0]
+    head = capture.read_text().split("\n[[task]]")[0]
     body = "".join(
         f'\n[[task]]\nname = "{t["name"]}"\ncgroup = "{t["cgroup"]}"\nloop = 1\nphases_file = "{phases.name}"\n'
         + (f"start_us = {t['start_us']}\n" if "start_us" in t else "")
