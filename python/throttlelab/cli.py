@@ -8,11 +8,14 @@ import json
 import math
 import os
 import sys
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 import click
 
 from throttlelab import _native, bench as benches, compare as comparison, output, vm
+from throttlelab.acceptance import AcceptanceError
+from throttlelab.acceptance.cgroup import LockHeld
 from throttlelab import reproduce as experiments
 from throttlelab.platforms import PLATFORMS
 from throttlelab.runner import EXECUTORS, Runner, RunnerError
@@ -32,7 +35,7 @@ DEFAULT_SCENARIO = "ugedal-table2"
 #: Errors that are the user's input, not a bug: reported in one line, exit code 2.
 USER_ERRORS = (
     _native.ScenarioError, _native.HarnessError, ScenarioNotFound, experiments.UnknownExperiment,
-    SweepError, AdviseError, ExplainError, RunnerError, vm.VmError,
+    SweepError, AdviseError, ExplainError, RunnerError, vm.VmError, AcceptanceError, LockHeld,
 )
 
 
@@ -484,3 +487,35 @@ def explain(scenario: str, cgroup: Optional[str], seeds: int, overrides: tuple[s
         click.echo(json.dumps(result))
     else:
         terminal.print(*render_explanation(result))
+
+
+@main.command(epilog="Exit codes: 0 done; 1 a program failed (the others' rows stand); 2 bad input, or another real run holds the lock.")
+@click.argument("programs", nargs=-1, metavar="[PROGRAM]...")
+@click.option("--runs", default=5, show_default=True, type=click.IntRange(min=1), help="Kernel runs per configuration.")
+@click.option("--seeds", default=20, show_default=True, type=click.IntRange(min=1), help="Simulator seeds 1..N per configuration.")
+@click.option("--duration-s", default=20.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Each kernel run's measured window, and the capture's first window the predictions replay.")
+@click.option("--capture-s", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="The capture's window (one draw of an open-loop program's demand, which the replay repeats).")
+@click.option("--demand-s", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="The unlimited run that measures the demand the limits are relative to.")
+@click.option("--cost-runs", default=5, show_default=True, type=click.IntRange(min=0), help="Runs with and without a capture, for what it costs the program's throughput (0: skip).")
+@click.option("-o", "--out", "out_dir", default=".", show_default=True, type=click.Path(file_okay=False), help="Directory for acceptance.md, acceptance.json and acceptance-captures/.")
+@click.option("--work", type=click.Path(file_okay=False), help="Keep the captures and the replays made from them here (default: a temporary directory, removed).")
+@click.option("--note", default="", help="A line saying how this run was made (the host's state), put in the report.")
+@click.option("--rejudge", type=click.Path(dir_okay=False), metavar="JSON", help="Run no program: make a finished run's predictions again with this simulator from the acceptance-captures/ beside JSON, against its kernel runs.")
+def accept(programs: tuple[str, ...], runs: int, seeds: int, duration_s: float, capture_s: float, demand_s: float,
+           cost_runs: int, out_dir: str, work: Optional[str], note: str, rejudge: Optional[str]) -> int:
+    """Capture each PROGRAM under one CPU limit on the host kernel (root),
+    predict other limits (a tighter quota, a shorter period, burst, another
+    thread count) with the simulator alone, run the program under them and
+    judge each prediction: throttled ratio, usage and p99 against the runs.
+    PROGRAM is a built-in (sysbench, stress-ng, apache, nginx, pgbench; all by
+    default) or a FILE.py defining PROGRAM (docs/acceptance.md)."""
+    import tempfile
+
+    from throttlelab.acceptance import Options, rejudge_file, run_programs
+
+    terminal = Terminal()
+    if rejudge:
+        return rejudge_file(Path(rejudge), seeds, Path(out_dir), list(programs), terminal)
+    with tempfile.TemporaryDirectory(prefix="throttlelab-accept-") as temp:
+        opts = Options(runs, seeds, duration_s, capture_s, demand_s, cost_runs, Path(out_dir), Path(work or temp))
+        return run_programs(list(programs), opts, note, terminal)

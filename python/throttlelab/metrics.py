@@ -50,3 +50,13 @@ def limit(quota_us: Optional[int], period_us: int, burst_us: int = 0) -> str:
     burst = f", cpu.max.burst {burst_us}" if burst_us else ""
     cpus = quota_us / period_us
     return f"cpu.max {quota_us} {period_us} ({cpus:.3g} CPU{'s' if cpus != 1 else ''}, {millicores(quota_us, period_us)}m){burst}"
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """The `p`-th percentile (0 < p <= 100) of ascending `sorted_values` by
+    nearest rank, as the core's output computes a task's `latency_us`; 0.0
+    when empty."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, min(len(sorted_values), -(-len(sorted_values) * p // 100)))
+    return sorted_values[int(rank) - 1]

@@ -1,5 +1,5 @@
 """#16 acceptance for nginx: a Program for the acceptance driver
-(`python scripts/acceptance.py --programs nginx`).
+(`throttlelab accept nginx`).
 
 nginx (its master and `WORKERS` workers, each an event loop on epoll) runs
 inside the limited cgroup as the driver's `WebServer`: four h2load clients
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from acceptance import WebServer
+from throttlelab.acceptance.programs import WebServer
 
 WORKERS = 2
 
@@ -61,6 +61,3 @@ class Program(WebServer):
 
     def argv(self, directory: Path) -> list[str]:
         return ["nginx", "-c", str(directory / "nginx.conf"), "-p", str(directory)]
-
-
-PROGRAM = Program  # what scripts/acceptance.py loads from an acceptance_*.py

@@ -1,11 +1,11 @@
 """#16 acceptance for PostgreSQL under `pgbench --rate`: a Program for the
-acceptance driver (`python scripts/acceptance.py --programs pgbench`).
+acceptance driver (`throttlelab accept pgbench`).
 
 The server (postmaster, its background processes and one backend per client
 connection, forked into the postmaster's cgroup) runs inside the limited
 cgroup; pgbench runs outside it, so each query reaches its backend as a
 wake-up from outside the workload: an `until_us` phase in a capture, whose
-latency the simulator reports (README, "Captured workloads"). Each
+latency the simulator reports (docs/capture-guide.md). Each
 transaction is one reporting query (`QUERY`: a sequential scan of
 pgbench_accounts' 100 000 rows, some 9 ms of CPU), so one of pgbench's
 latencies is one such request, and a few of them arriving together make the
@@ -16,19 +16,22 @@ is on tmpfs with fsync off: CPU time is what the workload waits for.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import math
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
-from acceptance import LEAD_S, TAIL_S, TRAFFIC_SEED, percentile, request_percentiles, servers
+from throttlelab.acceptance.cgroup import cgroup_dirs
+from throttlelab.acceptance.programs import (
+    LEAD_S, TAIL_S, TRAFFIC_SEED, Program as Base, read_phases, request_percentiles, servers, write_scenario,
+)
+from throttlelab.metrics import percentile
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PGBENCH = "/usr/bin/pgbench"
@@ -44,19 +47,9 @@ OTHER_CLIENTS = 8
 # A transaction: one query that scans the table (no parallel workers: the
 # server runs it in the client's backend alone).
 QUERY = "SELECT sum(abalance) FROM pgbench_accounts;"
-CGROUP_V1_ROOT = Path("/sys/fs/cgroup/cpu")
-CPUACCT_V1_ROOT = Path("/sys/fs/cgroup/cpuacct")
 
 
-def cgroup_dirs(cgroup: Path) -> list[Path]:
-    """`cgroup` and, on v1 with cpuacct mounted apart, its twin of the same name there."""
-    if (cgroup / "cpuacct.usage").exists() or not cgroup.is_relative_to(CGROUP_V1_ROOT):
-        return [cgroup]
-    twin = CPUACCT_V1_ROOT / cgroup.relative_to(CGROUP_V1_ROOT)
-    return [cgroup, twin] if twin.is_dir() else [cgroup]
-
-
-class Program:
+class Program(Base):
     """PostgreSQL 15 under `pgbench --rate` with one scan a transaction,
     server in the limited cgroup."""
 
@@ -209,14 +202,8 @@ class Program:
         the busiest (`servers`); a request is its `until_us` and what follows
         up to the next. What a backend did before its first request (its
         start) goes to the new backends in turn."""
-        phases_path = capture.with_name(re.search(r'phases_file = "([^"]+)"', capture.read_text())[1])
-        sections: dict[str, list[str]] = {}
-        for line in gzip.decompress(phases_path.read_bytes()).decode().splitlines()[1:]:
-            if line.startswith("["):
-                name = line[1:-1]
-                sections[name] = []
-            elif line:
-                sections[name].append(line)
+        captured = tomllib.loads(capture.read_text())["task"]
+        sections = read_phases(capture.parent / captured[0]["phases_file"])
         old = servers({name: sum(p.startswith("until_us") for p in lines) for name, lines in sections.items()})
         if any(p == "wait" for name in old for p in sections[name]) or any(
             p.split()[1] in old for lines in sections.values() for p in lines if p.startswith("wake ")
@@ -234,15 +221,8 @@ class Program:
         for request in requests:
             new[f"backend-{rng.randrange(clients)}"] += request
         sections.update(new)
-        phases_out = out.with_suffix(".phases.gz")
-        text = "# throttlelab phases v1\n" + "".join(f"[{n}]\n" + "".join(p + "\n" for p in lines) for n, lines in sections.items())
-        phases_out.write_bytes(gzip.compress(text.encode()))
-        scenario, *tasks = capture.read_text().split("\n[[task]]\n")
-        cgroup = re.search(r'\ncgroup = "([^"]+)"', tasks[0])[1]
-        kept = [re.sub(r'phases_file = "[^"]+"', f'phases_file = "{phases_out.name}"', t) for t in tasks if re.search(r'name = "([^"]+)"', t)[1] in sections]
-        kept += [f'name = "{n}"\ncgroup = "{cgroup}"\nloop = 1\nphases_file = "{phases_out.name}"\n' for n in new]
-        out.write_text(scenario + "".join("\n[[task]]\n" + t for t in kept))
-        return out
+        tasks = [t for t in captured if t["name"] in sections] + [{"name": n, "cgroup": captured[0]["cgroup"]} for n in new]
+        return write_scenario(capture, tasks, sections, out)
 
     def teardown(self) -> None:
         """Stop the server (fast shutdown) and remove its directory."""
@@ -258,6 +238,3 @@ class Program:
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
-
-
-PROGRAM = Program  # what scripts/acceptance.py loads from an acceptance_*.py

@@ -1,5 +1,5 @@
 """#16 acceptance for the Apache HTTP server with its prefork MPM: a Program
-for the acceptance driver (`python scripts/acceptance.py --programs apache`).
+for the acceptance driver (`throttlelab accept apache`).
 
 Apache's prefork MPM serves each connection in a process of its own, one
 request at a time, so with keep-alive connections every request reaches the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from acceptance import WebServer
+from throttlelab.acceptance.programs import WebServer
 
 MODULES = Path("/usr/lib/apache2/modules")
 
@@ -71,6 +71,3 @@ class Program(WebServer):
 
     def argv(self, directory: Path) -> list[str]:
         return ["apache2", "-f", str(directory / "httpd.conf"), "-DFOREGROUND"]
-
-
-PROGRAM = Program  # what scripts/acceptance.py loads from an acceptance_*.py
