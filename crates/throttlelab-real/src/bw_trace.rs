@@ -3,9 +3,10 @@
 //! on CLOCK_MONOTONIC (`trace_clock mono`, the clock of the run's start):
 //!
 //! - tracepoints every kernel has: `sched_switch` (when a group's tasks stop
-//!   and run again), `hrtimer_start` and `hrtimer_expire_entry` (the period
-//!   timer's expiries, `sched_cfs_period_timer`, and the slack timer's,
-//!   `sched_cfs_slack_timer`);
+//!   and run again), `hrtimer_start`, `hrtimer_expire_entry` and
+//!   `hrtimer_expire_exit` (the period timer's expiries,
+//!   `sched_cfs_period_timer`, the periods each covered, and the slack
+//!   timer's, `sched_cfs_slack_timer`);
 //! - where the kernel allows kprobes (`kprobe_events` exists: not on the
 //!   development host, yes in Debian's 6.12 guest), probes on the bandwidth
 //!   functions of `kernel/sched/fair.c` with the values they change, read by
@@ -23,7 +24,8 @@ use std::fs;
 use std::path::PathBuf;
 
 /// Tracepoints, enabled in the instance (group/name).
-pub const TRACEPOINTS: [&str; 3] = ["sched/sched_switch", "timer/hrtimer_start", "timer/hrtimer_expire_entry"];
+pub const TRACEPOINTS: [&str; 4] =
+    ["sched/sched_switch", "timer/hrtimer_start", "timer/hrtimer_expire_entry", "timer/hrtimer_expire_exit"];
 
 /// The kprobe events' group.
 pub const GROUP: &str = "throttlelab_bw";
@@ -49,6 +51,8 @@ pub const PROBES: &[Probe] = &[
         tries: &[
             "__assign_cfs_rq_runtime cpu=cfs_rq->rq->cpu:s32 rr=cfs_rq->runtime_remaining:s64 pool=cfs_b->runtime:u64 target=target_runtime:u64",
             "assign_cfs_rq_runtime cpu=cfs_rq->rq->cpu:s32 rr=cfs_rq->runtime_remaining:s64 pool=cfs_rq->tg->cfs_bandwidth.runtime:u64",
+            // Both inlined (Debian's 6.12): the charge that asks for runtime.
+            "__account_cfs_rq_runtime cpu=cfs_rq->rq->cpu:s32 rr=cfs_rq->runtime_remaining:s64 delta=delta_exec:u64 thr=cfs_rq->throttled:s32",
         ],
     },
     Probe {
@@ -57,12 +61,18 @@ pub const PROBES: &[Probe] = &[
         tries: &[
             "__assign_cfs_rq_runtime cpu=cfs_rq->rq->cpu:s32 rr=cfs_rq->runtime_remaining:s64 pool=cfs_b->runtime:u64 ok=$retval:s32",
             "assign_cfs_rq_runtime cpu=cfs_rq->rq->cpu:s32 rr=cfs_rq->runtime_remaining:s64 pool=cfs_rq->tg->cfs_bandwidth.runtime:u64 ok=$retval:s32",
+            "__account_cfs_rq_runtime cpu=cfs_rq->rq->cpu:s32 rr=cfs_rq->runtime_remaining:s64",
         ],
     },
     Probe {
         name: "return",
         kind: 'p',
         tries: &["__return_cfs_rq_runtime cpu=cfs_rq->rq->cpu:s32 rr=cfs_rq->runtime_remaining:s64 pool=cfs_rq->tg->cfs_bandwidth.runtime:u64"],
+    },
+    Probe {
+        name: "throttle_entry",
+        kind: 'p',
+        tries: &["throttle_cfs_rq cpu=cfs_rq->rq->cpu:s32 rr=cfs_rq->runtime_remaining:s64"],
     },
     Probe {
         name: "throttle",
@@ -102,7 +112,34 @@ pub const PROBES: &[Probe] = &[
     },
 ];
 
-/// The first line of the text `BwTrace::read` returns, then one
+/// Functions whose presence in /proc/kallsyms the trace's header reports
+/// (`# symbols:`): the probed ones and their callers, to tell which the
+/// compiler inlined.
+pub const SYMBOLS: &[&str] = &[
+    "__assign_cfs_rq_runtime",
+    "assign_cfs_rq_runtime",
+    "__account_cfs_rq_runtime",
+    "__return_cfs_rq_runtime",
+    "return_cfs_rq_runtime",
+    "dequeue_entity",
+    "dequeue_entities",
+    "throttle_cfs_rq",
+    "unthrottle_cfs_rq",
+    "check_cfs_rq_runtime",
+    "check_enqueue_throttle",
+    "__refill_cfs_bandwidth_runtime",
+    "distribute_cfs_runtime",
+    "do_sched_cfs_period_timer",
+    "sched_cfs_period_timer",
+    "do_sched_cfs_slack_timer",
+    "sched_cfs_slack_timer",
+    "start_cfs_bandwidth",
+    "start_cfs_slack_bandwidth",
+    "tg_set_cfs_bandwidth",
+];
+
+/// The first line of the text `BwTrace::read` returns, then `# symbols:`
+/// (those of `SYMBOLS` the kernel has, where kprobes were asked for), one
 /// `# probe NAME: DEFINITION` line per probe set and one `# no probe NAME:
 /// WHY` per probe that could not be.
 pub const HEADER: &str = "# throttlelab bandwidth trace";
@@ -147,6 +184,9 @@ impl BwTrace {
             self.notes.push(format!("# no probes: {} does not exist (no CONFIG_KPROBE_EVENTS)", events.display()));
             return;
         }
+        let kallsyms = fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        let found = symbols(&kallsyms);
+        self.notes.push(format!("# symbols: {}", found.join(" ")));
         for probe in PROBES {
             let mut why = String::new();
             let set = probe.tries.iter().find(|def| {
@@ -183,6 +223,19 @@ impl BwTrace {
     }
 }
 
+/// Those of `SYMBOLS` that /proc/kallsyms text lists as functions (`ADDR t
+/// NAME`, a module's with ` [module]` after it), in `SYMBOLS`' order.
+fn symbols(kallsyms: &str) -> Vec<&'static str> {
+    let text: std::collections::BTreeSet<&str> = kallsyms
+        .lines()
+        .filter_map(|l| {
+            let mut fields = l.split_whitespace();
+            matches!(fields.nth(1), Some("t" | "T")).then(|| fields.next()).flatten()
+        })
+        .collect();
+    SYMBOLS.iter().copied().filter(|f| text.contains(f)).collect()
+}
+
 /// Append `line` to a tracefs control file (`>>`: other definitions stay).
 fn append(path: &PathBuf, line: &str) -> std::io::Result<()> {
     use std::io::Write;
@@ -205,6 +258,15 @@ impl Drop for BwTrace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn symbols_are_functions_of_exactly_those_names() {
+        let kallsyms = "ffffffff81100000 t throttle_cfs_rq\nffffffff81100100 T __refill_cfs_bandwidth_runtime\n\
+                        ffffffff81100200 t sched_cfs_period_timer.cold\nffffffff81100300 d distribute_cfs_runtime\n\
+                        ffffffff81100400 t throttle_cfs\n";
+        // Not a .cold part, not data, not a prefix.
+        assert_eq!(symbols(kallsyms), ["throttle_cfs_rq", "__refill_cfs_bandwidth_runtime"]);
+    }
 
     #[test]
     fn every_probe_has_a_definition_and_a_unique_name() {
