@@ -395,7 +395,23 @@ def test_diff_on_debians_6_12_sees_grants_and_distribution(write_scenario):
     assert set(run["kinds"]) == set(diff.KINDS), run["notes"]
     kernel, sim = run["streams"]
     throttled = _expiries_and_throttling(kernel, 100)
-    assert throttled >= 0.75 * 100, throttled
-    assert sum(e.kind == "assign" and bool(e.amount_ns) for e in kernel.events) >= 50
-    assert sum(e.kind == "distribute" for e in kernel.events) >= 50
+    # A late expiry's overrun periods count as throttled too (nr_throttled += overrun).
+    assert throttled + kernel.overruns >= 0.75 * 100, (throttled, kernel.overruns)
+    count = lambda kind: sum(e.kind == kind for e in kernel.events)  # noqa: E731
+    # Each throttle asks for 1 ns first; the charges ask too, and some get runtime.
+    assert count("assign") >= count("throttle") > 0
+    assert any(e.kind == "assign" and e.amount_ns for e in kernel.events)
+    # An expiry that finds a cfs_rq throttled distributes the refill (nothing
+    # only where each is already queued for an async unthrottle): 67 of 67 and
+    # 86 of 88 in two runs here.
+    distributed, on = 0, set()
+    for i, e in enumerate(kernel.events):
+        if e.kind == "refill" and on:
+            following = next((x for x in kernel.events[i + 1:] if x.kind in ("refill", "distribute")), None)
+            distributed += following is not None and following.kind == "distribute"
+        elif e.kind == "throttle":
+            on.add(e.cpu)
+        elif e.kind == "unthrottle":
+            on.discard(e.cpu)
+    assert distributed >= 0.9 * throttled, (distributed, throttled)
     _held_to_cpu_stat(run, kernel=False)
