@@ -299,7 +299,8 @@ def kernel_stream(text: str, start_ns: int, end_ns: int, period_ns: Optional[int
     if derive_returns:
         notes.append("slack returns from runtime_remaining falling between two charges (__return_cfs_rq_runtime is inlined)")
     if by_switch:
-        notes.append("throttle and unthrottle seen from sched_switch: worker threads off their CPU while runnable across an expiry of the group's timers")
+        notes.append("throttle and unthrottle seen from sched_switch: worker threads off their CPU while runnable across an expiry "
+                     "of the group's timers (a preemption across one reads as a throttle too)")
     return Stream(sorted(events, key=lambda e: e.t_ns), tuple(k for k in KINDS if k in kinds), notes, overruns)
 
 
@@ -588,6 +589,8 @@ def diff(text: str, overrides: Sequence[str] = (), runs: int = 1, on: Optional[T
             "notes": kernel.notes + notes,
             "periods": {"kernel": len(Periods.of(kernel).starts), "sim": len(Periods.of(sim).starts)},
             "kernel_overruns": kernel.overruns,
+            "throttles": {"kernel": sum(e.kind == "throttle" and e.t_ns <= end_ns for e in kernel.events),
+                          "sim": sum(e.kind == "throttle" for e in sim.events)},
             "first_divergence": None if first is None else {**asdict(first), "kernel": [asdict(e) for e in first.kernel], "sim": [asdict(e) for e in first.sim]},
             "alike": alike,
             "streams": (kernel, sim),
@@ -621,7 +624,9 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
             parts.append(f"  note: {escape(note)}")
         k, s = run["kernel"], run["sim"]
         parts.append(f"  throttled periods: kernel {k['nr_throttled']}/{k['nr_periods']} ({k['throttled_usec'] / 1e3:.1f} ms), "
-                     f"simulator {s['nr_throttled']}/{s['nr_periods']} ({s['throttled_usec'] / 1e3:.1f} ms)")
+                     f"simulator {s['nr_throttled']}/{s['nr_periods']} ({s['throttled_usec'] / 1e3:.1f} ms); "
+                     f"throttles traced: kernel {run['throttles']['kernel']}, simulator {run['throttles']['sim']}; "
+                     f"usage: kernel {k['usage_usec'] / 1e6:.3f} s, simulator {s['usage_usec'] / 1e6:.3f} s")
         d = run["first_divergence"]
         if d is None:
             parts.append("  no divergence within the tolerance")
