@@ -130,11 +130,13 @@ HOST_TRACE = """\
  throttlelab-wor-903     [000] d..2.   100.022000: sched_switch: prev_comm=throttlelab-wor prev_pid=903 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
  throttlelab-wor-904     [000] d..2.   100.023000: sched_switch: prev_comm=throttlelab-wor prev_pid=904 prev_prio=120 prev_state=R+ ==> next_comm=kworker/0:1 next_pid=77 next_prio=120
      kworker/0:1-77      [000] d..2.   100.023500: sched_switch: prev_comm=kworker/0:1 prev_pid=77 prev_prio=120 prev_state=I ==> next_comm=throttlelab-wor next_pid=904 next_prio=120
+ throttlelab-wor-903     [001] d.h2.   100.023900: hrtimer_start: hrtimer=00000000ffff function=sched_cfs_period_timer expires=100030000000 softexpires=100030000000 mode=ABS|PINNED
  throttlelab-rea-900     [000] d..2.   100.024000: hrtimer_start: hrtimer=00000000dddd function=sched_cfs_slack_timer expires=100029000000 softexpires=100029000000 mode=REL
           <idle>-0       [000] d.h2.   100.025001: hrtimer_expire_entry: hrtimer=00000000aaaa function=sched_cfs_period_timer now=100025001000
              pip-700     [001] d..2.   100.025050: sched_switch: prev_comm=pip prev_pid=700 prev_prio=130 prev_state=R ==> next_comm=throttlelab-wor next_pid=902 next_prio=120
  throttlelab-wor-902     [001] d..2.   100.025100: sched_switch: prev_comm=throttlelab-wor prev_pid=902 prev_prio=120 prev_state=R ==> next_comm=throttlelab-wor next_pid=901 next_prio=120
           <idle>-0       [001] d.h2.   100.029001: hrtimer_expire_entry: hrtimer=00000000dddd function=sched_cfs_slack_timer now=100029001000
+ throttlelab-wor-903     [001] d.h2.   100.030001: hrtimer_expire_entry: hrtimer=00000000ffff function=sched_cfs_period_timer now=100030001000
           <idle>-0       [000] d.h2.   100.045001: hrtimer_expire_entry: hrtimer=00000000aaaa function=sched_cfs_period_timer now=100045001000
 """
 
@@ -143,7 +145,8 @@ def test_the_hosts_tracepoints_give_timers_and_throttling_seen_from_switches():
     s = diff.kernel_stream(HOST_TRACE, start_ns=100_000_000_000, end_ns=100_040_000_000, period_ns=PERIOD)
     assert s.overruns == 0
     assert s.kinds == ("refill", "throttle", "unthrottle", "slack_timer")
-    # Ours: the period timer our controller armed (not another group's, bbbb);
+    # Ours: the period timer our controller armed (not another group's, bbbb,
+    # nor ffff, armed by an interrupt while a worker was current);
     # the expiry at 45 ms is past the run's end. Two threads off CPU 1
     # runnable until after the refill at 25 ms are one throttle, from the
     # first that left to the first back (the second back is the same one);
@@ -307,7 +310,7 @@ def test_the_simulators_trace_has_the_slack_timer_and_distribution(write_scenari
     assert {"refill", "assign", "throttle", "unthrottle", "distribute"} <= kinds
 
 
-def test_diff_refuses_a_scenario_without_one_limited_cgroup(write_scenario):
+def test_diff_refuses_bad_input_in_one_line(write_scenario):
     result = cli("diff", write_scenario(quota_us="-1"))
     assert result.exit_code == 2
     assert result.stderr == "throttlelab: error: diff traces one limited cgroup; the scenario has 0 (cgroup.NAME.quota_us)\n"
@@ -315,6 +318,9 @@ def test_diff_refuses_a_scenario_without_one_limited_cgroup(write_scenario):
     assert result.exit_code == 2 and "--tolerance-us" in result.stderr
     result = cli("diff", write_scenario(), "--accel", "tcg")
     assert result.exit_code == 2 and "--accel needs --kernel" in result.stderr
+    result = cli("diff", write_scenario(), "--kernel", "/nonexistent/bzImage")
+    assert result.exit_code == 2
+    assert result.stderr == "throttlelab: error: no kernel image at /nonexistent/bzImage\n"
 
 
 def _held_to_cpu_stat(run: dict, kernel: bool) -> None:

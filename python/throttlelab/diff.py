@@ -161,7 +161,8 @@ def kernel_stream(text: str, start_ns: int, end_ns: int, period_ns: Optional[int
     """The kernel's events of ``[start_ns, end_ns]`` (CLOCK_MONOTONIC) in a
     ``--bw-trace`` text, in ns since ``start_ns``. Where the bandwidth
     functions were probed their events are used; the period and slack timers
-    come from ``hrtimer_expire_entry`` (of the timers our processes armed), and
+    come from ``hrtimer_expire_entry`` (of the timers our processes armed
+    outside interrupts), and
     without probes throttling is seen from ``sched_switch``: worker threads
     that left a CPU runnable (prev_state R) and ran again only after an
     expiry of one of those timers (only a timer's distribution unthrottles)
@@ -222,7 +223,10 @@ def kernel_stream(text: str, start_ns: int, end_ns: int, period_ns: Optional[int
         cpu = _int(f, "cpu")
         cpu = line_cpu if cpu is None else cpu
         if event == "hrtimer_start" and f.get("function") in ("sched_cfs_period_timer", "sched_cfs_slack_timer"):
-            if comm.startswith(OUR_COMMS) or f["hrtimer"] in ours:
+            # Ours: armed by our controller's cpu.max write or a worker's slack
+            # return, in their own context; an interrupt that arms another
+            # group's timer while a worker is current is not ours.
+            if (comm.startswith(OUR_COMMS) and f["flags"][2:3] == ".") or f["hrtimer"] in ours:
                 ours[f["hrtimer"]] = f["function"]
                 new, old = _int(f, "expires"), armed.get(f["hrtimer"])
                 # The callback's re-arm (__run_hrtimer enqueues it right after
