@@ -162,7 +162,8 @@ def kernel_stream(text: str, start_ns: int, end_ns: int, period_ns: Optional[int
     ``--bw-trace`` text, in ns since ``start_ns``. Where the bandwidth
     functions were probed their events are used; the period and slack timers
     come from ``hrtimer_expire_entry`` (of the timers our processes armed
-    outside interrupts), and
+    outside interrupts), with the periods each expiry covered counted from
+    the callback's re-arm (``overruns``, where ``period_ns`` is given), and
     without probes throttling is seen from ``sched_switch``: worker threads
     that left a CPU runnable (prev_state R) and ran again only after an
     expiry of one of those timers (only a timer's distribution unthrottles)
