@@ -45,8 +45,17 @@ def override_value(key: str, raw: str) -> str:
     """How ``--set key=raw`` reads ``raw``, as JSON: a TOML value, or text (for a
     text key such as ``kernel.profile``, or a bare word such as ``max``)."""
 
-def trace(scenario: str, overrides: list[str] = ...) -> str:
-    """Simulate and record; JSON ``{"output": ..., "trace": {"cpus", "groups", "threads", "records"}}``."""
+class TraceRun:
+    """A traced simulation in progress: iterate for ``(now_ns, chunk JSON)``, then ``output()``."""
+
+    def __iter__(self) -> "TraceRun": ...
+    def __next__(self) -> tuple[int, str]: ...
+    def output(self) -> str: ...
+
+def trace(scenario: str, overrides: list[str] = ..., from_ns: int = 0, to_ns: int = ...,
+          like_host: str | None = None, placed: bool = False) -> TraceRun:
+    """Simulate on a thread of its own, tracing ``[from_ns, to_ns]``; with ``like_host``
+    (a real run's ``host`` JSON) set up like it, and ``placed`` where that run started."""
 
 def real(scenario: str, overrides: list[str], worker: Union[str, os.PathLike[str]]) -> str:
     """Run on the host kernel in real cgroups (root), one ``worker`` executable

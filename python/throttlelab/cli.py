@@ -17,6 +17,7 @@ from throttlelab import _native, bench as benches, compare as comparison, output
 from throttlelab.acceptance import AcceptanceError
 from throttlelab.acceptance.cgroup import LockHeld
 from throttlelab import reproduce as experiments
+from throttlelab import diff as differential
 from throttlelab.platforms import PLATFORMS
 from throttlelab.runner import EXECUTORS, Runner, RunnerError
 from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
@@ -36,6 +37,7 @@ DEFAULT_SCENARIO = "ugedal-table2"
 USER_ERRORS = (
     _native.ScenarioError, _native.HarnessError, ScenarioNotFound, experiments.UnknownExperiment,
     SweepError, AdviseError, ExplainError, RunnerError, vm.VmError, AcceptanceError, LockHeld,
+    differential.DiffError,
 )
 
 
@@ -204,6 +206,43 @@ def compare(scenario: str, overrides: tuple[str, ...], runs: int, paired: bool, 
         click.echo(json.dumps(result))
         return
     terminal.print(*comparison.render(result))
+
+
+@main.command("diff")
+@click.argument("scenario")
+@set_option
+@click.option("--kernel", default="host", show_default=True, metavar="RELEASE|PATH|host", help="The kernel traced: the host's, or one booted with QEMU (a release of Debian's, 6.1 or 6.12, or a bzImage), whose kprobes see every bandwidth function.")
+@click.option("--accel", type=click.Choice(vm.ACCELS), help="With --kernel RELEASE|PATH: QEMU's accelerator (default auto).")
+@click.option("--runs", default=1, show_default=True, type=click.IntRange(min=1), help="Kernel runs, each with a simulator run paired to it.")
+@click.option("--tolerance-us", default=differential.TOLERANCE_US, show_default=True, type=click.FloatRange(min=0), help="Events alike when their times from the period's start, and the runtime they move, differ by at most this.")
+@click.option("-o", "--out", "out_dir", metavar="DIR", help="Write one Perfetto trace per run (kernel and simulator side by side) and diff.json there.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def diff_cmd(scenario: str, overrides: tuple[str, ...], kernel: str, accel: Optional[str], runs: int, tolerance_us: float,
+             out_dir: Optional[str], as_json: bool) -> None:
+    """Trace bandwidth control event by event on a kernel and in the simulator
+    paired to each run, and show where they first diverge (needs root).
+
+    Compared per period (cut at the period timer's expiries) and per CPU:
+    refills, grants of runtime, slack returns, throttle and unthrottle,
+    distribution and the slack timer, as far as the kernel's source sees them
+    (docs/diff.md): the host's tracepoints, or a guest's kprobes."""
+    if accel and kernel == "host":
+        raise click.UsageError("--accel needs --kernel RELEASE|PATH")
+    text, _ = load_scenario_text(scenario)
+    terminal = Terminal()
+    on = None if kernel == "host" else differential.vm_traced_runs(vm.kernel(kernel, terminal.note), accel or "auto", terminal.note)
+    with terminal.progress() as progress:
+        bar = progress.add_task("diff", total=2 * runs)
+        step = lambda label: progress.update(bar, advance=1, description=label)  # noqa: E731
+        result = differential.diff(text, overrides, runs, on, tolerance_us, step=step)
+    if out_dir:
+        cpus = json.loads(_native.validate(text, list(overrides)))["machine"]["cpus"]
+        for path in differential.write_perfetto(Path(out_dir), result, cpus):
+            terminal.note(f"wrote {path}")
+    if as_json:
+        click.echo(json.dumps(differential.serialisable(result)))
+        return
+    terminal.print(*differential.render(result))
 
 
 @main.group(invoke_without_command=True)

@@ -23,6 +23,7 @@ Needs, from Debian: ``qemu-system-x86``, ``busybox-static`` and ``cpio``.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import os
 import re
@@ -208,14 +209,16 @@ def _check(cmd: list[str], what: str, cwd: Optional[str] = None) -> str:
 
 
 def initramfs(out: Path, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[str, Any], cgroup: str,
-              config: Optional[Path], settle_s: float, capture: Optional[Capture] = None) -> None:
+              config: Optional[Path], settle_s: float, capture: Optional[Capture] = None,
+              bw_trace: bool = False) -> None:
     """Write the guest's initramfs (newc cpio) to ``out``: busybox, the two
     executables and their libraries, the scenario, the kernel's config, the
     trace CSVs its tasks read at their own absolute paths, and a run script
     that turns on the sched features of the scenario's ``kernel.features`` that
     a patched kernel has (kernel/patches), then runs the scenario once per
     overrides list in ``runs``, each after ``settle_s`` of quiet (with
-    ``capture``: its one run, captured, see :func:`_captured_run`)."""
+    ``capture``: its one run, captured, see :func:`_captured_run`; with
+    ``bw_trace``: each run's bandwidth events too, see :func:`_bw_traced_runs`)."""
     busybox = shutil.which("busybox")
     if busybox is None or shutil.which("cpio") is None:
         raise VmError("the guest needs busybox and cpio: apt-get install busybox-static cpio")
@@ -237,7 +240,7 @@ def initramfs(out: Path, scenario: str, runs: Sequence[Sequence[str]], resolved:
         (root / "throttlelab" / "run.sh").write_text(
             _sched_features(resolved["kernel"]["features"])
             + f"export THROTTLELAB_START_DELAY_MS={_START_DELAY_MS} THROTTLELAB_TICK_LATENCY=0\n"
-            + (_captured_run(runs[0], settle_s, capture) if capture else
+            + (_captured_run(runs[0], settle_s, capture) if capture else _bw_traced_runs(runs, settle_s) if bw_trace else
                "".join(f"sleep {settle_s}; {shlex.join(_controller(overrides))} || exit $?\n" for overrides in runs)),
             encoding="utf-8",
         )
@@ -278,6 +281,17 @@ def _captured_run(overrides: Sequence[str], settle_s: float, capture: Capture) -
         "cat /tmp/run.json\n"
         f"for f in {shlex.quote(toml)} {shlex.quote(phases)}; do echo \"{_FILE}$f $(base64 /tmp/$f | tr -d '\\n')\"; done\n"
     )
+
+
+def _bw_traced_runs(runs: Sequence[Sequence[str]], settle_s: float) -> str:
+    """The run script's lines for ``throttlelab diff``: each run by the
+    controller with ``--bw-trace`` (tracepoints and kprobes), its output
+    document, then its trace gzipped on the result port (``bw-N.txt.gz``)."""
+    lines = []
+    for i, overrides in enumerate(runs, 1):
+        lines.append(f"sleep {settle_s}; {shlex.join(_controller(overrides))} --bw-trace /tmp/bw-{i}.txt || exit $?\n")
+        lines.append(f"echo \"{_FILE}bw-{i}.txt.gz $(gzip -c /tmp/bw-{i}.txt | base64 | tr -d '\\n')\"; rm /tmp/bw-{i}.txt\n")
+    return "".join(lines)
 
 
 def _libraries(executables: Sequence[Path]) -> set[Path]:
@@ -342,13 +356,15 @@ def runner(k: Kernel, accel: str = "auto", cgroup: str = "v2",
 
 def run(k: Kernel, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[str, Any], accel: str = "auto",
         cgroup: str = "v2", note: Callable[[str], None] = lambda _: None, settle_s: float = 0.0,
-        capture: Optional[Capture] = None) -> list[str]:
+        capture: Optional[Capture] = None, bw_traces: Optional[list[str]] = None) -> list[str]:
     """Boot ``k`` once with as many CPUs as the scenario has, run the scenario
     (``resolved``: as the core resolved it) in its cgroups once per overrides
     list in ``runs`` (each in fresh cgroups, after ``settle_s`` of quiet), and
     return the output documents as JSON. One boot for several runs: under TCG a
     boot costs twice a 2 s run (docs/vm.md). With ``capture``, the one run's
-    cgroup is captured in the guest too, and the capture written on the host."""
+    cgroup is captured in the guest too, and the capture written on the host.
+    With ``bw_traces`` (a list), each run's kernel bandwidth events are
+    traced (``throttlelab diff``) and their texts appended to it in order."""
     _check_config(k, cgroup)
     if capture is not None:
         _check_capture(capture, runs, resolved, cgroup)
@@ -362,7 +378,7 @@ def run(k: Kernel, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[
     kvm = accel == "kvm" or (accel == "auto" and os.access("/dev/kvm", os.R_OK | os.W_OK))
     with tempfile.TemporaryDirectory() as tmp:
         initrd = Path(tmp) / "initrd"
-        initramfs(initrd, scenario, runs, resolved, cgroup, k.config, settle_s, capture)
+        initramfs(initrd, scenario, runs, resolved, cgroup, k.config, settle_s, capture, bw_traces is not None)
         # Every run lasts as long as the first: they differ in their seeds.
         limit_s = len(runs) * (settle_s + resolved["duration_s"] + _RUN_SLACK_S)
         outs = _boots(k, initrd, cpus, accel, kvm, len(runs), limit_s, Path(tmp), note)
@@ -372,6 +388,12 @@ def run(k: Kernel, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[
                 if not (Path(tmp) / name).is_file():
                     raise VmError(f"the guest did not send the capture's {name}")
                 shutil.copy(Path(tmp) / name, capture.out.parent / name)
+        if bw_traces is not None:
+            for i in range(1, len(runs) + 1):
+                sent = Path(tmp) / f"bw-{i}.txt.gz"
+                if not sent.is_file():
+                    raise VmError(f"the guest did not send run {i}'s bandwidth trace")
+                bw_traces.append(gzip.decompress(sent.read_bytes()).decode("utf-8", errors="replace"))
         return outs
 
 

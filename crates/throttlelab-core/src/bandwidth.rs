@@ -480,6 +480,7 @@ impl Sim<'_> {
         let b = &mut self.tgs[tg].cfs_b;
         b.slack_started = false;
         b.slack_fired += 1;
+        self.record(None, tg, TraceKind::SlackTimer);
         if self.runtime_refresh_within(tg, MIN_BANDWIDTH_EXPIRATION) {
             return;
         }
@@ -518,7 +519,9 @@ impl Sim<'_> {
             if has_expiry {
                 c.runtime_expires = expires;
             }
-            if c.runtime_remaining > 0 {
+            let (cpu, positive) = (c.cpu, c.runtime_remaining > 0);
+            self.record(Some(cpu), tg, TraceKind::Distribute(runtime));
+            if positive {
                 unthrottle.push(rq);
             } else {
                 throttled = true;

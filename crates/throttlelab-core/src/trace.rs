@@ -22,8 +22,12 @@ pub enum TraceKind {
     Return(u64),
     /// The period timer refilled the global pool.
     Refill,
+    /// The slack timer fired (`sched_cfs_slack_timer`), whether or not it distributes.
+    SlackTimer,
     /// The slack timer distributed runtime.
     SlackDistribute,
+    /// `distribute_cfs_runtime` gave a throttled cfs_rq runtime (ns).
+    Distribute(u64),
     Throttle,
     Unthrottle,
 }

@@ -64,13 +64,18 @@ impl Document {
     fn run(&self, py: Python<'_>, overrides: Vec<String>, like_host: Option<&str>, placed: bool) -> PyResult<String> {
         let mut s = self.0.load(&overrides).map_err(scenario_err)?;
         if let Some(host) = like_host {
-            let host: throttlelab_core::output::Host =
-                serde_json::from_str(host).map_err(|e| ScenarioError::new_err(format!("host: {e}")))?;
-            s.set_like(&host, placed).map_err(scenario_err)?;
+            set_like(&mut s, host, placed)?;
         }
         let out = py.detach(|| throttlelab_core::simulate(&s));
         Ok(serde_json::to_string(&out).expect("output serialises"))
     }
+}
+
+/// Set `s` up like the host of a real run's `host` block (JSON).
+fn set_like(s: &mut throttlelab_core::Scenario, host: &str, placed: bool) -> PyResult<()> {
+    let host: throttlelab_core::output::Host =
+        serde_json::from_str(host).map_err(|e| ScenarioError::new_err(format!("host: {e}")))?;
+    s.set_like(&host, placed).map_err(scenario_err)
 }
 
 /// The scenario (TOML text) for an rt-app workload (JSON text), named `name`.
@@ -92,11 +97,16 @@ const CHUNKS_QUEUED: usize = 2;
 
 /// Simulate like `run` up to `to_ns` (or the run's end) on a thread of its own,
 /// tracing `[from_ns, to_ns]`; iterate over the trace in chunks, then ask for
-/// the output. Scenario errors are raised here, before anything runs.
+/// the output. Scenario errors are raised here, before anything runs. With
+/// `like_host` and `placed`, set up like a kernel run as `Document.run` is
+/// (`throttlelab diff` pairs its traces so).
 #[pyfunction]
-#[pyo3(signature = (scenario, overrides = Vec::new(), from_ns = 0, to_ns = u64::MAX))]
-fn trace(scenario: &str, overrides: Vec<String>, from_ns: u64, to_ns: u64) -> PyResult<TraceRun> {
-    let s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
+#[pyo3(signature = (scenario, overrides = Vec::new(), from_ns = 0, to_ns = u64::MAX, like_host = None, placed = false))]
+fn trace(scenario: &str, overrides: Vec<String>, from_ns: u64, to_ns: u64, like_host: Option<&str>, placed: bool) -> PyResult<TraceRun> {
+    let mut s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
+    if let Some(host) = like_host {
+        set_like(&mut s, host, placed)?;
+    }
     let (tx, chunks) = mpsc::sync_channel(CHUNKS_QUEUED);
     let sink: Sink = Box::new(move |trace, now_ns| {
         // A closed channel means Python stopped listening: nothing left to tell.

@@ -10,6 +10,7 @@
 //! what a run killed outright left behind, the next run removes. One run at
 //! a time (see [`lock`]).
 
+pub mod bw_trace;
 pub mod capture;
 mod cgroupfs;
 mod error;

@@ -8,6 +8,10 @@
 //! FILE.toml`: `throttlelab capture` without Python (the same library
 //! function), for the guest; prints the `[capture]` table as JSON.
 //!
+//! `--bw-trace FILE` also records the kernel's bandwidth events around the run
+//! (`throttlelab_real::bw_trace`: tracepoints, and kprobes where the kernel
+//! has them) and writes their text to FILE, for `throttlelab diff`.
+//!
 //! Exit codes as `throttlelab`'s: 2 bad input or a refusal, 128 + the signal's
 //! number when a signal ended the run.
 
@@ -16,7 +20,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use throttlelab_real::capture::Target;
 
-const USAGE: &str = "usage: throttlelab-real SCENARIO.toml [--set KEY=VALUE]... | \
+const USAGE: &str = "usage: throttlelab-real SCENARIO.toml [--set KEY=VALUE]... [--bw-trace FILE] | \
                      throttlelab-real capture (--cgroup PATH | --pid PID...) --duration S -o FILE.toml";
 const EXIT_INPUT: u8 = 2;
 
@@ -54,7 +58,12 @@ fn failed(e: throttlelab_real::Error) -> (String, u8) {
 fn real(mut args: impl Iterator<Item = String>) -> Result<String, (String, u8)> {
     let mut path = None;
     let mut overrides = Vec::new();
+    let mut bw_trace = None;
     while let Some(arg) = args.next() {
+        if arg == "--bw-trace" {
+            bw_trace = Some(PathBuf::from(args.next().ok_or_else(|| input(format!("--bw-trace needs FILE; {USAGE}")))?));
+            continue;
+        }
         match arg.strip_prefix("--set") {
             Some("") => overrides.push(args.next().ok_or_else(|| input(format!("--set needs KEY=VALUE; {USAGE}")))?),
             Some(eq) if eq.starts_with('=') => overrides.push(eq[1..].to_string()),
@@ -68,8 +77,29 @@ fn real(mut args: impl Iterator<Item = String>) -> Result<String, (String, u8)> 
     let worker = std::env::current_exe()
         .map_err(|e| input(format!("cannot find this executable: {e}")))?
         .with_file_name("throttlelab-worker");
-    let out = throttlelab_real::run(&scenario, &worker).map_err(failed)?;
+    let out = match bw_trace {
+        Some(file) => traced(&scenario, &worker, &file)?,
+        None => throttlelab_real::run(&scenario, &worker).map_err(failed)?,
+    };
     Ok(serde_json::to_string(&out).expect("output serialises"))
+}
+
+/// The run with the kernel's bandwidth events recorded around it, written to `file`.
+fn traced(
+    scenario: &throttlelab_core::Scenario,
+    worker: &std::path::Path,
+    file: &std::path::Path,
+) -> Result<throttlelab_core::output::Output, (String, u8)> {
+    use throttlelab_real::bw_trace::BwTrace;
+    // Per CPU: about 100 kB a second of sched_switch, hrtimer and probe
+    // events for a few threads, with room for the probe and setup.
+    let buffer_kb = ((scenario.duration_s.unwrap_or(10.0) + 5.0) * 1024.0).min(65536.0) as u64;
+    let name = format!("throttlelab-bw-{}", std::process::id());
+    let trace = BwTrace::open(&name, buffer_kb, true).map_err(|why| input(format!("--bw-trace: {why}")))?;
+    let out = throttlelab_real::run(scenario, worker).map_err(failed)?;
+    let text = trace.read().map_err(|why| input(format!("--bw-trace: {why}")))?;
+    std::fs::write(file, text).map_err(|e| input(format!("--bw-trace: cannot write {}: {e}", file.display())))?;
+    Ok(out)
 }
 
 fn capture(mut args: impl Iterator<Item = String>) -> Result<String, (String, u8)> {
