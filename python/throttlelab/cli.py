@@ -178,7 +178,8 @@ def _emit(out: str, as_json: bool) -> None:
 @main.command()
 @click.argument("scenario")
 @set_option
-@click.option("--runs", default=3, show_default=True, type=click.IntRange(min=1), help="Kernel runs, and simulator seeds.")
+@click.option("--runs", default=comparison.DEFAULT_RUNS, show_default=True, type=click.IntRange(min=1),
+              help="Kernel runs, and simulator seeds (below 4, the test cannot tell: a row reads \"too few runs to tell\").")
 @click.option("--paired", is_flag=True, help="Diagnostic: start each simulator run, with its period timers, where its kernel run was.")
 @kernel_options
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison (with every run) as JSON.")
