@@ -96,9 +96,12 @@ def test_a_capture_explains(tmp_path):
     assert 30000 <= doc["demand_per_period"]["p50_us"] <= 50000
     assert fix(doc, "no-limit")["throttled_ratio"] == 0.0
     # What the kernel counted over the capture, beside the replay.
-    assert doc["capture"] == {"nr_periods": 20, "nr_throttled": 18, "throttled_ratio": 0.9}
+    assert doc["capture"] == {"source": "/sys/fs/cgroup/w", "nr_periods": 20, "nr_throttled": 18, "throttled_ratio": 0.9,
+                              "usage_usec": 400000, "usage_cpus": 0.2}
     text = " ".join(cli("explain", str(out), "--runs", "2").stdout.split())
     assert "the kernel throttled it in 90.0 % of periods over the capture (nr_throttled 18 of nr_periods 20)" in text
+    # What it got at the limit, beside the demand without it.
+    assert "where it used 0.20 CPUs at this limit: what it got, not what it asks for" in text
 
 
 def test_a_bad_cgroup_is_one_line(tmp_path):
