@@ -60,3 +60,23 @@ def test_set_is_refused_for_an_experiment(tmp_path):
 
 def test_unknown_target(tmp_path):
     assert_error(cli("report", "no-such-thing", "--out", str(tmp_path)), "no-such-thing")
+
+
+def test_a_capture_shows_the_kernels_cpu_stat_beside_the_replays(tmp_path):
+    import gzip
+
+    burst = b"run_us 20000\nsleep_us 30000\n"
+    (tmp_path / "w.phases.gz").write_bytes(gzip.compress(b"# throttlelab phases v1\n[a-1]\n" + 40 * burst))
+    path = tmp_path / "w.toml"
+    path.write_text('name = "c"\nduration_s = 2\n[[cgroup]]\nname = "app"\nperiod_us = 100000\nquota_us = 20000\n'
+                    '[[task]]\nname = "a-1"\ncgroup = "app"\nloop = 1\nphases_file = "w.phases.gz"\n'
+                    '[capture]\nsource = "/sys/fs/cgroup/cpu/w"\nrelease = "6.18.0"\nduration_s = 2\nthreads = 1\n'
+                    'usage_usec = 401000\nnr_periods = 20\nnr_throttled = 18\nthrottled_usec = 900000\ncpu_usec = 400000\n')
+    page = write_report(tmp_path, str(path))
+    assert "<h2>cgroup app: the capture and its replay</h2>" in page
+    captured = "<tr><td>captured (/sys/fs/cgroup/cpu/w, the kernel&#x27;s cpu.stat)</td><td>0.401</td><td>20</td><td>18</td><td>90.0</td></tr>"
+    assert captured in page
+    # The replay at the same limit: 20 ms of quota a period for a thread that wants 40.
+    replayed = page.split("<td>replayed (simulated)</td>")[1].split("</tr>")[0]
+    usage_s, periods, throttled, ratio = [c.removeprefix("<td>").removesuffix("</td>") for c in replayed.split("</td><td>")]
+    assert 0.38 <= float(usage_s) <= 0.41 and int(periods) >= 19 and float(ratio) > 80, replayed
