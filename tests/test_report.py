@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from helpers import cli
+from helpers import cli, write_capture
 from throttlelab import reproduce as experiments
 from test_errors import assert_error
 
@@ -63,16 +63,8 @@ def test_unknown_target(tmp_path):
 
 
 def test_a_capture_shows_the_kernels_cpu_stat_beside_the_replays(tmp_path):
-    import gzip
-
-    burst = b"run_us 20000\nsleep_us 30000\n"
-    (tmp_path / "w.phases.gz").write_bytes(gzip.compress(b"# throttlelab phases v1\n[a-1]\n" + 40 * burst))
-    path = tmp_path / "w.toml"
-    path.write_text('name = "c"\nduration_s = 2\n[[cgroup]]\nname = "app"\nperiod_us = 100000\nquota_us = 20000\n'
-                    '[[task]]\nname = "a-1"\ncgroup = "app"\nloop = 1\nphases_file = "w.phases.gz"\n'
-                    '[capture]\nsource = "/sys/fs/cgroup/cpu/w"\nrelease = "6.18.0"\nduration_s = 2\nthreads = 1\n'
-                    'usage_usec = 401000\nnr_periods = 20\nnr_throttled = 18\nthrottled_usec = 900000\ncpu_usec = 400000\n')
-    page = write_report(tmp_path, str(path))
+    path = write_capture(tmp_path, "/sys/fs/cgroup/cpu/w", usage_usec=401000)
+    page = write_report(tmp_path, path)
     assert "<h2>cgroup app: the capture and its replay</h2>" in page
     captured = "<tr><td>captured (/sys/fs/cgroup/cpu/w, the kernel&#x27;s cpu.stat)</td><td>0.401</td><td>20</td><td>18</td><td>90.0</td></tr>"
     assert captured in page

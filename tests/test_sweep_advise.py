@@ -4,7 +4,6 @@ seeds, close to the brute-force optimum; "remove the limit" when nothing can mee
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import socket
 import sys
@@ -13,7 +12,7 @@ import textwrap
 import pytest
 
 import throttlelab
-from helpers import cli
+from helpers import cli, write_capture
 from throttlelab import _native
 from rich.console import Console
 from throttlelab.advise import render as render_advice
@@ -221,17 +220,8 @@ def test_a_cgroup_gets_the_files_of_its_version():
 
 
 def _capture(tmp_path, source: str) -> str:
-    """A capture of one thread (20 ms of every 50 ms) in cgroup app at 20 ms
-    per 100 ms, taken at ``source``, and a second, unlimited cgroup."""
-    burst = b"run_us 20000\nsleep_us 30000\n"
-    (tmp_path / "w.phases.gz").write_bytes(gzip.compress(b"# throttlelab phases v1\n[a-1]\n" + 40 * burst))
-    out = tmp_path / "w.toml"
-    out.write_text('name = "c"\nduration_s = 2\n[[cgroup]]\nname = "app"\nperiod_us = 100000\nquota_us = 20000\n'
-                   '[[cgroup]]\nname = "other"\n'
-                   '[[task]]\nname = "a-1"\ncgroup = "app"\nloop = 1\nphases_file = "w.phases.gz"\n'
-                   f'[capture]\nsource = "{source}"\nrelease = "6.18.0"\nduration_s = 2\nthreads = 1\n'
-                   'usage_usec = 400000\nnr_periods = 20\nnr_throttled = 18\nthrottled_usec = 900000\ncpu_usec = 400000\n')
-    return str(out)
+    """A capture at ``source`` in cgroup app, beside an unlimited cgroup."""
+    return write_capture(tmp_path, source, usage_usec=400000, cgroups='[[cgroup]]\nname = "other"\n')
 
 
 def test_advise_says_one_number_and_the_files_of_the_captured_cgroup(tmp_path):

@@ -399,7 +399,7 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
     cols += ["meets", "holdout"]
     t = table(
         f"options for {result['target']['cgroup']}: worst of seeds 1-{result['target']['seeds']}; a boundary is the"
-        f" smallest limit that met the target, the recommendation it plus {margin} quota, checked in seeds"
+        f" smallest limit that met the target, the recommendation it plus {100 * result['headroom']:g} % quota, checked in seeds"
         f" {holdout[0]}-{holdout[-1]} ({result['runs']} runs)",
         cols, left=(cols[0], "margin", "meets", "holdout"),
     )
