@@ -68,3 +68,21 @@ def run_json(*args: str) -> dict[str, Any]:
     result = cli("run", "--json", *args)
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def write_capture(tmp_path: Any, source: str = "/sys/fs/cgroup/w", usage_usec: int | None = None, cgroups: str = "") -> str:
+    """A capture of one thread (20 ms of work in every 50 ms, 2 s of it) in
+    cgroup app at 20 ms per 100 ms, taken at ``source``, which the kernel
+    throttled in 18 of 20 periods; ``cgroups``: more [[cgroup]] tables.
+    Returns the scenario's path."""
+    import gzip
+
+    burst = b"run_us 20000\nsleep_us 30000\n"
+    (tmp_path / "w.phases.gz").write_bytes(gzip.compress(b"# throttlelab phases v1\n[a-1]\n" + 40 * burst))
+    usage = "" if usage_usec is None else f"usage_usec = {usage_usec}\n"
+    out = tmp_path / "w.toml"
+    out.write_text('name = "c"\nduration_s = 2\n[[cgroup]]\nname = "app"\nperiod_us = 100000\nquota_us = 20000\n' + cgroups
+                   + '[[task]]\nname = "a-1"\ncgroup = "app"\nloop = 1\nphases_file = "w.phases.gz"\n'
+                   f'[capture]\nsource = "{source}"\nrelease = "6.18.0"\nduration_s = 2\nthreads = 1\n{usage}'
+                   'nr_periods = 20\nnr_throttled = 18\nthrottled_usec = 900000\ncpu_usec = 400000\n')
+    return str(out)

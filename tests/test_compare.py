@@ -131,7 +131,10 @@ def test_kernel_runs_without_traced_timers_leave_them_to_the_simulator(monkeypat
     assert result["sim_runs"][0]["cgroups"]["app"]["nr_periods"] > 0
     human = cli("compare", "two-spinners", "--runs", "1", "--paired")
     assert human.exit_code == 0, human.stderr
-    assert "paired: each run started as in its kernel run (period timers not traced)" in " ".join(human.stdout.split())
+    text = " ".join(human.stdout.split())
+    assert "paired: each run started as in its kernel run (period timers not traced)" in text
+    # One run against one seed: the test cannot tell, and says so.
+    assert "1 runs against 1 seeds can reach p = 1 at best" in text and "too few runs to tell" in text
 
 
 def test_unpaired_by_default_the_simulator_draws_its_own_phases(monkeypatch):
@@ -161,6 +164,41 @@ def test_unpaired_by_default_the_simulator_draws_its_own_phases(monkeypatch):
 )
 def test_the_verdict_compares_distributions(kernel, sim, alike):
     assert throttlelab.compare.same_distribution(kernel, sim) is alike
+
+
+def test_the_smallest_p_is_both_tails_of_u_zero():
+    from scipy.stats import mannwhitneyu
+
+    smallest_p = throttlelab.compare.smallest_p
+    assert smallest_p(3, 3) == pytest.approx(0.1) and smallest_p(5, 5) == pytest.approx(2 / 252)
+    assert smallest_p(1, 1) == 1.0
+    # The exact test of fully separated samples reaches it, and nothing lower.
+    for n, m in [(3, 3), (4, 4), (5, 5), (3, 5)]:
+        separated = mannwhitneyu(range(n), range(10, 10 + m), alternative="two-sided", method="exact").pvalue
+        assert separated == pytest.approx(smallest_p(n, m))
+
+
+@pytest.mark.parametrize(
+    "kernel, sim, verdict",
+    [
+        # 3 against 3 cannot reach p < 0.05, not even when every seed is above every run.
+        ([0.49, 0.50, 0.51], [0.017, 0.3, 0.51], "too few runs to tell"),
+        ([0.10, 0.11, 0.12], [0.20, 0.21, 0.22], "too few runs to tell"),
+        ([0.5] * 3, [0.5] * 3, "alike"),  # one value on both sides: nothing to test
+        ([0.1, 0.11, 0.12, 0.13, 0.14], [0.2, 0.21, 0.22, 0.23, 0.24], "differs"),
+        ([0.49, 0.5, 0.5, 0.5, 0.49], [0.5, 0.5, 0.0, 0.49, 0.5], "alike"),
+    ],
+)
+def test_a_verdict_only_where_the_test_can_give_one(kernel, sim, verdict):
+    assert throttlelab.compare.verdict(kernel, sim) == verdict
+
+
+def test_a_comparison_of_three_runs_says_it_cannot_tell():
+    runs = [{"cgroups": {"app": {m: float(v) for m in throttlelab.compare.METRICS}}} for v in (1, 2, 3)]
+    sims = [{"cgroups": {"app": {m: float(v) for m in throttlelab.compare.METRICS}}} for v in (10, 20, 30)]
+    rows = throttlelab.compare.verdicts(runs, sims)["app"]
+    assert {row["verdict"] for row in rows.values()} == {"too few runs to tell"}
+    assert throttlelab.compare.DEFAULT_RUNS == 5 and throttlelab.compare.smallest_p(5, 5) < throttlelab.compare.ALPHA
 
 
 def test_the_mean_of_equal_runs_is_their_value():
@@ -200,7 +238,9 @@ def test_compare_two_spinners(tmp_path, capfd):
         assert 0.4e6 < row[side]["mean"] < 0.6e6, row
         assert row[side]["lo"] <= row[side]["mean"] <= row[side]["hi"]
     assert row["mean_in_range"] == (row["kernel"]["lo"] <= row["sim"]["mean"] <= row["kernel"]["hi"])
-    assert row["alike"] == throttlelab.compare.same_distribution(
+    # Two runs against two seeds: no verdict but where both sides are one value.
+    assert doc["smallest_p"] == pytest.approx(1 / 3)
+    assert row["verdict"] == throttlelab.compare.verdict(
         [r["cgroups"]["app"]["usage_usec"] for r in doc["kernel_runs"]], [r["cgroups"]["app"]["usage_usec"] for r in doc["sim_runs"]]
     )
     human = cli("compare", str(path), "--runs", "1")

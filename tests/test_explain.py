@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
-from helpers import cli, scenario_text
+from helpers import cli, scenario_text, write_capture
 from test_errors import assert_error
 from throttlelab.explain import measure_periods
 
@@ -83,22 +82,19 @@ def test_a_longer_period_or_more_quota_throttles_a_bursty_workload_less(tmp_path
 
 
 def test_a_capture_explains(tmp_path):
-    burst = b"run_us 20000\nsleep_us 30000\n"
-    (tmp_path / "w.phases.gz").write_bytes(gzip.compress(b"# throttlelab phases v1\n[a-1]\n" + 40 * burst))
-    out = tmp_path / "w.toml"
-    out.write_text('name = "c"\nduration_s = 2\n[[cgroup]]\nname = "app"\nperiod_us = 100000\nquota_us = 20000\n'
-                   '[[task]]\nname = "a-1"\ncgroup = "app"\nloop = 1\nphases_file = "w.phases.gz"\n'
-                   '[capture]\nsource = "/sys/fs/cgroup/w"\nrelease = "6.18.0"\nduration_s = 2\nthreads = 1\n'
-                   'nr_periods = 20\nnr_throttled = 18\nthrottled_usec = 900000\ncpu_usec = 400000\n')
-    doc = explain_json(str(out), "--runs", "2")
+    out = write_capture(tmp_path)
+    doc = explain_json(out, "--runs", "2")
     assert doc["cgroup"] == "app" and doc["throttled"]
     # 20 ms of every 50 ms: about 40 ms per 100 ms period, against 20 ms.
     assert 30000 <= doc["demand_per_period"]["p50_us"] <= 50000
     assert fix(doc, "no-limit")["throttled_ratio"] == 0.0
     # What the kernel counted over the capture, beside the replay.
-    assert doc["capture"] == {"nr_periods": 20, "nr_throttled": 18, "throttled_ratio": 0.9}
-    text = " ".join(cli("explain", str(out), "--runs", "2").stdout.split())
+    assert doc["capture"] == {"source": "/sys/fs/cgroup/w", "nr_periods": 20, "nr_throttled": 18, "throttled_ratio": 0.9,
+                              "usage_usec": 400000, "usage_cpus": 0.2}
+    text = " ".join(cli("explain", out, "--runs", "2").stdout.split())
     assert "the kernel throttled it in 90.0 % of periods over the capture (nr_throttled 18 of nr_periods 20)" in text
+    # What it got at the limit, beside the demand without it.
+    assert "where it used 0.20 CPUs at this limit: what it got, not what it asks for" in text
 
 
 def test_a_bad_cgroup_is_one_line(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from helpers import cli
+from helpers import cli, write_capture
 from throttlelab import reproduce as experiments
 from test_errors import assert_error
 
@@ -60,3 +60,15 @@ def test_set_is_refused_for_an_experiment(tmp_path):
 
 def test_unknown_target(tmp_path):
     assert_error(cli("report", "no-such-thing", "--out", str(tmp_path)), "no-such-thing")
+
+
+def test_a_capture_shows_the_kernels_cpu_stat_beside_the_replays(tmp_path):
+    path = write_capture(tmp_path, "/sys/fs/cgroup/cpu/w", usage_usec=401000)
+    page = write_report(tmp_path, path)
+    assert "<h2>cgroup app: the capture and its replay</h2>" in page
+    captured = "<tr><td>captured (/sys/fs/cgroup/cpu/w, the kernel&#x27;s cpu.stat)</td><td>0.401</td><td>20</td><td>18</td><td>90.0</td></tr>"
+    assert captured in page
+    # The replay at the same limit: 20 ms of quota a period for a thread that wants 40.
+    replayed = page.split("<td>replayed (simulated)</td>")[1].split("</tr>")[0]
+    usage_s, periods, throttled, ratio = [c.removeprefix("<td>").removesuffix("</td>") for c in replayed.split("</td><td>")]
+    assert 0.38 <= float(usage_s) <= 0.41 and int(periods) >= 19 and float(ratio) > 80, replayed

@@ -7,13 +7,17 @@ import csv
 import json
 import socket
 import sys
+import textwrap
 
 import pytest
 
 import throttlelab
-from helpers import cli
+from helpers import cli, write_capture
 from throttlelab import _native
-from throttlelab.platforms import PLATFORMS
+from rich.console import Console
+from throttlelab.advise import render as render_advice
+from throttlelab.captured import cgroup_version
+from throttlelab.platforms import PLATFORMS, for_cgroup
 
 #: request-service over 6 variants.
 GRID = {"cgroup.app.quota_us": [60000, 100000, 140000], "cgroup.app.period_us": [50000, 100000]}
@@ -159,6 +163,9 @@ def test_advise_for_kubernetes_searches_millicores_at_the_kubelet_period():
     result = cli(*args)
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith(f"Set limits.cpu {millicores}m")
+    # The row marked recommended is the same limit, its margin a column of its own.
+    row = next(line for line in result.stdout.splitlines() if "recommended" in line)
+    assert " ".join(row.split()).startswith(f"limits.cpu {millicores}m {millicores / 1000:.2f} +10 % "), row
     assert f"resources:\n    limits:\n      cpu: {millicores}m" in result.stdout
     # The scenario's own limit comes first, as the kernel would run it: 500m, throttled.
     current = doc["current"]
@@ -179,7 +186,9 @@ def test_advise_says_remove_the_limit_when_only_the_whole_machine_meets_it():
 @pytest.mark.parametrize(
     "platform, setting, snippet",
     [
-        ("cgroup", "cpu.max 210700 200000, cpu.max.burst 52600", "echo '210700 200000' > cpu.max\necho 52600 > cpu.max.burst"),
+        ("cgroup", "cpu.max 210700 200000, cpu.max.burst 52600",
+         "# cgroup v2\necho '210700 200000' > cpu.max\necho 52600 > cpu.max.burst\n# cgroup v1 (the cpu hierarchy)\n"
+         "echo 200000 > cpu.cfs_period_us\necho 210700 > cpu.cfs_quota_us\necho 52600 > cpu.cfs_burst_us"),
         ("kubernetes", "limits.cpu 1054m", "resources:\n  limits:\n    cpu: 1054m"),
         ("docker", "--cpu-period 200000 --cpu-quota 210700", "docker update --cpu-period 200000 --cpu-quota 210700 CONTAINER"),
         ("systemd", "CPUQuota=105.35% CPUQuotaPeriodSec=200ms", "# systemctl edit UNIT\n[Service]\nCPUQuota=105.35%\nCPUQuotaPeriodSec=200ms"),
@@ -189,6 +198,78 @@ def test_a_limit_in_each_platforms_units(platform, setting, snippet):
     where = PLATFORMS[platform]
     assert where.setting(210_700, 200_000, 52_600) == setting
     assert where.snippet(210_700, 200_000, 52_600 if where.burst else 0) == snippet
+
+
+def test_a_cgroup_gets_the_files_of_its_version():
+    v1, v2 = for_cgroup("cgroup", "v1"), for_cgroup("cgroup", "v2")
+    assert v1.setting(194_500, 200_000, 0) == "cfs_quota_us 194500 cfs_period_us 200000"
+    assert v1.setting(194_500, 200_000, 1000) == "cfs_quota_us 194500 cfs_period_us 200000, cfs_burst_us 1000"
+    assert v1.snippet(194_500, 200_000, 0) == "echo 200000 > cpu.cfs_period_us\necho 194500 > cpu.cfs_quota_us"
+    assert v1.snippet(None, 100_000, 0) == "echo -1 > cpu.cfs_quota_us"
+    assert v2.snippet(194_500, 200_000, 0) == "echo '194500 200000' > cpu.max"
+    assert v2.snippet(None, 100_000, 0) == "echo max > cpu.max"
+    assert for_cgroup("kubernetes", "v1") == PLATFORMS["kubernetes"]
+    # The version from where the cgroup is; none where no path is known.
+    assert cgroup_version("/sys/fs/cgroup/cpu/throttlelab-x") == "v1"
+    assert cgroup_version("/sys/fs/cgroup/cpu,cpuacct/kubepods/pod1") == "v1"
+    assert cgroup_version("/sys/fs/cgroup/system.slice/web.service") == "v2"
+    assert cgroup_version("/sys/fs/cgroup/unified/app") == "v2"
+    assert cgroup_version("/sys/fs/cgroup/cpu-heavy.slice") == "v2"
+    for unknown in ("pids 12,13", "", None, "relative/cpu"):
+        assert cgroup_version(unknown) is None
+
+
+def _capture(tmp_path, source: str) -> str:
+    """A capture at ``source`` in cgroup app, beside an unlimited cgroup."""
+    return write_capture(tmp_path, source, usage_usec=400000, cgroups='[[cgroup]]\nname = "other"\n')
+
+
+def test_advise_says_one_number_and_the_files_of_the_captured_cgroup(tmp_path):
+    """The headline, the row marked recommended and the snippet are one limit;
+    the margin is its own column; a v1 capture gets v1's files; the only
+    limited cgroup is the one advised; what the kernel measured is a row."""
+    path = _capture(tmp_path, "/sys/fs/cgroup/cpu/throttlelab-w")
+    args = ("advise", path, "--max-throttled", "5%", "--runs", "2")
+    doc = json.loads(cli(*args, "--json").stdout)
+    assert doc["target"]["cgroup"] == "app" and doc["cgroup_version"] == "v1"
+    assert doc["capture"]["throttled_ratio"] == 0.9 and doc["capture"]["usage_cpus"] == 0.2
+    rec = doc["recommendation"]
+    boundary = next(c for c in doc["candidates"] if c.get("holdout_meets"))
+    assert rec["quota_us"] > boundary["quota_us"] and rec["from_quota_us"] == boundary["quota_us"]
+    result = cli(*args)
+    assert result.exit_code == 0, result.stderr
+    text = result.stdout
+    v1 = for_cgroup("cgroup", "v1")
+    setting = v1.setting(rec["quota_us"], rec["period_us"], rec["burst_us"])
+    assert setting.startswith(f"cfs_quota_us {rec['quota_us']} cfs_period_us {rec['period_us']}")
+    assert text.startswith(f"Set {setting} (")
+    snippet = v1.snippet(rec["quota_us"], rec["period_us"], rec["burst_us"])
+    assert snippet.startswith(f"echo {rec['period_us']} > cpu.cfs_period_us\necho {rec['quota_us']} > cpu.cfs_quota_us")
+    assert textwrap.indent(snippet, "  ") in text
+    assert "cpu.max" not in text, "a v1 cgroup has no cpu.max"
+    # The table, wide enough that no cell wraps: one row recommended, the
+    # same limit, its margin in a column; the boundary it came from; the capture.
+    console = Console(width=250, record=True)
+    for part in render_advice(doc):
+        console.print(part)
+    rows = [" ".join(line.split()) for line in console.export_text().splitlines()]
+    recommended = [row for row in rows if "recommended" in row]
+    assert recommended == [f"{setting} {rec['quota_us'] / rec['period_us']:.2f} +10 % "
+                           f"{100 * rec['holdout']['throttled_ratio']:.1f} yes yes: recommended"], rows
+    boundary_setting = v1.setting(boundary["quota_us"], boundary["period_us"], boundary["burst_us"])
+    assert any(row.startswith(f"{boundary_setting} {boundary['cpus']:.2f} boundary ") and row.endswith("yes (+10 %)") for row in rows), rows
+    assert "as captured (the kernel's cpu.stat) 0.20 used 90.0" in rows, rows
+    # A v2 path: cpu.max.
+    doc = json.loads(cli("advise", _capture(tmp_path, "/sys/fs/cgroup/web.slice"), "--max-throttled", "5%", "--runs", "1", "--json").stdout)
+    assert doc["cgroup_version"] == "v2"
+
+
+def test_advise_asks_which_cgroup_where_several_are_limited(tmp_path):
+    path = tmp_path / "two.toml"
+    path.write_text(throttlelab.scenario_text("two-spinners") + '\n[[cgroup]]\nname = "b"\nperiod_us = 100000\nquota_us = 50000\n')
+    result = cli("advise", str(path), "--max-throttled", "5%")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "--cgroup: which cgroup of two-spinners? (limited cgroups: app, b)" in result.stderr
 
 
 def test_platform_units_round_up():

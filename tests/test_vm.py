@@ -197,6 +197,47 @@ def test_a_guest_whose_runs_hang_is_stopped_and_booted_again(tmp_path, monkeypat
     assert len(started) == 3 and not any(Path(f"/proc/{pid}").exists() for pid in started)
 
 
+def test_kvm_that_cannot_run_the_guest_says_so_in_one_line_and_tcg_runs_it(tmp_path, monkeypatch):
+    """QEMU's assertion (KVM in a nested VM that cannot set the host CPU's MSRs)
+    is not shown as it is: one line names where it failed, and TCG runs the guest."""
+    image = tmp_path / "bzImage"
+    image.write_bytes(b"")
+    k = vm.kernel(str(image), lambda _: None)
+    monkeypatch.setattr(vm, "initramfs", lambda out, *args: out.write_bytes(b""))
+    monkeypatch.setattr(vm.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(vm.os, "access", lambda path, mode: path == "/dev/kvm")
+    assertion = ("qemu-system-x86_64: ../../target/i386/kvm/kvm.c:3312: kvm_buf_set_msrs: Assertion "
+                 "`ret == cpu->kvm_msr_buf->nmsrs' failed.")
+
+    def command(k, initrd, cpus, accel, console, result):
+        if accel == "kvm":
+            return ["sh", "-c", 'echo "$1" >&2; exit 134', "sh", assertion]
+        return ["sh", "-c", f'echo "{vm._UP}6.12" > {console}; echo "{vm._EXIT}0" >> {console}; echo "{{\\"host\\": {{}}}}" > {result}']
+
+    monkeypatch.setattr(vm, "qemu_command", command)
+    notes = []
+    outs = vm.run(k, "", [[]], resolved(), accel="auto", note=notes.append)
+    assert json.loads(outs[0])["host"]["vm"]["accel"] == "tcg"
+    fallback = [n for n in notes if "KVM" in n and "booting" not in n]
+    assert fallback == ["KVM cannot run this guest here (QEMU failed: an assertion failed in kvm_buf_set_msrs); using TCG"]
+    assert vm.qemu_said("qemu-system-x86_64: -accel kvm: Could not access KVM kernel module\n") == \
+        "qemu-system-x86_64: -accel kvm: Could not access KVM kernel module"
+    assert vm.qemu_said("") == "no message"
+
+
+def test_a_kernels_run_is_headed_by_the_kernel_it_ran_on():
+    """A guest's run (or the host's) names its kernel, not the simulator
+    profile the scenario names (6.18 by default, for a 6.12 guest)."""
+    from throttlelab import output
+
+    doc = json.loads(_native.run(throttlelab.scenario_text("two-spinners"), []))
+    assert f"profile {doc['profile']}" in output.render(doc)[0]
+    host = {"release": "6.12.48+deb12-amd64", "hz": 250, "cgroup": "v2", "background_per_s": 1.0, "background_us": 5.0,
+            "vm": {"kernel": "6.12", "accel": "tcg", "cpus": 2}}
+    head = output.render({**doc, "backend": "real", "host": host})[0]
+    assert "backend real  kernel 6.12.48+deb12-amd64  seed 1" in head and "profile" not in head
+
+
 def resolved(cpus: int = 2, features: list[str] = []) -> dict:
     """The parts of a resolved scenario that vm.run reads (a capture: its cgroups and duration_s too)."""
     return {"machine": {"cpus": cpus}, "kernel": {"features": features}, "tasks": [], "cgroups": [], "duration_s": 1.0}

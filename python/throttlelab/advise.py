@@ -31,8 +31,8 @@ from typing import Any, Callable, Generator, Iterable, Optional, Sequence
 from rich.console import RenderableType
 from rich.text import Text
 
-from throttlelab import _native
-from throttlelab.platforms import PLATFORMS
+from throttlelab import _native, captured
+from throttlelab.platforms import PLATFORMS, Platform, for_cgroup
 from throttlelab.runner import Run, Runner
 from throttlelab.scenarios import PathArg
 from throttlelab.terminal import table
@@ -206,9 +206,24 @@ def _preference(row: dict[str, Any]) -> tuple[Any, ...]:
     return (not row["meets"], Fraction(row["quota_us"], row["period_us"]), -row["period_us"], row["burst_us"])
 
 
+def pick_cgroup(resolved: dict[str, Any], cgroup: Optional[str]) -> str:
+    """The cgroup asked for (checked), or the scenario's only limited one (its
+    only one, if none is limited)."""
+    names = [g["name"] for g in resolved["cgroups"]]
+    if cgroup is not None:
+        if cgroup not in names:
+            raise AdviseError(f"no cgroup {cgroup!r} in {resolved['name']} (cgroups: {', '.join(names) or 'none'})")
+        return cgroup
+    limited = [g["name"] for g in resolved["cgroups"] if g["quota_us"] is not None]
+    if len(limited) == 1 or (not limited and len(names) == 1):
+        return (limited or names)[0]
+    which = f"limited cgroups: {', '.join(limited)}" if limited else f"cgroups: {', '.join(names) or 'none'}"
+    raise AdviseError(f"--cgroup: which cgroup of {resolved['name']}? ({which})")
+
+
 def advise_text(
     text: str,
-    cgroup: str,
+    cgroup: Optional[str],
     max_throttled: float,
     max_p99_ms: Optional[float] = None,
     seeds: int = 3,
@@ -222,7 +237,9 @@ def advise_text(
     candidates, ``step()`` follows each one, for a progress bar."""
     if platform not in PLATFORMS:
         raise AdviseError(f"unknown platform {platform!r} (choose {', '.join(PLATFORMS)})")
-    where = PLATFORMS[platform]
+    at_limit = captured.at_limit(text)
+    # A capture knows its cgroup's path, so which files it has.
+    where = for_cgroup(platform, captured.cgroup_version(at_limit["source"]) if at_limit else None)
     if not 0 <= max_throttled <= 1:
         raise AdviseError(f"--max-throttled must be a ratio in 0..1, got {max_throttled}")
     if seeds < 1:
@@ -230,8 +247,7 @@ def advise_text(
     overrides = tuple(overrides)
     resolved = json.loads(_native.validate(text, list(overrides)))
     groups = {g["name"]: g for g in resolved["cgroups"]}
-    if cgroup not in groups:
-        raise AdviseError(f"no cgroup {cgroup!r} in {resolved['name']} (cgroups: {', '.join(groups) or 'none'})")
+    cgroup = pick_cgroup(resolved, cgroup)
     if max_p99_ms is not None and not resolved["services"]:
         raise AdviseError(f"--max-p99-ms needs a [[service]]; {resolved['name']} has none")
     search = Search(text, overrides, cgroup, max_throttled, max_p99_ms, tuple(range(1, seeds + 1)), resolved["machine"]["cpus"])
@@ -264,9 +280,11 @@ def advise_text(
                 recommendation = {**setting, "from_quota_us": candidate["quota_us"], "holdout": checked.as_row()}
                 break
     whole_machine = recommendation is not None and recommendation["quota_us"] >= search.machine_cpus * recommendation["period_us"]
-    return {
+    result = {
         "scenario": resolved["name"],
         "platform": where.name,
+        # The raw cgroup files written: "v1", "v2", or None for both.
+        "cgroup_version": where.version,
         "recommendation": recommendation,
         "remove_limit": recommendation is None or whole_machine,
         "met": recommendation is not None or unlimited.meets,
@@ -278,6 +296,14 @@ def advise_text(
         "headroom": HEADROOM,
         "runs": runs,
     }
+    if at_limit:
+        result["capture"] = at_limit
+    return result
+
+
+def _where(result: dict[str, Any]) -> Platform:
+    """The platform a result is in, with its cgroup files."""
+    return for_cgroup(result["platform"], result.get("cgroup_version"))
 
 
 def _with_headroom(candidate: dict[str, Any], machine_cpus: int) -> dict[str, int]:
@@ -290,7 +316,7 @@ def _with_headroom(candidate: dict[str, Any], machine_cpus: int) -> dict[str, in
 
 def advise(
     scenario: PathArg,
-    cgroup: str,
+    cgroup: Optional[str],
     max_throttled: float,
     max_p99_ms: Optional[float] = None,
     seeds: int = 3,
@@ -316,7 +342,7 @@ def _percent(ratio: float) -> str:
 def explain(result: dict[str, Any]) -> str:
     """The recommendation, or why there is none, in one sentence, in the platform's units."""
     target, rec = result["target"], result["recommendation"]
-    where = PLATFORMS[result["platform"]]
+    where = _where(result)
     seeds = target["seeds"]
     goal = f"throttling at or below {_percent(target['max_throttled'])}"
     if target["max_p99_ms"] is not None:
@@ -324,10 +350,13 @@ def explain(result: dict[str, Any]) -> str:
     holdout = result["holdout_seeds"]
     holdout_text = f"seeds {holdout[0]}-{holdout[-1]}" if len(holdout) > 1 else f"seed {holdout[0]}"
     if rec and not result["remove_limit"]:
+        boundary = next(c for c in result["candidates"] if c.get("holdout_meets"))
         return (
             f"Set {where.setting(rec['quota_us'], rec['period_us'], rec['burst_us'])}"
             f" ({rec['quota_us'] / rec['period_us']:.2f} CPUs): {_percent(result['headroom'])} more quota than the"
-            f" smallest limit that kept {goal} in all {seeds} seeds; it also met the target in {holdout_text}."
+            f" smallest limit that kept {goal} in all {seeds} seeds"
+            f" ({where.setting(boundary['quota_us'], boundary['period_us'], boundary['burst_us'])});"
+            f" it also met the target in {holdout_text}."
         )
     if rec:
         return f"Remove the limit: only every CPU of the machine kept {goal} in all {seeds} seeds and in {holdout_text}."
@@ -348,7 +377,7 @@ def explain(result: dict[str, Any]) -> str:
 
 def apply(result: dict[str, Any]) -> str:
     """What to apply on the platform: its snippet for the recommendation, or for no limit."""
-    where, rec = PLATFORMS[result["platform"]], result["recommendation"]
+    where, rec = _where(result), result["recommendation"]
     if result["remove_limit"]:
         return where.snippet(None, result["current"]["period_us"], 0)
     return where.snippet(rec["quota_us"], rec["period_us"], rec["burst_us"])
@@ -359,33 +388,43 @@ SHOWN = 6
 
 
 def render(result: dict[str, Any]) -> list[RenderableType]:
-    """The recommendation in a sentence and what to apply, then the current limit,
-    the best candidates and the unlimited cgroup."""
-    where = PLATFORMS[result["platform"]]
+    """The recommendation in a sentence and what to apply, then the current
+    limit (and what the kernel measured at it over a capture), the best
+    candidates, the recommendation with its margin, and the unlimited cgroup."""
+    where = _where(result)
     with_p99 = "p99_ms" in result["unlimited"]
     holdout = result["holdout_seeds"]
-    cols = [where.name if where.name != "cgroup" else "cpu.max", "CPUs", "throttled %"] + (["p99 ms"] if with_p99 else [])
+    margin = f"+{100 * result['headroom']:g} %"
+    cols = [where.name if where.name != "cgroup" else "cgroup files", "CPUs", "margin", "throttled %"] + (["p99 ms"] if with_p99 else [])
     cols += ["meets", "holdout"]
     t = table(
-        f"options for {result['target']['cgroup']}: worst of seeds 1-{result['target']['seeds']};"
-        f" holdout: +{100 * result['headroom']:g} % quota in seeds {holdout[0]}-{holdout[-1]} ({result['runs']} runs)",
-        cols, left=(cols[0], "meets", "holdout"),
+        f"options for {result['target']['cgroup']}: worst of seeds 1-{result['target']['seeds']}; a boundary is the"
+        f" smallest limit that met the target, the recommendation it plus {100 * result['headroom']:g} % quota, checked in seeds"
+        f" {holdout[0]}-{holdout[-1]} ({result['runs']} runs)",
+        cols, left=(cols[0], "margin", "meets", "holdout"),
     )
 
-    def add(limit: str, cpus: str, outcome: dict[str, Any], checked: str) -> None:
-        p99 = [f"{outcome['p99_ms']:.1f}"] if with_p99 else []
-        meets = "yes" if outcome["meets"] else "no"
-        t.add_row(limit, cpus, f"{100 * outcome['throttled_ratio']:.1f}", *p99, meets, checked)
+    def add(limit: str, cpus: str, kind: str, outcome: dict[str, Any], checked: str) -> None:
+        p99 = [f"{outcome['p99_ms']:.1f}" if "p99_ms" in outcome else ""] if with_p99 else []
+        meets = {True: "yes", False: "no"}.get(outcome.get("meets"), "")
+        t.add_row(limit, cpus, kind, f"{100 * outcome['throttled_ratio']:.1f}", *p99, meets, checked)
 
     current = result["current"]
     if current["quota_us"] is None:
-        add("current: no limit", f"{current['usage_cpus']:.2f} used", current, "")
+        add("current: no limit", f"{current['usage_cpus']:.2f} used", "", current, "")
     else:
         limit = where.setting(current["quota_us"], current["period_us"], current["burst_us"] if where.burst else 0)
-        add(f"current: {limit}", f"{current['quota_us'] / current['period_us']:.2f}", current, "")
+        add(f"current: {limit}", f"{current['quota_us'] / current['period_us']:.2f}", "", current, "")
+    if "capture" in result:
+        cap = result["capture"]
+        add("  as captured (the kernel's cpu.stat)", f"{cap['usage_cpus']:.2f} used", "", {"throttled_ratio": cap["throttled_ratio"]}, "")
     for c in result["candidates"][:SHOWN]:
-        checked = {True: "yes: recommended", False: "no"}.get(c.get("holdout_meets"), "")
-        add(where.setting(c["quota_us"], c["period_us"], c["burst_us"]), f"{c['cpus']:.2f}", c, checked)
+        checked = {True: f"yes ({margin})", False: f"no ({margin})"}.get(c.get("holdout_meets"), "")
+        add(where.setting(c["quota_us"], c["period_us"], c["burst_us"]), f"{c['cpus']:.2f}", "boundary", c, checked)
+    rec = result["recommendation"]
+    if rec and not result["remove_limit"]:
+        add(where.setting(rec["quota_us"], rec["period_us"], rec["burst_us"]),
+            f"{rec['quota_us'] / rec['period_us']:.2f}", margin, rec["holdout"], "yes: recommended")
     unlimited = result["unlimited"]
-    add("no limit", f"{unlimited['usage_cpus']:.2f} used", unlimited, "")
+    add("no limit" + (" (recommended)" if result["remove_limit"] else ""), f"{unlimited['usage_cpus']:.2f} used", "", unlimited, "")
     return [explain(result), Text("\n" + textwrap.indent(apply(result), "  ") + "\n"), t]

@@ -183,7 +183,8 @@ def _emit(out: str, as_json: bool) -> None:
 @main.command()
 @click.argument("scenario")
 @set_option
-@click.option("--runs", default=3, show_default=True, type=click.IntRange(min=1), help="Kernel runs, and simulator seeds.")
+@click.option("--runs", default=comparison.DEFAULT_RUNS, show_default=True, type=click.IntRange(min=1),
+              help="Kernel runs, and simulator seeds (below 4, the test cannot tell: a row reads \"too few runs to tell\").")
 @click.option("--paired", is_flag=True, help="Diagnostic: start each simulator run, with its period timers, where its kernel run was.")
 @kernel_options
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison (with every run) as JSON.")
@@ -475,7 +476,7 @@ class Ratio(click.ParamType):
 
 @main.command(epilog=f"Exit codes: 0 advice given (a limit, or to remove it); {EXIT_UNMET} not even removing the limit meets the target; 2 bad input.")
 @click.argument("scenario")
-@click.option("--cgroup", required=True, help="The cgroup whose cpu.max to choose.")
+@click.option("--cgroup", help="The cgroup whose cpu.max to choose (default: the only limited one).")
 @click.option("--max-throttled", type=Ratio(), required=True, help="Largest throttled ratio (throttled periods / periods) allowed, e.g. 0.05 or 5%.")
 @click.option("--max-p99-ms", type=click.FloatRange(min=0, min_open=True), help="Largest p99 request latency of every service, in ms.")
 @click.option("--platform", type=click.Choice(list(PLATFORMS)), default="cgroup", show_default=True, help="Search only what this platform can set and answer in its units (kubernetes: millicores at the kubelet's 100 ms period, no burst).")
@@ -483,7 +484,7 @@ class Ratio(click.ParamType):
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendation and every candidate as JSON.")
 def advise(
-    scenario: str, cgroup: str, max_throttled: float, max_p99_ms: Optional[float], platform: str, seeds: int,
+    scenario: str, cgroup: Optional[str], max_throttled: float, max_p99_ms: Optional[float], platform: str, seeds: int,
     overrides: tuple[str, ...], as_json: bool,
 ) -> int:
     """Find the smallest CPU limit for CGROUP of SCENARIO that keeps it throttled at

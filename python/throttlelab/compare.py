@@ -14,7 +14,12 @@ Per cgroup metric the result holds both sides' mean, standard deviation and
 range, and the verdict: whether the two samples could come from one
 distribution (the Mann-Whitney U test, two-sided, at 5 %), beside the older
 and stricter reading, whether the simulator's mean lies inside the kernel's
-range.
+range. The test gives a verdict only where it can reject: with n runs against
+m seeds its smallest two-sided p is 2 / C(n + m, n) (every value of one side
+above every value of the other), 0.1 for 3 against 3, 0.008 for 5 against 5.
+Below ``ALPHA`` the row says "differs" or "alike"; otherwise "too few runs to
+tell", with that smallest p (one and the same value on both sides is alike
+at any count: nothing to test).
 
 Each kernel run waits ``settle_s`` first: the host is busy for a while after
 the run before ends (traced: DAMON), and the probe and the next run would count
@@ -24,6 +29,7 @@ that as background.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -44,6 +50,12 @@ METRICS = tuple(m.key for m in CGROUP_METRICS)
 #: The verdict's test and its level.
 TEST = "Mann-Whitney U, two-sided"
 ALPHA = 0.05
+#: Kernel runs (and simulator seeds) by default: the fewest at which the test
+#: can say "differs" at ``ALPHA`` (5 against 5: p down to 0.008; 4 against 4:
+#: 0.029, with no margin for a tie).
+DEFAULT_RUNS = 5
+#: A row's verdicts.
+ALIKE, DIFFERS, TOO_FEW = "alike", "differs", "too few runs to tell"
 
 #: Seconds each kernel run waits for the host to settle. Traced on the
 #: fidelity host: after a run, DAMON took about 50 ms of CPU in the next
@@ -143,6 +155,23 @@ def simulator_runs(
         return runner.run_many(runs, lambda: (step or (lambda _label: None))("simulator"))
 
 
+def smallest_p(n: int, m: int) -> float:
+    """The smallest two-sided p of the exact Mann-Whitney U test of ``n``
+    values against ``m``: both one-sided tails of U = 0, each 1 / C(n+m, n)."""
+    return min(1.0, 2 / math.comb(n + m, n))
+
+
+def verdict(kernel: Sequence[float], sim: Sequence[float]) -> str:
+    """``ALIKE`` or ``DIFFERS`` by :func:`same_distribution`, or ``TOO_FEW``
+    where the sample sizes cannot reach p < ``ALPHA`` (samples of one and the
+    same value on both sides are alike)."""
+    if len(set(kernel)) == 1 and set(kernel) == set(sim):
+        return ALIKE
+    if smallest_p(len(kernel), len(sim)) >= ALPHA:
+        return TOO_FEW
+    return ALIKE if same_distribution(kernel, sim) else DIFFERS
+
+
 def same_distribution(kernel: Sequence[float], sim: Sequence[float]) -> bool:
     """Whether the simulator's values and the kernel's could come from one
     distribution: the U test does not reject it at ``ALPHA`` (samples that
@@ -166,7 +195,7 @@ def verdicts(kernel: Sequence[dict[str, Any]], sim: Sequence[dict[str, Any]]) ->
             rows[metric] = {
                 "kernel": asdict(k),
                 "sim": asdict(s),
-                "alike": same_distribution(k_values, s_values),
+                "verdict": verdict(k_values, s_values),
                 "mean_in_range": k.lo <= s.mean <= k.hi,
             }
         cgroups[name] = rows
@@ -176,7 +205,7 @@ def verdicts(kernel: Sequence[dict[str, Any]], sim: Sequence[dict[str, Any]]) ->
 def compare(
     text: str,
     overrides: Sequence[str] = (),
-    runs: int = 3,
+    runs: int = DEFAULT_RUNS,
     step: Optional[Callable[[str], None]] = None,
     settle_s: float = SETTLE_S,
     paired: bool = False,
@@ -195,6 +224,8 @@ def compare(
         # Paired: whether every kernel run traced its period timers, and each simulator run got them.
         "timers_placed": paired and all("period_timer_offset_us" in run["host"] for run in kernel),
         "verdict": f"{TEST}, p >= {ALPHA}: the simulator's seeds and the kernel's runs could be one distribution",
+        # The smallest p these sample sizes allow: at or above ALPHA, no row can differ.
+        "smallest_p": smallest_p(len(kernel), len(sim)),
         "cgroups": verdicts(kernel, sim),
         "kernel_runs": kernel,
         "sim_runs": sim,
@@ -213,7 +244,10 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
         + (" unpaired: each seed draws its own start and period timer phases" if not result["paired"]
            else " paired: each run started and its period timers placed as in its kernel run" if result["timers_placed"]
            else " paired: each run started as in its kernel run (period timers not traced)"),
-        f"verdict: {result['verdict']}",
+        f"verdict: {result['verdict']}"
+        + (f"; {result['runs']} runs against {len(result['sim_runs'])} seeds can reach p = {result['smallest_p']:.3g} at best,"
+           f" so a row reads \"{TOO_FEW}\" unless both sides are one value (--runs {DEFAULT_RUNS} can tell)"
+           if result["smallest_p"] >= ALPHA else ""),
     ]
     for name, rows in result["cgroups"].items():
         limit_text = limit(**result["kernel_runs"][0]["cgroups"][name]["limit"])
@@ -221,7 +255,7 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
         for metric, row in rows.items():
             shown = BY_KEY[metric]
             cells = [_stats_cell(row[side], shown.scale) for side in ("kernel", "sim")]
-            t.add_row(shown.header, *cells, "alike" if row["alike"] else "[red]differs[/red]")
+            t.add_row(shown.header, *cells, "[red]differs[/red]" if row["verdict"] == DIFFERS else row["verdict"])
         parts.append(t)
     return parts
 

@@ -28,13 +28,12 @@ from __future__ import annotations
 import contextlib
 import json
 import statistics
-import tomllib
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from rich.console import RenderableType
 
-from throttlelab import _native
+from throttlelab import _native, captured
 from throttlelab.metrics import limit
 from throttlelab.runner import Runner
 from throttlelab.scenarios import PathArg
@@ -327,15 +326,9 @@ def explain_text(
         "mechanics": rows(mechanics(resolved, cg)) if throttled else [],
         "fixes": rows(fixes(resolved, cg)) if throttled else [],
     }
-    try:  # the core checked [capture] and does not keep it
-        captured = tomllib.loads(text).get("capture")
-    except tomllib.TOMLDecodeError:  # TOML the core reads and Python's 1.0 parser does not
-        captured = None
-    if captured and captured.get("nr_periods"):
-        doc["capture"] = {
-            "nr_periods": captured["nr_periods"], "nr_throttled": captured["nr_throttled"],
-            "throttled_ratio": captured["nr_throttled"] / captured["nr_periods"],
-        }
+    measured = captured.at_limit(text)
+    if measured:
+        doc["capture"] = measured
     return doc
 
 
@@ -381,7 +374,8 @@ def render(doc: dict[str, Any]) -> list[RenderableType]:
         cap = doc["capture"]
         lines.append(
             f"For comparison, the kernel throttled it in {_pct(cap['throttled_ratio'])} of periods over the capture"
-            f" (nr_throttled {cap['nr_throttled']} of nr_periods {cap['nr_periods']})."
+            f" (nr_throttled {cap['nr_throttled']} of nr_periods {cap['nr_periods']}), where it used"
+            f" {cap['usage_cpus']:.2f} CPUs at this limit: what it got, not what it asks for (the demand below)."
         )
     over = dem["over_quota_ratio"]
     mean_note = (

@@ -13,8 +13,12 @@ from throttlelab.terminal import millis, natural, seconds, table
 
 
 def render(doc: dict[str, Any]) -> list[RenderableType]:
+    host = doc.get("host")
+    # A kernel's run: the kernel it ran on (a VM's guest, not the host), not
+    # the simulator profile the scenario names.
+    kernel = f"kernel {host['release']}" if host else f"profile {doc['profile']}"
     parts: list[RenderableType] = [
-        f"[bold]{doc['scenario']}[/bold]  backend {doc['backend']}  profile {doc['profile']}"
+        f"[bold]{doc['scenario']}[/bold]  backend {doc['backend']}  {kernel}"
         f"  seed {doc['seed']}  duration {doc['duration_s']:g} s"
     ]
     if doc["cgroups"]:
@@ -27,7 +31,6 @@ def render(doc: dict[str, Any]) -> list[RenderableType]:
     engine = doc.get("engine")
     if engine:
         parts.append(f"engine: {engine['events']} events in {engine['wall_s']:.3f} s wall")
-    host = doc.get("host")
     if host:
         parts += _host(host, bool(doc["cgroups"]))
     return parts

@@ -1,7 +1,10 @@
 """Where a cgroup's cpu.max comes from: which of (quota, period, burst) each
 platform lets a user set, and a setting in that platform's own units.
 
-- ``cgroup``: ``cpu.max`` and ``cpu.max.burst`` themselves, any period.
+- ``cgroup``: the cgroup's own files, any period: v2's ``cpu.max`` and
+  ``cpu.max.burst``, v1's ``cpu.cfs_period_us``, ``cpu.cfs_quota_us`` and
+  ``cpu.cfs_burst_us`` (quota ``-1`` for none), or both where the cgroup's
+  version is not known (:func:`for_cgroup`).
 - ``kubernetes``: ``resources.limits.cpu`` in millicores; the period is the
   kubelet's node-wide ``cpuCFSQuotaPeriod`` (100 ms unless changed) and the pod
   spec has no burst. The kubelet writes quota = millicores × period / 1000.
@@ -14,7 +17,7 @@ platform lets a user set, and a setting in that platform's own units.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from throttlelab.metrics import millicores
@@ -25,23 +28,44 @@ DEFAULT_PERIOD_US = 100_000
 
 @dataclass(frozen=True)
 class Platform:
-    """Raw cgroup files: ``cpu.max`` and ``cpu.max.burst``, any period."""
+    """Raw cgroup files, any period: v2's ``cpu.max`` and ``cpu.max.burst``,
+    v1's ``cpu.cfs_*``, or (``version`` None) both."""
 
     name: str = "cgroup"
     #: The periods a user can choose; None: any (the search's candidates).
     periods_us: Optional[tuple[int, ...]] = None
     burst: bool = True
+    #: The target cgroup's version, "v1" or "v2"; None: not known.
+    version: Optional[str] = None
 
     def setting(self, quota_us: int, period_us: int, burst_us: int) -> str:
         """The limit as this platform's users write it."""
+        if self.version == "v1":
+            return f"cfs_quota_us {quota_us} cfs_period_us {period_us}" + (f", cfs_burst_us {burst_us}" if burst_us else "")
         return f"cpu.max {quota_us} {period_us}" + (f", cpu.max.burst {burst_us}" if burst_us else "")
 
     def snippet(self, quota_us: Optional[int], period_us: int, burst_us: int) -> str:
         """What to apply; ``quota_us`` None removes the limit."""
+        v1, v2 = self._v1(quota_us, period_us, burst_us), self._v2(quota_us, period_us, burst_us)
+        if self.version is not None:
+            return v1 if self.version == "v1" else v2
+        return f"# cgroup v2\n{v2}\n# cgroup v1 (the cpu hierarchy)\n{v1}"
+
+    @staticmethod
+    def _v2(quota_us: Optional[int], period_us: int, burst_us: int) -> str:
         if quota_us is None:
             return "echo max > cpu.max"
         burst = f"\necho {burst_us} > cpu.max.burst" if burst_us else ""
         return f"echo '{quota_us} {period_us}' > cpu.max{burst}"
+
+    @staticmethod
+    def _v1(quota_us: Optional[int], period_us: int, burst_us: int) -> str:
+        # v1 checks each file against the others' values: the quota after
+        # the period, the burst (at most the quota) after the quota.
+        if quota_us is None:
+            return "echo -1 > cpu.cfs_quota_us"
+        burst = f"\necho {burst_us} > cpu.cfs_burst_us" if burst_us else ""
+        return f"echo {period_us} > cpu.cfs_period_us\necho {quota_us} > cpu.cfs_quota_us{burst}"
 
 
 @dataclass(frozen=True)
@@ -104,3 +128,10 @@ def _decimal(value: float, places: int) -> str:
 
 
 PLATFORMS = {p.name: p for p in (Platform(), Kubernetes(), Docker(), Systemd())}
+
+
+def for_cgroup(name: str, version: Optional[str]) -> Platform:
+    """Platform ``name``; the raw cgroup one writing the files of a cgroup of
+    ``version`` ("v1", "v2"; None: both)."""
+    where = PLATFORMS[name]
+    return replace(where, version=version) if name == "cgroup" else where

@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from throttlelab import reproduce as experiments  # noqa: E402
+from throttlelab import captured, reproduce as experiments  # noqa: E402
 from throttlelab.explain import demand_per_period_ns  # noqa: E402
 from throttlelab._native import validate as _native_validate  # noqa: E402
 from throttlelab.metrics import CGROUP_METRICS, limit  # noqa: E402
@@ -284,6 +284,7 @@ def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[
         + (f", overrides: <code>{html.escape(' '.join(overrides))}</code>" if overrides else "") + "</p>",
         _html_table(["cgroup", "limit", *(m.header for m in shown)], stats),
     ]
+    body += _captured(text, resolved, output)
     if not limited:
         body.append("<p>No cgroup has a limit: there are no pools to show.</p>")
     for tg in limited:
@@ -300,6 +301,29 @@ def scenario_page(text: str, overrides: Iterable[str] = (), window_ms: Optional[
         body += ["<h2>Services</h2>", _figure(_latency_figure(output))]
     body += [f"<h2>CPUs, first {window_ms:g} ms</h2>", _figure(_timeline_figure(trace, window))]
     return _page(output["scenario"], body)
+
+
+def _captured(text: str, resolved: dict[str, Any], output: dict[str, Any]) -> list[str]:
+    """For a capture: what the kernel's cpu.stat counted over it, beside the
+    replay's counts of the captured cgroup (the cgroup of its threads)."""
+    at_limit = captured.at_limit(text)
+    name = next((t["cgroup"] for t in resolved["tasks"] if t.get("phases_file") and t["cgroup"]), None)
+    if at_limit is None or name not in output["cgroups"]:
+        return []
+    replay = output["cgroups"][name]
+
+    def row(label: str, usage_usec: float, periods: int, throttled: int) -> list[str]:
+        ratio = f"{100 * throttled / periods:.1f}" if periods else "-"
+        return [label, f"{usage_usec / 1e6:.3f}", str(periods), str(throttled), ratio]
+
+    return [
+        f"<h2>cgroup {html.escape(name)}: the capture and its replay</h2>",
+        _html_table(["", "usage s", "nr_periods", "nr_throttled", "throttled %"], [
+            row(f"captured ({html.escape(at_limit['source'])}, the kernel's cpu.stat)", at_limit["usage_usec"],
+                at_limit["nr_periods"], at_limit["nr_throttled"]),
+            row("replayed (simulated)", replay["usage_usec"], replay["nr_periods"], replay["nr_throttled"]),
+        ]),
+    ]
 
 
 # --- an experiment --------------------------------------------------------------

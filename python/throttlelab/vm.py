@@ -407,7 +407,7 @@ def _boots(k: Kernel, initrd: Path, cpus: int, accel: str, kvm: bool, runs: int,
         except VmError as e:
             if accel == "kvm":
                 raise
-            note(f"KVM cannot boot it here ({e}); using TCG")
+            note(f"KVM cannot run this guest here ({e}); using TCG")
     for _ in range(_TCG_BOOTS - 1):
         try:
             return _boot(k, initrd, cpus, "tcg", runs, limit_s, tmp, note)
@@ -499,7 +499,7 @@ def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, runs: int, limit_s: fl
             proc.wait()
     log = _read(console)
     if proc.returncode != 0 and _UP not in log:
-        raise VmError(f"QEMU failed: {(_read(errors).strip().splitlines() or ['no message'])[-1]}")
+        raise VmError(f"QEMU failed: {qemu_said(_read(errors))}")
     code = next((line[len(_EXIT):].strip() for line in log.splitlines() if line.startswith(_EXIT)), None)
     if code is None:
         error = GuestCrash if "Kernel panic" in log else VmError
@@ -522,6 +522,16 @@ def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, runs: int, limit_s: fl
             "wall_s": round(wall_s, 3), "runs_in_boot": runs, "run_in_boot": i + 1,
         }
     return [json.dumps(out, separators=(",", ":")) for out in outs]
+
+
+def qemu_said(stderr: str) -> str:
+    """QEMU's last words in one short line: an assertion (KVM that cannot
+    set the host CPU's MSRs in a nested VM: ``kvm.c:3312: kvm_buf_set_msrs:
+    Assertion `ret == cpu->kvm_msr_buf->nmsrs' failed.``) by the function
+    it failed in, anything else as its last line."""
+    last = (stderr.strip().splitlines() or ["no message"])[-1]
+    failed = re.search(r":\s*(\w+): Assertion .* failed", last)
+    return f"an assertion failed in {failed.group(1)}" if failed else last
 
 
 def _read(path: Path) -> str:

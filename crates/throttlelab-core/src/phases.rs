@@ -2,7 +2,7 @@
 //! a captured thread's (`phases_file`), or measurement windows expanded as
 //! 004's Algorithm 1.
 
-use crate::scenario::{Phase, TaskSpec};
+use crate::scenario::{runs_on_timers, Phase, TaskSpec};
 use std::sync::Arc;
 
 /// Slices a measurement window is run in (004: `Slice` = 0.05 s).
@@ -58,6 +58,20 @@ impl TaskPhases {
         TaskPhases::Windows(stretches)
     }
 
+    /// What `task`'s threads replay: [`TaskPhases::of`], and for a captured
+    /// thread that keeps time by itself, begun `offset(cycle)` into its
+    /// phases ([`TaskPhases::rotated`]; the simulator draws it by seed, the
+    /// kernel replay takes 0). Rotated, a sleep begun before the capture
+    /// is a plain sleep, as it is again each time the thread goes round
+    /// ([`TaskSpec::effective_loops`]).
+    pub fn replayed(task: &TaskSpec, threads: usize, offset: impl FnOnce(u64) -> u64) -> Self {
+        let phases = TaskPhases::of(task, threads);
+        match task.captured.as_ref().and(phases.independent_cycle_ns()) {
+            Some(cycle_ns) => phases.rotated(offset(cycle_ns)),
+            None => phases,
+        }
+    }
+
     /// Threads a task needs: its own count, or for a trace as many as its
     /// busiest window's rate (a rate above 1 is split among threads).
     pub fn threads(task: &TaskSpec) -> usize {
@@ -109,16 +123,18 @@ impl TaskPhases {
     /// cycle (its CPU time and sleeps per timed sleep). None otherwise.
     pub fn independent_cycle_ns(&self) -> Option<u64> {
         let TaskPhases::List(l) = self else { return None };
+        if !runs_on_timers(l) {
+            return None;
+        }
         let (mut total_ns, mut sleeps) = (0, 0);
-        for (i, p) in l.iter().enumerate() {
+        for p in l.iter() {
             match *p {
                 Phase::Run(ns) => total_ns += ns,
                 Phase::Sleep(ns) | Phase::CatchUp(ns) | Phase::Schedule(ns) => (total_ns, sleeps) = (total_ns + ns, sleeps + 1),
-                Phase::SleepUntil(_) if i == 0 => {}
-                _ => return None,
+                _ => {}
             }
         }
-        (sleeps > 0).then(|| total_ns / sleeps)
+        Some(total_ns / sleeps)
     }
 
     /// The phases begun `offset_ns` into them (each as long as its work or
@@ -164,6 +180,29 @@ mod tests {
         let mut t: TaskSpec = toml::from_str(text).unwrap();
         t.windows = windows;
         t
+    }
+
+    #[test]
+    fn a_captured_thread_on_timers_goes_round_to_the_end() {
+        // As the capture writes them: `loop = 1`.
+        let captured = |phases: Vec<Phase>| {
+            let mut t = task(Vec::new());
+            (t.loops, t.captured) = (1, Some(phases.into()));
+            t
+        };
+        // Ends a sleep begun before the capture, then runs and sleeps: its own cycle.
+        let timed = captured(vec![Phase::SleepUntil(5), Phase::Run(10), Phase::CatchUp(20), Phase::Run(10), Phase::Sleep(20)]);
+        assert_eq!(timed.effective_loops(), -1);
+        // The kernel replay starts where the capture did: the first sleep, plain, as long as it was.
+        let p = TaskPhases::replayed(&timed, 1, |_| 0);
+        assert_eq!((p.get(0), p.get(1), p.len()), (Phase::Sleep(5), Phase::Run(10), 5));
+        assert!(!p.has_requests());
+        // Woken from outside or by a sibling, or never sleeping: its phases once.
+        for once in [vec![Phase::Run(10), Phase::SleepUntil(50), Phase::Run(10)], vec![Phase::Wait, Phase::Run(10), Phase::Sleep(5)], vec![Phase::Run(10)]] {
+            let t = captured(once.clone());
+            assert_eq!(t.effective_loops(), 1, "{once:?}");
+            assert_eq!(TaskPhases::replayed(&t, 1, |_| 0).get(0), once[0]);
+        }
     }
 
     #[test]

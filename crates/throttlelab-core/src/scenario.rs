@@ -435,10 +435,16 @@ impl TaskSpec {
         names
     }
 
-    /// Times the phases run, -1 = forever; a trace runs once unless `loop` says more.
+    /// Times the phases run, -1 = forever; a trace runs once unless `loop`
+    /// says more. A captured thread that keeps time by itself
+    /// ([`runs_on_timers`]) goes on with its cycle to the end of the run:
+    /// under a looser limit than the captured one it gets through its
+    /// captured phases sooner, and the workload did not stop there.
     pub fn effective_loops(&self) -> i64 {
         if self.loops == -1 && !self.windows.is_empty() {
             1
+        } else if self.captured.as_deref().is_some_and(runs_on_timers) {
+            -1
         } else {
             self.loops
         }
@@ -537,6 +543,18 @@ pub enum Phase {
     Wait,
     /// Wake the (single) thread of task number `task` without blocking.
     Wake(usize),
+}
+
+/// Whether captured phases only run and sleep on timers (the first may end
+/// a sleep begun before the capture): a thread that depends on no other
+/// thread and no request from outside, so its cycle is its own.
+pub fn runs_on_timers(phases: &[Phase]) -> bool {
+    let timed = phases.iter().enumerate().all(|(i, p)| match p {
+        Phase::Run(_) | Phase::Sleep(_) | Phase::CatchUp(_) | Phase::Schedule(_) => true,
+        Phase::SleepUntil(_) => i == 0,
+        _ => false,
+    });
+    timed && phases.iter().any(|p| matches!(p, Phase::Sleep(_) | Phase::CatchUp(_) | Phase::Schedule(_)))
 }
 
 impl Phase {

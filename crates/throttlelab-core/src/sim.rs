@@ -275,11 +275,7 @@ impl<'s> Sim<'s> {
             .iter()
             .enumerate()
             .map(|(ti, t)| {
-                let phases = TaskPhases::of(t, TaskPhases::threads(t));
-                match t.captured.as_ref().and(phases.independent_cycle_ns()) {
-                    Some(cycle_ns) => phases.rotated(noise::uniform(scenario.seed, Stream::CyclePhase(ti), 0, cycle_ns)),
-                    None => phases,
-                }
+                TaskPhases::replayed(t, TaskPhases::threads(t), |cycle_ns| noise::uniform(scenario.seed, Stream::CyclePhase(ti), 0, cycle_ns))
             })
             .collect();
         let task_requests = task_phases.iter().map(|p| p.has_requests().then(Requests::default)).collect();

@@ -526,7 +526,7 @@ fn task_thread(
 /// task a job is a run phase released by the end of a sleep; it misses when
 /// it ends later than its relative deadline after it began.
 fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResult, String> {
-    let phases = TaskPhases::of(&task.spec, task.threads.len());
+    let phases = TaskPhases::replayed(&task.spec, task.threads.len(), |_| 0);
     let local = run.local(task.index);
     let loops = task.spec.effective_loops();
     let deadline_ns = task.dl.as_ref().map(|d| d.params.deadline_ns);
@@ -1051,7 +1051,7 @@ fn serve() -> Result<(), String> {
             &task.spec.name,
             &run,
             &res,
-            TaskPhases::of(&task.spec, res.len()).has_requests(),
+            TaskPhases::replayed(&task.spec, res.len(), |_| 0).has_requests(),
             task.dl.is_some(),
         ));
     }
