@@ -14,6 +14,8 @@ import click
 
 from throttlelab import _native, bench as benches, compare as comparison, output, vm
 from throttlelab import reproduce as experiments
+from throttlelab import prometheus_cli
+from throttlelab.prometheus import PrometheusError
 from throttlelab.platforms import PLATFORMS
 from throttlelab.runner import EXECUTORS, Runner, RunnerError
 from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
@@ -32,7 +34,7 @@ DEFAULT_SCENARIO = "ugedal-table2"
 #: Errors that are the user's input, not a bug: reported in one line, exit code 2.
 USER_ERRORS = (
     _native.ScenarioError, _native.HarnessError, ScenarioNotFound, experiments.UnknownExperiment,
-    SweepError, AdviseError, ExplainError, RunnerError, vm.VmError,
+    SweepError, AdviseError, ExplainError, RunnerError, vm.VmError, PrometheusError,
 )
 
 
@@ -432,21 +434,27 @@ class Ratio(click.ParamType):
 
 
 @main.command(epilog=f"Exit codes: 0 advice given (a limit, or to remove it); {EXIT_UNMET} not even removing the limit meets the target; 2 bad input.")
-@click.argument("scenario")
-@click.option("--cgroup", required=True, help="The cgroup whose cpu.max to choose.")
+@click.argument("scenario", required=False)
+@click.option("--cgroup", help="The cgroup whose cpu.max to choose (with SCENARIO).")
 @click.option("--max-throttled", type=Ratio(), required=True, help="Largest throttled ratio (throttled periods / periods) allowed, e.g. 0.05 or 5%.")
 @click.option("--max-p99-ms", type=click.FloatRange(min=0, min_open=True), help="Largest p99 request latency of every service, in ms.")
 @click.option("--platform", type=click.Choice(list(PLATFORMS)), default="cgroup", show_default=True, help="Search only what this platform can set and answer in its units (kubernetes: millicores at the kubelet's 100 ms period, no burst).")
 @click.option("--runs", "seeds", default=3, show_default=True, type=click.IntRange(min=1), help="The target must hold in every one of this many runs (seeds 1..N; the holdout takes the next N).")
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendation and every candidate as JSON.")
+@prometheus_cli.options
 def advise(
-    scenario: str, cgroup: str, max_throttled: float, max_p99_ms: Optional[float], platform: str, seeds: int,
-    overrides: tuple[str, ...], as_json: bool,
+    scenario: Optional[str], cgroup: Optional[str], max_throttled: float, max_p99_ms: Optional[float], platform: str, seeds: int,
+    overrides: tuple[str, ...], as_json: bool, **prometheus: Any,
 ) -> int:
     """Find the smallest CPU limit for CGROUP of SCENARIO that keeps it throttled at
     most --max-throttled (and services' p99 within --max-p99-ms) in every seed, or
-    say that the limit should go; the scenario's current limit is shown first."""
+    say that the limit should go; the scenario's current limit is shown first.
+    With --prometheus URL instead: a limit for every container there (docs/prometheus.md)."""
+    if prometheus["prometheus"] is not None:
+        return prometheus_cli.advise_command(click.get_current_context(), scenario, cgroup, max_throttled, max_p99_ms, platform, as_json, **prometheus)
+    if scenario is None or cgroup is None:
+        raise click.UsageError("advise needs SCENARIO and --cgroup (or --prometheus URL)")
     text, _ = load_scenario_text(scenario)
     terminal = Terminal()
     with terminal.progress() as progress:
