@@ -199,3 +199,16 @@ def test_local_and_ray_give_identical_rows(fleet_url):
     ray_ = _advise(fleet_url, "--json", "--executor", "ray", "--workers", "2")
     assert local.exit_code == 0 and ray_.exit_code == 0, ray_.stderr
     assert json.loads(local.stdout)["containers"] == json.loads(ray_.stdout)["containers"]
+
+
+def test_report_prometheus_draws_the_fleet(fleet_url, tmp_path):
+    end = str(START_S + WINDOWS * STEP_S)
+    args = ("--prometheus", fleet_url, "--range", f"{WINDOWS}m", "--step", "1m", "--end", end, "--workers", "2")
+    result = cli("report", *args, "-o", str(tmp_path / "r"))
+    assert result.exit_code == 0, result.stderr
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert page.count("<tr>") == 13  # the header and the 12 containers
+    assert page.count("<img ") >= 1 and "consistent models predict" in page
+    assert "no limit" in page
+    bad = cli("report", "two-spinners", *args, "-o", str(tmp_path / "s"))
+    assert bad.exit_code == 2 and "give no TARGET, --set or --window-ms" in bad.stderr and bad.stderr.count("\n") == 1

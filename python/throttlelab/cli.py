@@ -337,18 +337,24 @@ def _progressing(chunks: Iterable[tuple[int, Any]], progress: Any, bar: int) -> 
 
 
 @main.command()
-@click.argument("target")
+@click.argument("target", required=False)
 @set_option
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for index.html.")
 @click.option("--window-ms", type=click.FloatRange(min=0, min_open=True), help="Time plots of a scenario: this much from the start (default: 10 periods).")
-def report(target: str, overrides: tuple[str, ...], out_dir: str, window_ms: Optional[float]) -> None:
+@prometheus_cli.report_options
+def report(target: Optional[str], overrides: tuple[str, ...], out_dir: str, window_ms: Optional[float], **prometheus: Any) -> None:
     """Write DIR/index.html (figures embedded) for TARGET: a scenario (built-in or
     file) or a reproduce experiment (ugedal-table2, chiluk-fibtest, turner-soakers).
     An experiment's name wins over the built-in scenario of the same name; give
-    the scenario's file path to report the scenario itself."""
+    the scenario's file path to report the scenario itself. With --prometheus URL
+    instead: advise --prometheus's fleet, each container's usage over time."""
     from throttlelab import report as reports  # matplotlib: only for this command
 
-    if target in experiments.EXPERIMENTS:
+    if prometheus["prometheus"] is not None:
+        page = prometheus_cli.report_command(target, overrides, out_dir, window_ms, **prometheus)
+    elif target is None:
+        raise click.UsageError("report needs TARGET (or --prometheus URL)")
+    elif target in experiments.EXPERIMENTS:
         if overrides or window_ms is not None:
             raise click.UsageError(f"--set and --window-ms apply to scenarios, not to the experiment {target}")
         experiment = experiments.get(target)

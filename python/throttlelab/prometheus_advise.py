@@ -76,11 +76,13 @@ def _refusal(c: Container) -> Optional[str]:
 def advise_prometheus(
     query: Query, selector: str, steps: list[float], max_throttled: float, runner: Runner,
     captures: Optional[dict[str, Callable[[], dict[str, Any]]]] = None, timings: Optional[dict[str, float]] = None,
+    keep: Optional[dict[str, Container]] = None,
 ) -> list[dict[str, Any]]:
     """The rows for every container ``selector`` matches (see the module's doc).
     ``captures`` maps a container's name or id to its capture-based advice
     (advise on the capture), which replaces the model for that row;
-    ``timings`` gets the fit's and the search's wall seconds."""
+    ``timings`` gets the fit's and the search's wall seconds; ``keep`` each
+    row's container (its windows), by the row's pod/container or id."""
     found = containers(query, selector, steps)
     if not found:
         raise PrometheusError(f"--selector {selector!r} matches no container (no {'container_cpu_usage_seconds_total'} series)")
@@ -89,6 +91,8 @@ def advise_prometheus(
     for c in found:
         row = _row(c)
         rows.append(row)
+        if keep is not None:
+            keep[_name(row)] = c
         capture = captures.pop(c.name, None) or captures.pop(c.labels.get("id", ""), None)
         if not c.windows:
             row["status"], row["reason"] = "refused", row["reason"] + f"too few windows (0, needs {MIN_WINDOWS}): a longer --range or a shorter --step"
