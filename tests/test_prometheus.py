@@ -212,3 +212,27 @@ def test_report_prometheus_draws_the_fleet(fleet_url, tmp_path):
     assert "no limit" in page
     bad = cli("report", "two-spinners", *args, "-o", str(tmp_path / "s"))
     assert bad.exit_code == 2 and "give no TARGET, --set or --window-ms" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_a_capture_replaces_the_model_for_its_row(fleet_doc, fleet_url, tmp_path):
+    from helpers import scenario_text
+
+    capture = tmp_path / "capture.toml"
+    capture.write_text(scenario_text(period_us="100000", quota_us="50000", threads="1", phases="[{ run_us = 30000 }, { sleep_us = 70000 }]"))
+    id_ = next(t["id"] for t in fleet_doc["truth"] if t["shape"] == "bursty")
+    result = _advise(fleet_url, "--json", "--workers", "2", "--capture", f"{id_}={capture}")
+    assert result.exit_code == 0, result.stderr
+    rows = {r["id"]: r for r in json.loads(result.stdout)["containers"]}
+    row = rows[id_]
+    assert row["models"] == "capture" and "from its capture" in row["reason"]
+    # advise on the capture: 30 ms of every 100 ms on one thread needs at least 300m.
+    assert 300 <= row["recommended_m"] <= 400
+    assert all(r["models"] != "capture" for i, r in rows.items() if i != id_)
+    bad = _advise(fleet_url, "--capture", f"/nowhere={capture}")
+    assert bad.exit_code == 2 and "--capture /nowhere: no container of that name or id" in bad.stderr
+
+
+def test_other_platforms_answer_in_their_units(fleet_url):
+    result = _advise(fleet_url, "--platform", "cgroup")
+    assert result.exit_code == 0, result.stderr
+    assert "cpu.max " in result.stdout

@@ -21,13 +21,14 @@ from typing import Any, Callable, Optional, Sequence
 from rich.console import RenderableType
 
 from throttlelab.metrics import millicores
+from throttlelab.platforms import PLATFORMS
 from throttlelab.prometheus import Container, PrometheusError, Query, containers, workload
 from throttlelab.prometheus_model import MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
 from throttlelab.runner import Runner
 from throttlelab.terminal import table
 
 COLUMNS = (
-    "workload", "namespace", "pod", "container", "id", "limit_m", "usage_p50_m", "usage_p95_m", "usage_max_m",
+    "workload", "namespace", "pod", "container", "id", "limit_m", "period_us", "usage_p50_m", "usage_p95_m", "usage_max_m",
     "throttled_now", "windows", "recommended_m", "predicted_throttled", "predicted_low", "predicted_high",
     "models", "status", "reason",
 )
@@ -48,6 +49,7 @@ def _row(c: Container) -> dict[str, Any]:
         "workload": f"{kind}/{name}", "namespace": c.labels.get("namespace", ""), "pod": c.labels.get("pod", ""),
         "container": c.labels.get("container", ""), "id": c.labels.get("id", ""),
         "limit_m": millicores(last.quota_us, last.period_us) if last and last.quota_us else None,
+        "period_us": last.period_us if last else None,
         "usage_p50_m": round(1000 * _percentile(usage, 0.5)), "usage_p95_m": round(1000 * _percentile(usage, 0.95)),
         "usage_max_m": round(1000 * max(usage)),
         "throttled_now": sum(w.throttled_periods for w in c.windows) / periods if periods else 0.0,
@@ -197,6 +199,7 @@ def _name(row: dict[str, Any]) -> str:
 
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[RenderableType]:
     """The table, grouped by workload, and what the statuses mean."""
+    platform = PLATFORMS[meta["platform"]]
     cols = ["container", "limit", "p50", "p95", "max", "thr. %", "advice", "pred. %", "range %", "models"]
     t = table(
         f"{meta['prometheus']} {meta['selector'] or '(every container)'}: {meta['range']} at {meta['step']},"
@@ -211,7 +214,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[RenderableT
         name = _name(r)
         limit = "no limit" if r["limit_m"] is None else f"{r['limit_m']}m"
         if r["recommended_m"] is not None:
-            advice = f"{r['recommended_m']}m"
+            advice = platform.setting(r["recommended_m"] * r["period_us"] // 1000, r["period_us"], 0).removeprefix("limits.cpu ")
             spread = f"{_pct(r['predicted_low'])}-{_pct(r['predicted_high'])}"
         else:
             advice, spread = r["status"], ""
