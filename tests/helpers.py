@@ -68,3 +68,12 @@ def run_json(*args: str) -> dict[str, Any]:
     result = cli("run", "--json", *args)
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on (now)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -6,11 +6,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import socket
 
 import pytest
 
-from helpers import cli
+from helpers import cli, free_port
 from throttlelab.prometheus import (
     PERIODS, QUOTA, THROTTLED_PERIODS, USAGE, PrometheusError, containers, matchers, steps, workload,
 )
@@ -155,14 +154,6 @@ def test_too_few_windows_refuses_that_row_in_words(fleet_url):
     assert limited and all(r["status"] == "refused" and "too few windows (2, needs 3)" in r["reason"] for r in limited)
 
 
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -184,7 +175,7 @@ def test_bad_input_is_one_line_exit_2(fleet_url, args, message):
 
 
 def test_an_unreachable_server_or_not_a_url_is_one_line_exit_2():
-    result = _advise(f"http://127.0.0.1:{_closed_port()}")
+    result = _advise(f"http://127.0.0.1:{free_port()}")
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert "cannot reach Prometheus at http://127.0.0.1:" in result.stderr
     result = _advise("localhost:9090")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli
+from helpers import cli, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 V1 = Path("/sys/fs/cgroup/cpu")
@@ -49,14 +48,6 @@ def _missing() -> str:
 pytestmark = pytest.mark.skipif(bool(_missing()), reason=_missing() or "")
 
 
-def _port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def _cgroup_dirs(name: str) -> list[Path]:
     """Our cgroup in every hierarchy cAdvisor reads the counters from: v1's cpu
     (quota, periods), cpuacct (usage) and pids (threads); v2's one."""
@@ -67,7 +58,9 @@ def _cgroup_dirs(name: str) -> list[Path]:
 
 def test_advise_prometheus_on_a_real_throttled_cgroup(tmp_path):
     name = f"throttlelab-prom-live-{os.getpid()}"
-    env = {**os.environ, "LAB_DIR": str(tmp_path / "lab"), "PROM_PORT": str(_port()), "CADVISOR_PORT": str(_port()), "SCRAPE": "2s",
+    prom_port = free_port()
+    cadvisor_port = next(p for p in iter(free_port, None) if p != prom_port)
+    env = {**os.environ, "LAB_DIR": str(tmp_path / "lab"), "PROM_PORT": str(prom_port), "CADVISOR_PORT": str(cadvisor_port), "SCRAPE": "2s",
            "PATH": os.environ.get("PATH", "") + ":/usr/local/go/bin"}
     if Path("/tmp/throttlelab-prometheus/cadvisor").exists():  # built by .ci/run: no second go build
         (tmp_path / "lab").mkdir()
