@@ -24,7 +24,7 @@ from throttlelab.metrics import millicores
 from throttlelab.platforms import PLATFORMS
 from throttlelab.prometheus import Container, PrometheusError, Query, containers, workload
 from throttlelab.prometheus_model import MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
-from throttlelab.runner import Runner
+from throttlelab.runner import Run, Runner, document, simulate
 from throttlelab.terminal import table
 
 COLUMNS = (
@@ -59,6 +59,29 @@ def _row(c: Container) -> dict[str, Any]:
     if c.resets or c.gaps:
         row["reason"] = f"{c.resets} counter reset(s), {c.gaps} missing step(s) skipped; "
     return row
+
+
+def simulate_chunk(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """Several simulations in one task (a pool's or Ray's)."""
+    return [simulate(*run) for run in runs]
+
+
+class Batched:
+    """The runner's ``run_many``, a chunk of runs per task: one window's
+    simulation takes milliseconds, less than a Ray task costs to schedule.
+    Each run is validated here first, as run_many does; the results come back
+    in the order of the runs, whatever the chunks."""
+
+    def __init__(self, runner: Runner):
+        self.runner = runner
+
+    def run_many(self, runs: Sequence[Run]) -> list[dict[str, Any]]:
+        runs = [Run(*run) for run in runs]
+        for run in runs:
+            document(run.text).validate(list(run.overrides))
+        size = max(1, min(64, -(-len(runs) // (4 * self.runner.workers))))
+        chunks = [(runs[i : i + size],) for i in range(0, len(runs), size)]
+        return [doc for part in self.runner.map(simulate_chunk, chunks) for doc in part]
 
 
 def _refusal(c: Container) -> Optional[str]:
@@ -108,6 +131,7 @@ def advise_prometheus(
             fits.append((row, Fit(c)))
     if captures:
         raise PrometheusError(f"--capture {next(iter(captures))}: no container of that name or id matches --selector")
+    runner = Batched(runner)  # type: ignore[assignment]
     clock = time.monotonic()
     batch = [f.runs() for _, f in fits]
     docs = runner.run_many([run for runs in batch for run in runs])
