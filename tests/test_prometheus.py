@@ -166,6 +166,7 @@ def test_too_few_windows_refuses_that_row_in_words(fleet_url):
         (("--platform", "docker", "--patch", "x.yaml"), "--patch writes Kubernetes resources"),
         (("--capture", "nobody"), "--capture 'nobody': expected NAME=FILE"),
         (("--end", "yesterday"), "--end 'yesterday' is not unix seconds"),
+        (("--cgroup", "app"), "give no SCENARIO and no --cgroup"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(fleet_url, args, message):
@@ -174,10 +175,13 @@ def test_bad_input_is_one_line_exit_2(fleet_url, args, message):
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
 
 
-def test_an_unreachable_server_or_not_a_url_is_one_line_exit_2():
+def test_an_unreachable_server_or_not_a_url_is_one_line_exit_2(fleet_url):
     result = _advise(f"http://127.0.0.1:{free_port()}")
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert "cannot reach Prometheus at http://127.0.0.1:" in result.stderr
+    result = _advise(f"{fleet_url}/not-prometheus")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert f"Prometheus at {fleet_url}/not-prometheus refused container_cpu_usage_seconds_total{{}}: HTTP Status Code 404" in result.stderr
     result = _advise("localhost:9090")
     assert result.exit_code == 2 and "is not a URL such as http://127.0.0.1:9090" in result.stderr
     result = cli("advise", "two-spinners", "--max-throttled", "0.05")
