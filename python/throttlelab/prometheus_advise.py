@@ -46,7 +46,7 @@ def _row(c: Container) -> dict[str, Any]:
     periods = sum(w.periods for w in c.windows)
     last = c.windows[-1] if c.windows else None
     row = {
-        "workload": f"{kind}/{name}", "namespace": c.labels.get("namespace", ""), "pod": c.labels.get("pod", ""),
+        "workload": f"cgroup {name}" if kind == "cgroup" else f"{kind}/{name}", "namespace": c.labels.get("namespace", ""), "pod": c.labels.get("pod", ""),
         "container": c.labels.get("container", ""), "id": c.labels.get("id", ""),
         "limit_m": millicores(last.quota_us, last.period_us) if last and last.quota_us else None,
         "period_us": last.period_us if last else None,
