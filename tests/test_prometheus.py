@@ -79,7 +79,7 @@ def test_the_fit_keeps_the_burst_length_that_made_the_counters(fleet_doc, fleet_
         for fit in fits:
             fit.take(runner.run_many(fit.runs()))
             t = truth[fit.container.labels["id"]]
-            kept = {(m.burst_us, m.threads) for m in fit.consistent}
+            kept = {(m.burst_us, m.threads) for m in fit.consistent_models}
             assert (t["burst_us"], t["threads"]) in kept, (t, kept)
             # ... and the data tell bursts apart: not every length is consistent.
             assert len(kept) < len(fit.models)

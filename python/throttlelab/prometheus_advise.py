@@ -151,7 +151,7 @@ def advise_prometheus(
 
 
 def _consistent(row: dict[str, Any], fit: Fit) -> bool:
-    row["models"] = f"{len(fit.consistent)}/{len(fit.models)}"
+    row["models"] = f"{len(fit.consistent_models)}/{len(fit.models)}"
     if fit.consistent:
         return True
     miss, model = fit.closest

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlparse
 from throttlelab.prometheus import matchers
 
 LOOKBACK_S = 300.0
-_QUERY = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{.*\})?\s*$")
+_QUERY = re.compile(r"^\s*(timestamp\()?\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{.*\})?\s*(\))?\s*$")
 
 
 def _matches(labels: dict[str, str], selector: list[tuple[str, str, str]]) -> bool:
@@ -47,24 +47,25 @@ class Fixture:
 
     def query_range(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
         m = _QUERY.match(query)
-        if not m:
-            raise ValueError(f"unsupported query {query!r} (only metric{{matchers}})")
-        selector = matchers(m.group(2) or "")
+        if not m or bool(m.group(1)) != bool(m.group(4)):
+            raise ValueError(f"unsupported query {query!r} (only metric{{matchers}} and timestamp() of one)")
+        name, stamps = m.group(2), bool(m.group(1))
+        selector = matchers(m.group(3) or "")
         steps, t = [], start
         while t <= end + 1e-9:
             steps.append(t)
             t += step
         result = []
-        for labels, ts, vs in self.by_name.get(m.group(1), []):
+        for labels, ts, vs in self.by_name.get(name, []):
             if not _matches(labels, selector):
                 continue
             values = []
             for t in steps:
                 i = bisect.bisect_right(ts, t + 1e-9) - 1
                 if i >= 0 and t - ts[i] <= LOOKBACK_S:
-                    values.append([t, f"{vs[i]:.17g}"])
-            if values:
-                result.append({"metric": labels, "values": values})
+                    values.append([t, f"{ts[i] if stamps else vs[i]:.17g}"])
+            if values:  # timestamp() drops the metric's name, as Prometheus does
+                result.append({"metric": {k: v for k, v in labels.items() if k != "__name__" or not stamps}, "values": values})
         return result
 
 

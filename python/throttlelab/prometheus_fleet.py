@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from throttlelab.prometheus import PERIOD, PERIODS, QUOTA, THREADS, THROTTLED_PERIODS, THROTTLED_SECONDS, USAGE
-from throttlelab.prometheus_model import SIM_S, Band, Model, window_run
+from throttlelab.prometheus_model import SIM_S, Model, window_run
 from throttlelab.runner import Runner
 
 PERIOD_US = 100_000
@@ -112,7 +112,7 @@ def fixture(fleet: list[Member], step_s: int, runner: Runner) -> dict[str, Any]:
     for m in fleet:
         quota = None if m.limit_m is None else m.limit_m * PERIOD_US // 1000
         for w, u in enumerate(m.usage_cpus):
-            runs.append(window_run(m.model, Band(u, 0.0, 0.0, 1), quota, PERIOD_US, 8, seed=1000 + w))
+            runs.append(window_run(m.model, u, quota, PERIOD_US, 8, seed=1000 + w))
     docs = runner.run_many(runs)
     scale = step_s / SIM_S
     series: list[dict[str, Any]] = []

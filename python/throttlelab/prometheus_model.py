@@ -9,11 +9,13 @@ BURSTS_US is a model; where ``container_threads`` is 0 (no pids controller)
 every count of THREADS_UNKNOWN is too.
 
 Fit: the windows are put in USAGE_BANDS by their usage (the busiest 10 %,
-the next 15 %, the next 25 %, the rest); each band's mean usage is simulated
-for SIM_S at the container's own limit, and a model is consistent when in every
-band it reproduces the band's usage within USAGE_TOLERANCE and its throttled
-ratio (container_cpu_cfs_throttled_periods_total / _periods_total) within
-:func:`ratio_bound`. The search (advise's bisection, advise.bisect) then asks
+the next 15 %, the next 25 %, the rest); each band's mean usage (and, for a
+band near the limit, DEMAND_FACTORS times it: demand the limit held back) is
+simulated for SIM_S at the container's own limit, and a model is consistent
+when in every band some demand reproduces the band's usage within
+USAGE_TOLERANCE and its throttled ratio
+(container_cpu_cfs_throttled_periods_total / _periods_total) within
+:func:`ratio_bound`. It is kept with the least and the most such demand. The search (advise's bisection, advise.bisect) then asks
 every consistent model at each candidate quota: a candidate meets the target
 when the worst of them, each weighting its bands by their periods, is at most
 ``max_throttled``. The recommendation is advise's HEADROOM over the boundary,
@@ -44,6 +46,9 @@ USAGE_TOLERANCE = 0.10
 MIN_WINDOWS = 3
 #: "Near the limit": a window using this fraction of the quota or more.
 NEAR_LIMIT = 0.5
+#: A band near the limit may have had more demand than the limit let through:
+#: these multiples of its usage are tried too.
+DEMAND_FACTORS = (1.0, 1.25, 1.5, 2.0)
 #: The CPUs a node is assumed to have at least (cAdvisor's container series
 #: do not say; the quota and the threads raise it).
 NODE_CPUS = 8
@@ -121,9 +126,9 @@ def node_cpus(c: Container, threads: int) -> int:
     return max(NODE_CPUS, min(64, max(threads, quota_cpus + 1)))
 
 
-def window_run(model: Model, band: Band, quota_us: Optional[int], period_us: int, cpus: int, seed: int = 1) -> Run:
-    """One simulation of ``band`` under ``model`` at cpu.max ``quota_us period_us``."""
-    rate = band.usage_cpus * 1e6 / model.burst_us
+def window_run(model: Model, demand_cpus: float, quota_us: Optional[int], period_us: int, cpus: int, seed: int = 1) -> Run:
+    """One simulation of ``demand_cpus`` under ``model`` at cpu.max ``quota_us period_us``."""
+    rate = demand_cpus * 1e6 / model.burst_us
     quota = "max" if quota_us is None else quota_us
     return Run(SCENARIO, (
         f"machine.cpus={cpus}", f"duration_s={SIM_S}", f"seed={seed}",
@@ -139,8 +144,18 @@ def _measured(doc: dict[str, Any]) -> tuple[float, float, int]:
     return cg["usage_usec"] / (doc["duration_s"] * 1e6), cg["throttled_ratio"], cg["nr_periods"]
 
 
+@dataclass(frozen=True)
+class Variant:
+    """A consistent model with the demand it needs in each band (CPUs)."""
+
+    model: Model
+    demands: tuple[float, ...]
+
+
 class Fit:
-    """One container's bands, its models and, after :meth:`take`, the consistent ones."""
+    """One container's bands, its models and, after :meth:`take`, the consistent
+    ones: each model with the least and the most demand per band that reproduce
+    the band (two variants, or one where they agree)."""
 
     def __init__(self, c: Container):
         self.container = c
@@ -151,27 +166,42 @@ class Fit:
         counts = (threads,) if threads > 0 else THREADS_UNKNOWN
         self.models = [Model(b, n) for n in counts for b in BURSTS_US]
         self.cpus = node_cpus(c, max(counts))
-        self.consistent: list[Model] = []
+        quota_cpus = (self.quota_us or 0) / self.period_us
+        #: Each band's demands tried: near the limit, the demand may exceed what it let through.
+        self.factors = [DEMAND_FACTORS if b.usage_cpus >= NEAR_LIMIT * quota_cpus else (1.0,) for b in self.bands]
+        self.slots = [(m, i, f) for m in self.models for i in range(len(self.bands)) for f in self.factors[i]]
+        self.consistent: list[Variant] = []
         self.closest: tuple[float, Model] = (math.inf, self.models[0])
 
+    @property
+    def consistent_models(self) -> list[Model]:
+        return list(dict.fromkeys(v.model for v in self.consistent))
+
     def runs(self) -> list[Run]:
-        """Every model in every band at the container's own limit."""
-        return [window_run(m, b, self.quota_us, self.period_us, self.cpus) for m in self.models for b in self.bands]
+        """Every model in every band, at every demand tried, at the container's own limit."""
+        return [window_run(m, f * self.bands[i].usage_cpus, self.quota_us, self.period_us, self.cpus) for m, i, f in self.slots]
 
     def take(self, docs: Sequence[dict[str, Any]]) -> None:
-        """Keep the models whose simulations (in :meth:`runs`' order) reproduce every band."""
-        n = len(self.bands)
-        for k, m in enumerate(self.models):
-            worst = 0.0  # the largest miss, in units of its bound
-            for band, doc in zip(self.bands, docs[k * n : (k + 1) * n]):
-                usage, ratio, periods = _measured(doc)
-                usage_miss = abs(usage - band.usage_cpus) / (USAGE_TOLERANCE * band.usage_cpus + 0.01)
-                ratio_miss = abs(ratio - band.throttled_ratio) / ratio_bound(band.throttled_ratio, band.periods, periods)
-                worst = max(worst, usage_miss, ratio_miss)
-            if worst <= 1:
-                self.consistent.append(m)
+        """Keep the models whose simulations (in :meth:`runs`' order) reproduce
+        every band at some demand."""
+        misses: dict[Model, list[dict[float, float]]] = {m: [{} for _ in self.bands] for m in self.models}
+        for (m, i, f), doc in zip(self.slots, docs):
+            band = self.bands[i]
+            usage, ratio, periods = _measured(doc)
+            usage_miss = abs(usage - band.usage_cpus) / (USAGE_TOLERANCE * band.usage_cpus + 0.01)
+            ratio_miss = abs(ratio - band.throttled_ratio) / ratio_bound(band.throttled_ratio, band.periods, periods)
+            misses[m][i][f] = max(usage_miss, ratio_miss)  # in units of its bound
+        for m in self.models:
+            worst = max(min(per_band.values()) for per_band in misses[m])
             if worst < self.closest[0]:
                 self.closest = (worst, m)
+            if worst > 1:
+                continue
+            passing = [[f for f, miss in per_band.items() if miss <= 1] for per_band in misses[m]]
+            for pick in (min, max):
+                v = Variant(m, tuple(pick(fs) * b.usage_cpus for fs, b in zip(passing, self.bands)))
+                if v not in self.consistent:
+                    self.consistent.append(v)
 
 
 @dataclass(frozen=True)
@@ -191,7 +221,7 @@ class Plan:
 
     def runs(self, setting: Setting) -> list[Run]:
         quota_us, period_us, _ = setting
-        return [window_run(m, b, quota_us, period_us, self.fit.cpus) for m in self.fit.consistent for b in self.fit.bands]
+        return [window_run(v.model, d, quota_us, period_us, self.fit.cpus) for v in self.fit.consistent for d in v.demands]
 
     def outcome(self, docs: Sequence[dict[str, Any]]) -> Prediction:
         n, bands = len(self.fit.bands), self.fit.bands
@@ -205,7 +235,7 @@ class Plan:
         return Prediction(worst, None, usage, worst <= self.max_throttled, min(ratios))
 
     def bisection(self):  # advise.Bisection
-        demand = max(b.usage_cpus for b in self.fit.bands)
+        demand = max(max(v.demands) for v in self.fit.consistent)
         return bisect(self.fit.cpus, self.fit.period_us, 0.0, demand)
 
 
