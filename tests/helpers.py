@@ -86,3 +86,12 @@ def write_capture(tmp_path: Any, source: str = "/sys/fs/cgroup/w", usage_usec: i
                    f'[capture]\nsource = "{source}"\nrelease = "6.18.0"\nduration_s = 2\nthreads = 1\n{usage}'
                    'nr_periods = 20\nnr_throttled = 18\nthrottled_usec = 900000\ncpu_usec = 400000\n')
     return str(out)
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on (now)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

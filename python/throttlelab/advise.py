@@ -178,22 +178,41 @@ def bisect(machine_cpus: int, period_us: int, burst_fraction: float, demand_cpus
     return row
 
 
-def bisect_all(runner: Runner, search: Search, bisections: Sequence[Bisection], step: Callable[[], None]) -> tuple[list[dict[str, Any]], int]:
+@dataclass(frozen=True)
+class _SearchPlan:
+    """How bisect_all evaluates a setting: ``search``'s seeds, their worst."""
+
+    search: Search
+
+    def runs(self, setting: Setting) -> list[Run]:
+        return _runs(self.search, setting)
+
+    def outcome(self, docs: Sequence[dict[str, Any]]) -> Outcome:
+        return _outcome(self.search, docs)
+
+
+def bisect_all(
+    runner: Runner, search: Optional[Search], bisections: Sequence[Bisection], step: Callable[[], None], plans: Optional[Sequence[Any]] = None,
+) -> tuple[list[dict[str, Any]], int]:
     """Every bisection's candidate row, and the number of runs they took. The
     bisections advance in lockstep: each round, the next setting of every one
     still searching, all their seeds in one batch for the runner; ``step()``
-    as each one finishes."""
+    as each one finishes. ``plans`` (one per bisection, with ``runs(setting)``
+    and ``outcome(docs)``) evaluate instead of ``search``: advise --prometheus's
+    containers, each its own."""
+    plans = plans or [_SearchPlan(search)] * len(bisections)  # type: ignore[arg-type]
     rows: list[Any] = [None] * len(bisections)
     wanted = {i: next(b) for i, b in enumerate(bisections)}
     runs = 0
     while wanted:
-        order = list(wanted)
-        docs = runner.run_many([run for i in order for run in _runs(search, wanted[i])])
+        batches = {i: plans[i].runs(setting) for i, setting in wanted.items()}
+        docs = runner.run_many([run for batch in batches.values() for run in batch])
         runs += len(docs)
-        n = len(search.seeds)
-        for k, i in enumerate(order):
+        k = 0
+        for i, batch in batches.items():
+            outcome, k = plans[i].outcome(docs[k : k + len(batch)]), k + len(batch)
             try:
-                wanted[i] = bisections[i].send(_outcome(search, docs[k * n : (k + 1) * n]))
+                wanted[i] = bisections[i].send(outcome)
             except StopIteration as done:
                 rows[i] = done.value
                 del wanted[i]

@@ -18,6 +18,8 @@ from throttlelab.acceptance import AcceptanceError
 from throttlelab.acceptance.cgroup import LockHeld
 from throttlelab import reproduce as experiments
 from throttlelab import diff as differential
+from throttlelab import prometheus_cli
+from throttlelab.prometheus import PrometheusError
 from throttlelab.platforms import PLATFORMS
 from throttlelab.runner import EXECUTORS, Runner, RunnerError
 from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
@@ -37,7 +39,7 @@ DEFAULT_SCENARIO = "ugedal-table2"
 USER_ERRORS = (
     _native.ScenarioError, _native.HarnessError, ScenarioNotFound, experiments.UnknownExperiment,
     SweepError, AdviseError, ExplainError, RunnerError, vm.VmError, AcceptanceError, LockHeld,
-    differential.DiffError,
+    differential.DiffError, PrometheusError,
 )
 
 
@@ -378,18 +380,24 @@ def _progressing(chunks: Iterable[tuple[int, Any]], progress: Any, bar: int) -> 
 
 
 @main.command()
-@click.argument("target")
+@click.argument("target", required=False)
 @set_option
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for index.html.")
 @click.option("--window-ms", type=click.FloatRange(min=0, min_open=True), help="Time plots of a scenario: this much from the start (default: 10 periods).")
-def report(target: str, overrides: tuple[str, ...], out_dir: str, window_ms: Optional[float]) -> None:
+@prometheus_cli.report_options
+def report(target: Optional[str], overrides: tuple[str, ...], out_dir: str, window_ms: Optional[float], **prometheus: Any) -> None:
     """Write DIR/index.html (figures embedded) for TARGET: a scenario (built-in or
     file) or a reproduce experiment (ugedal-table2, chiluk-fibtest, turner-soakers).
     An experiment's name wins over the built-in scenario of the same name; give
-    the scenario's file path to report the scenario itself."""
+    the scenario's file path to report the scenario itself. With --prometheus URL
+    instead: advise --prometheus's fleet, each container's usage over time."""
     from throttlelab import report as reports  # matplotlib: only for this command
 
-    if target in experiments.EXPERIMENTS:
+    if prometheus["prometheus"] is not None:
+        page = prometheus_cli.report_command(target, overrides, out_dir, window_ms, **prometheus)
+    elif target is None:
+        raise click.UsageError("report needs TARGET (or --prometheus URL)")
+    elif target in experiments.EXPERIMENTS:
         if overrides or window_ms is not None:
             raise click.UsageError(f"--set and --window-ms apply to scenarios, not to the experiment {target}")
         experiment = experiments.get(target)
@@ -475,21 +483,27 @@ class Ratio(click.ParamType):
 
 
 @main.command(epilog=f"Exit codes: 0 advice given (a limit, or to remove it); {EXIT_UNMET} not even removing the limit meets the target; 2 bad input.")
-@click.argument("scenario")
-@click.option("--cgroup", help="The cgroup whose cpu.max to choose (default: the only limited one).")
+@click.argument("scenario", required=False)
+@click.option("--cgroup", help="The cgroup whose cpu.max to choose (with SCENARIO; default: the only limited one).")
 @click.option("--max-throttled", type=Ratio(), required=True, help="Largest throttled ratio (throttled periods / periods) allowed, e.g. 0.05 or 5%.")
 @click.option("--max-p99-ms", type=click.FloatRange(min=0, min_open=True), help="Largest p99 request latency of every service, in ms.")
 @click.option("--platform", type=click.Choice(list(PLATFORMS)), default="cgroup", show_default=True, help="Search only what this platform can set and answer in its units (kubernetes: millicores at the kubelet's 100 ms period, no burst).")
 @click.option("--runs", "seeds", default=3, show_default=True, type=click.IntRange(min=1), help="The target must hold in every one of this many runs (seeds 1..N; the holdout takes the next N).")
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendation and every candidate as JSON.")
+@prometheus_cli.options
 def advise(
-    scenario: str, cgroup: Optional[str], max_throttled: float, max_p99_ms: Optional[float], platform: str, seeds: int,
-    overrides: tuple[str, ...], as_json: bool,
+    scenario: Optional[str], cgroup: Optional[str], max_throttled: float, max_p99_ms: Optional[float], platform: str, seeds: int,
+    overrides: tuple[str, ...], as_json: bool, **prometheus: Any,
 ) -> int:
     """Find the smallest CPU limit for CGROUP of SCENARIO that keeps it throttled at
     most --max-throttled (and services' p99 within --max-p99-ms) in every seed, or
-    say that the limit should go; the scenario's current limit is shown first."""
+    say that the limit should go; the scenario's current limit is shown first.
+    With --prometheus URL instead: a limit for every container there (docs/prometheus.md)."""
+    if prometheus["prometheus"] is not None:
+        return prometheus_cli.advise_command(click.get_current_context(), scenario, cgroup, max_throttled, max_p99_ms, platform, as_json, **prometheus)
+    if scenario is None or cgroup is None:
+        raise click.UsageError("advise needs SCENARIO and --cgroup (or --prometheus URL)")
     text, _ = load_scenario_text(scenario)
     terminal = Terminal()
     with terminal.progress() as progress:

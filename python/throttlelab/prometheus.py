@@ -1,0 +1,267 @@
+"""cAdvisor's counters from Prometheus, as windows per container.
+
+Every series is read with a ``query_range`` (prometheus-api-client) of the raw
+counter at ``--step``: the value at each step is the newest sample at or before
+it (Prometheus' lookback), so one window is what a counter added between two
+consecutive steps. A counter that went down was reset (a restarted container):
+its increase is its new value, as ``rate()`` takes it. A step without a sample
+(a gap: the container was not scraped) ends the window before it; no window
+spans it. A window whose limit (``container_spec_cpu_quota``/``_period``)
+changed between its ends is dropped, since it mixes two limits.
+
+A container is identified by its ``namespace``, ``pod``, ``container`` labels
+(the kubelet's cAdvisor sets them from the container runtime) or, for a raw
+cgroup (a cAdvisor with no runtime, as tools/cadvisor), by its ``id`` (the
+cgroup's path). Pod-level cgroups of the kubelet (``container=""`` with a
+``pod``) and the pause container (``container="POD"``) are not containers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Optional
+
+#: cAdvisor's counters and gauges this reads, by what they become in a window.
+USAGE = "container_cpu_usage_seconds_total"
+PERIODS = "container_cpu_cfs_periods_total"
+THROTTLED_PERIODS = "container_cpu_cfs_throttled_periods_total"
+THROTTLED_SECONDS = "container_cpu_cfs_throttled_seconds_total"
+QUOTA = "container_spec_cpu_quota"
+PERIOD = "container_spec_cpu_period"
+THREADS = "container_threads"
+COUNTERS = (USAGE, PERIODS, THROTTLED_PERIODS, THROTTLED_SECONDS)
+GAUGES = (QUOTA, PERIOD, THREADS)
+
+#: The labels that say which container a series is.
+IDENTITY = ("namespace", "pod", "container", "id")
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
+_UNIT_S = {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class PrometheusError(ValueError):
+    """A server, selector or option that cannot give windows (a user error: exit code 2)."""
+
+
+def duration_s(text: str, option: str) -> float:
+    """A Prometheus duration (``30s``, ``10m``, ``7d``) in seconds."""
+    m = _DURATION.match(text.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise PrometheusError(f"{option} {text!r} is not a duration such as 30s, 10m, 2h or 7d")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+
+
+def matchers(selector: str) -> list[tuple[str, str, str]]:
+    """``--selector``'s label matchers (``namespace="shop", pod=~"web-.*"``),
+    checked here so that a typo is one line, not Prometheus' parse error."""
+    text = selector.strip().removeprefix("{").removesuffix("}").strip()
+    out, pos = [], 0
+    while pos < len(text):
+        m = _MATCHER.match(text, pos)
+        if not m or m.end() == pos:
+            raise PrometheusError(f"--selector {selector!r}: expected label matchers such as namespace=\"shop\", pod=~\"web-.*\"")
+        out.append((m.group(1), m.group(2), m.group(3)))
+        pos = m.end()
+    return out
+
+
+def promql(metric: str, selector: str) -> str:
+    """``metric{selector}``."""
+    inner = ", ".join(f'{k}{op}"{v}"' for k, op, v in matchers(selector))
+    return f"{metric}{{{inner}}}"
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a container's counters added between two consecutive steps."""
+
+    start_s: float  # when the samples at its ends were taken
+    end_s: float
+    usage_s: float  # container_cpu_usage_seconds_total's increase
+    periods: float  # container_cpu_cfs_periods_total's
+    throttled_periods: float
+    throttled_s: float
+    quota_us: Optional[int]  # None: no limit
+    period_us: int
+    threads: int
+
+    @property
+    def usage_cpus(self) -> float:
+        return self.usage_s / (self.end_s - self.start_s)
+
+    @property
+    def throttled_ratio(self) -> float:
+        return self.throttled_periods / self.periods if self.periods else 0.0
+
+
+@dataclass
+class Container:
+    """One container's labels and windows."""
+
+    labels: dict[str, str]
+    windows: list[Window] = field(default_factory=list)
+    resets: int = 0  # counter resets seen (restarts)
+    gaps: int = 0  # steps without a sample
+
+    @property
+    def name(self) -> str:
+        """namespace/pod/container, or the cgroup's id."""
+        parts = [self.labels.get(k, "") for k in ("namespace", "pod", "container")]
+        return "/".join(parts) if all(parts) else self.labels.get("id", "/".join(p for p in parts if p))
+
+    @property
+    def limited(self) -> bool:
+        return bool(self.windows) and self.windows[-1].quota_us is not None
+
+
+def identity(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple((k, labels[k]) for k in IDENTITY if k in labels)
+
+
+def is_container(labels: dict[str, str]) -> bool:
+    """Not a kubelet pod-level cgroup nor a pause container; per-CPU usage
+    series (``cpu`` other than ``total``) are not the container's total."""
+    if labels.get("cpu", "total") != "total":
+        return False
+    if "pod" in labels and labels.get("container", "") in ("", "POD"):
+        return False
+    return True
+
+
+#: series as query_range answers them: [{"metric": {...}, "values": [[t, "v"], ...]}]
+Series = list[dict[str, Any]]
+Query = Callable[[str], Series]
+
+
+def connect(url: str, start_s: float, end_s: float, step_s: float) -> Query:
+    """A function from PromQL to its ``query_range`` answer over [start, end] at
+    ``step``, on the server at ``url`` (prometheus-api-client); the server
+    unreachable or not Prometheus is one line."""
+    import requests
+    from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+    from urllib3.util.retry import Retry
+
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise PrometheusError(f"--prometheus {url!r} is not a URL such as http://127.0.0.1:9090")
+    # One quick retry, not the client's default three with backoff: a server
+    # that is not there says so in a second.
+    prom = PrometheusConnect(url=url, disable_ssl=True, retry=Retry(total=1, backoff_factor=0.1))
+    start = datetime.fromtimestamp(start_s, timezone.utc)
+    end = datetime.fromtimestamp(end_s, timezone.utc)
+
+    def query(q: str) -> Series:
+        try:
+            return prom.custom_query_range(q, start_time=start, end_time=end, step=f"{step_s:g}s", timeout=60)
+        except requests.exceptions.RequestException as e:
+            raise PrometheusError(f"cannot reach Prometheus at {url}: {type(e).__name__}") from None
+        except PrometheusApiClientException as e:
+            raise PrometheusError(f"Prometheus at {url} refused {q}: {str(e).strip().splitlines()[0]}") from None
+        except ValueError as e:  # an answer that is not JSON: not a Prometheus
+            raise PrometheusError(f"{url} did not answer as Prometheus does ({e.__class__.__name__})") from None
+
+    return query
+
+
+def _values(series: dict[str, Any]) -> dict[float, float]:
+    return {round(float(t), 3): float(v) for t, v in series["values"] if not math.isnan(float(v))}
+
+
+def containers(query: Query, selector: str, steps: list[float]) -> list[Container]:
+    """Every container ``selector`` matches, with its windows at ``steps``
+    (the query's timestamps), in the order of their names."""
+    data: dict[str, dict[tuple, dict[float, float]]] = {}
+    labels: dict[tuple, dict[str, str]] = {}
+    for metric in (*COUNTERS, *GAUGES):
+        data[metric] = {}
+        for s in query(promql(metric, selector)):
+            if not is_container(s["metric"]):
+                continue
+            key = identity(s["metric"])
+            labels.setdefault(key, {k: v for k, v in s["metric"].items() if k in IDENTITY})
+            data[metric][key] = _values(s)
+    # When each step's usage sample was taken: a window's usage is per second of
+    # the time between its samples, not between its steps (a scrape lands up to
+    # an interval off a step, which would put 20 % of noise on a 10 s window).
+    data["timestamp"] = {identity(s["metric"]): _values(s) for s in query(f"timestamp({promql(USAGE, selector)})") if is_container(s["metric"])}
+    keys = sorted(data[USAGE], key=lambda k: labels[k].get("id", "") + "/".join(v for _, v in k))
+    out = []
+    for key in keys:
+        c = Container(labels[key])
+        _windows(c, {m: data[m].get(key, {}) for m in data}, [round(t, 3) for t in steps])
+        out.append(c)
+    return out
+
+
+def _increase(a: float, b: float) -> tuple[float, bool]:
+    """A counter's increase from ``a`` to ``b``, and whether it was reset."""
+    return (b, True) if b < a else (b - a, False)
+
+
+def _windows(c: Container, series: dict[str, dict[float, float]], steps: list[float]) -> None:
+    usage = series[USAGE]
+    for t0, t1 in zip(steps, steps[1:]):
+        if t0 not in usage or t1 not in usage:
+            c.gaps += t1 not in usage
+            continue
+        inc = {}
+        for m in COUNTERS:
+            s = series[m]
+            if t0 in s and t1 in s:
+                inc[m], reset = _increase(s[t0], s[t1])
+                c.resets += reset and m == USAGE
+            else:
+                inc[m] = 0.0
+        quota = series[QUOTA].get(t1)
+        period = series[PERIOD].get(t1, 100_000.0)
+        if series[QUOTA].get(t0) != quota or series[PERIOD].get(t0, 100_000.0) != period:
+            continue  # the limit changed inside the window
+        limited = quota is not None and quota > 0
+        threads = max(series[THREADS].get(t0, 0), series[THREADS].get(t1, 0))
+        taken = series["timestamp"]
+        start, end = taken.get(t0, t0), taken.get(t1, t1)
+        if end <= start:
+            continue  # one sample at both ends: no time between them
+        c.windows.append(Window(
+            start, end, inc[USAGE], inc[PERIODS], inc[THROTTLED_PERIODS], inc[THROTTLED_SECONDS],
+            int(quota) if limited else None, int(period), int(threads),
+        ))
+
+
+def steps(end_s: float, range_s: float, step_s: float) -> list[float]:
+    """The query's timestamps: from end - range to end, every step, as Prometheus
+    lays them (whole seconds: the client sends start and end so)."""
+    if step_s != int(step_s) or range_s < step_s:
+        raise PrometheusError(f"--step must be whole seconds and at most --range (got {step_s:g} s, range {range_s:g} s)")
+    n = int(range_s // step_s)
+    end = int(end_s)
+    return [float(end - (n - i) * int(step_s)) for i in range(n + 1)]
+
+
+#: Pod name suffixes the controllers add: a Deployment's ReplicaSet hash and the
+#: pod's own, a StatefulSet's ordinal, a DaemonSet's or Job's one suffix.
+_DEPLOYMENT = re.compile(r"^(.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$")
+_STATEFULSET = re.compile(r"^(.+)-(\d+)$")
+_KUBEPODS = re.compile(r"/kubepods[^/]*(?:/[^/]*(?:burstable|besteffort)[^/]*)?/[^/]*pod([0-9a-f_-]{36})[^/]*/(?:[a-z-]*-)?([0-9a-f]{12,64})")
+
+
+def workload(labels: dict[str, str]) -> tuple[str, str]:
+    """(kind, name) of the controller that owns the container's pod, as far as
+    its name tells: a Deployment's pods are NAME-HASH-XXXXX, a StatefulSet's
+    NAME-ORDINAL; otherwise the pod itself; for a raw cgroup of the kubelet's
+    layout, the pod's UID."""
+    pod = labels.get("pod", "")
+    if pod:
+        if m := _DEPLOYMENT.match(pod):
+            return "Deployment", m.group(1)
+        if m := _STATEFULSET.match(pod):
+            return "StatefulSet", m.group(1)
+        return "Pod", pod
+    if m := _KUBEPODS.search(labels.get("id", "")):
+        return "Pod", m.group(1).replace("_", "-")
+    return "cgroup", labels.get("id", "")

@@ -1,0 +1,286 @@
+"""``throttlelab advise --prometheus URL``: a limit for every container a
+selector matches, from its cAdvisor counters (throttlelab.prometheus), by
+demand models fitted to them (throttlelab.prometheus_model) and advise's
+search, every simulation through the one runner (local pool or Ray).
+
+One row per container, grouped by workload: its limit in millicores, usage
+p50/p95/max over its windows, the throttled ratio observed, and the
+recommended limit with the throttled ratio the worst consistent model
+predicts there and the range of all of them; or "no limit", or a refusal in
+words where the data cannot decide.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from typing import Any, Callable, Optional, Sequence
+
+from rich.console import RenderableType
+
+from throttlelab.metrics import millicores
+from throttlelab.platforms import PLATFORMS
+from throttlelab.prometheus import Container, PrometheusError, Query, containers, workload
+from throttlelab.prometheus_model import MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
+from throttlelab.runner import Run, Runner, document, simulate
+from throttlelab.terminal import table
+
+COLUMNS = (
+    "workload", "namespace", "pod", "container", "id", "limit_m", "period_us", "usage_p50_m", "usage_p95_m", "usage_max_m",
+    "throttled_now", "windows", "recommended_m", "predicted_throttled", "predicted_low", "predicted_high",
+    "models", "status", "reason",
+)
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank percentile (as KRR's p95 of usage)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(-(-q * len(ordered) // 1)) - 1))]
+
+
+def _row(c: Container) -> dict[str, Any]:
+    kind, name = workload(c.labels)
+    usage = [w.usage_cpus for w in c.windows] or [0.0]
+    periods = sum(w.periods for w in c.windows)
+    last = c.windows[-1] if c.windows else None
+    row = {
+        "workload": f"cgroup {name}" if kind == "cgroup" else f"{kind}/{name}", "namespace": c.labels.get("namespace", ""), "pod": c.labels.get("pod", ""),
+        "container": c.labels.get("container", ""), "id": c.labels.get("id", ""),
+        "limit_m": millicores(last.quota_us, last.period_us) if last and last.quota_us else None,
+        "period_us": last.period_us if last else None,
+        "usage_p50_m": round(1000 * _percentile(usage, 0.5)), "usage_p95_m": round(1000 * _percentile(usage, 0.95)),
+        "usage_max_m": round(1000 * max(usage)),
+        "throttled_now": sum(w.throttled_periods for w in c.windows) / periods if periods else 0.0,
+        "windows": len(c.windows), "recommended_m": None, "predicted_throttled": None, "predicted_low": None,
+        "predicted_high": None, "models": None, "status": "advice", "reason": "",
+    }
+    if c.resets or c.gaps:
+        row["reason"] = f"{c.resets} counter reset(s), {c.gaps} missing step(s) skipped; "
+    return row
+
+
+def simulate_chunk(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """Several simulations in one task (a pool's or Ray's)."""
+    return [simulate(*run) for run in runs]
+
+
+class Batched:
+    """The runner's ``run_many``, a chunk of runs per task: one window's
+    simulation takes milliseconds, less than a Ray task costs to schedule.
+    Each run is validated here first, as run_many does; the results come back
+    in the order of the runs, whatever the chunks."""
+
+    def __init__(self, runner: Runner):
+        self.runner = runner
+
+    def run_many(self, runs: Sequence[Run]) -> list[dict[str, Any]]:
+        runs = [Run(*run) for run in runs]
+        for run in runs:
+            document(run.text).validate(list(run.overrides))
+        size = max(1, min(64, -(-len(runs) // (4 * self.runner.workers))))
+        chunks = [(runs[i : i + size],) for i in range(0, len(runs), size)]
+        return [doc for part in self.runner.map(simulate_chunk, chunks) for doc in part]
+
+
+def _refusal(c: Container) -> Optional[str]:
+    """Why the data cannot decide this container's limit, or None."""
+    if len(c.windows) < MIN_WINDOWS:
+        return f"too few windows ({len(c.windows)}, needs {MIN_WINDOWS}): a longer --range or a shorter --step"
+    quota_cpus = c.windows[-1].quota_us / c.windows[-1].period_us  # type: ignore[operator]
+    busiest = max(w.usage_cpus for w in c.windows)
+    if not any(w.throttled_periods for w in c.windows) and busiest < NEAR_LIMIT * quota_cpus:
+        return (
+            f"never throttled and never near its limit (busiest window {1000 * busiest:.0f}m of {1000 * quota_cpus:.0f}m):"
+            " nothing says how it would fare under a lower one"
+        )
+    return None
+
+
+def advise_prometheus(
+    query: Query, selector: str, steps: list[float], max_throttled: float, runner: Runner,
+    captures: Optional[dict[str, Callable[[], dict[str, Any]]]] = None, timings: Optional[dict[str, float]] = None,
+    keep: Optional[dict[str, Container]] = None,
+) -> list[dict[str, Any]]:
+    """The rows for every container ``selector`` matches (see the module's doc).
+    ``captures`` maps a container's name or id to its capture-based advice
+    (advise on the capture), which replaces the model for that row;
+    ``timings`` gets the fit's and the search's wall seconds; ``keep`` each
+    row's container (its windows), by the row's pod/container or id."""
+    found = containers(query, selector, steps)
+    if not found:
+        raise PrometheusError(f"--selector {selector!r} matches no container (no {'container_cpu_usage_seconds_total'} series)")
+    captures = dict(captures or {})
+    rows, fits = [], []
+    for c in found:
+        row = _row(c)
+        rows.append(row)
+        if keep is not None:
+            keep[_name(row)] = c
+        capture = captures.pop(c.name, None) or captures.pop(c.labels.get("id", ""), None)
+        if not c.windows:
+            row["status"], row["reason"] = "refused", row["reason"] + f"too few windows (0, needs {MIN_WINDOWS}): a longer --range or a shorter --step"
+        elif row["limit_m"] is None:
+            row["status"], row["reason"] = "no limit", row["reason"] + "no CPU limit"
+        elif capture is not None:
+            _from_capture(row, capture())
+        elif reason := _refusal(c):
+            row["status"], row["reason"] = "refused", row["reason"] + reason
+        else:
+            fits.append((row, Fit(c)))
+    if captures:
+        raise PrometheusError(f"--capture {next(iter(captures))}: no container of that name or id matches --selector")
+    runner = Batched(runner)  # type: ignore[assignment]
+    clock, cpu = time.monotonic(), time.process_time()
+    batch = [f.runs() for _, f in fits]
+    docs = runner.run_many([run for runs in batch for run in runs])
+    k = 0
+    for (row, fit), runs in zip(fits, batch):
+        fit.take(docs[k : k + len(runs)])
+        k += len(runs)
+    fitted, fitted_cpu = time.monotonic(), time.process_time()
+    searched = [(row, fit) for row, fit in fits if _consistent(row, fit)]
+    _search(runner, searched, max_throttled)
+    if timings is not None:  # wall seconds; CPU seconds of this process (all of it with one worker, in-process)
+        timings.update(
+            fit_s=fitted - clock, search_s=time.monotonic() - fitted, fitted=len(fits), searched=len(searched),
+            fit_cpu_s=fitted_cpu - cpu, search_cpu_s=time.process_time() - fitted_cpu,
+        )
+    return sorted(rows, key=lambda r: (r["namespace"], r["workload"], r["pod"], r["container"], r["id"]))
+
+
+def _consistent(row: dict[str, Any], fit: Fit) -> bool:
+    row["models"] = f"{len(fit.consistent_models)}/{len(fit.models)}"
+    if fit.consistent:
+        return True
+    miss, model = fit.closest
+    row["status"] = "refused"
+    row["reason"] += (
+        f"no demand model reproduces its counters at its limit (closest: bursts of {model.burst_us / 1000:g} ms"
+        f" on {model.threads} thread(s), {miss:.1f}x its bound off)"
+    )
+    return False
+
+
+def _search(runner: Runner, searched: list[tuple[dict[str, Any], Fit]], max_throttled: float) -> None:
+    """advise's bisection for every fitted container in lockstep, then every
+    model at the recommendation (HEADROOM over the boundary) for its range."""
+    from throttlelab.advise import bisect_all
+
+    plans = [Plan(fit, max_throttled) for _, fit in searched]
+    candidates, _ = bisect_all(runner, None, [p.bisection() for p in plans], lambda: None, plans=plans)
+    settings = [recommended(c, fit.cpus) for c, (_, fit) in zip(candidates, searched)]
+    batch = [p.runs(s) for p, s in zip(plans, settings)]
+    docs = runner.run_many([run for runs in batch for run in runs])
+    k = 0
+    for (row, fit), plan, candidate, setting, runs in zip(searched, plans, candidates, settings, batch):
+        outcome = plan.outcome(docs[k : k + len(runs)])
+        k += len(runs)
+        quota_us, period_us, _ = setting
+        if not candidate["meets"] or quota_us >= fit.cpus * period_us:
+            row["status"] = "remove limit"
+            row["reason"] += f"not even {fit.cpus} CPUs keep every consistent model at or below the target"
+            continue
+        if not outcome.meets:  # the boundary met it, its headroom did not: noise the row must show
+            row["reason"] += "the worst model missed the target at the headroom above the boundary it met; "
+        row.update(
+            recommended_m=millicores(quota_us, period_us), predicted_throttled=outcome.throttled_ratio,
+            predicted_low=outcome.best_ratio, predicted_high=outcome.throttled_ratio,
+        )
+
+
+def _from_capture(row: dict[str, Any], result: dict[str, Any]) -> None:
+    """advise's answer on the container's capture in place of the model."""
+    rec = result["recommendation"]
+    row["models"] = "capture"
+    if result["remove_limit"] or rec is None:
+        row["status"], row["reason"] = "remove limit", row["reason"] + "from its capture"
+        return
+    ratio = rec["holdout"]["throttled_ratio"]
+    row.update(recommended_m=millicores(rec["quota_us"], rec["period_us"]), predicted_throttled=ratio, predicted_low=ratio, predicted_high=ratio)
+    row["reason"] += f"from its capture ({result['target']['seeds']} seeds, checked on {len(result['holdout_seeds'])} more)"
+
+
+def to_json(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    return json.dumps({**meta, "containers": rows}, sort_keys=False)
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: "" if r[k] is None else r[k] for k in COLUMNS})
+    return out.getvalue()
+
+
+def _pct(ratio: Optional[float]) -> str:
+    return "" if ratio is None else f"{100 * ratio:.1f}"
+
+
+def _name(row: dict[str, Any]) -> str:
+    """pod/container, or the cgroup's id."""
+    return f"{row['pod']}/{row['container']}" if row["pod"] and row["container"] else row["id"]
+
+
+def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[RenderableType]:
+    """The table, grouped by workload, and what the statuses mean."""
+    platform = PLATFORMS[meta["platform"]]
+    cols = ["container", "limit", "p50", "p95", "max", "thr. %", "advice", "pred. %", "range %", "models"]
+    t = table(
+        f"{meta['prometheus']} {meta['selector'] or '(every container)'}: {meta['range']} at {meta['step']},"
+        f" target throttled <= {100 * meta['max_throttled']:g} %", cols, left=("container", "advice"),
+    )
+    last = None
+    for r in rows:
+        if (r["namespace"], r["workload"]) != last:
+            where = f"{r['namespace']}: " if r["namespace"] else ""
+            t.add_row(f"[bold]{where}{r['workload']}[/bold]", *[""] * (len(cols) - 1))
+            last = (r["namespace"], r["workload"])
+        name = _name(r)
+        limit = "no limit" if r["limit_m"] is None else f"{r['limit_m']}m"
+        if r["recommended_m"] is not None:
+            advice = platform.setting(r["recommended_m"] * r["period_us"] // 1000, r["period_us"], 0).removeprefix("limits.cpu ")
+            spread = f"{_pct(r['predicted_low'])}-{_pct(r['predicted_high'])}"
+        else:
+            advice, spread = r["status"], ""
+        t.add_row(
+            f"  {name}", limit, f"{r['usage_p50_m']}m", f"{r['usage_p95_m']}m", f"{r['usage_max_m']}m",
+            _pct(r["throttled_now"]), advice, _pct(r["predicted_throttled"]), spread, r["models"] or "",
+        )
+    notes = [f"{_name(r)}: {r['reason']}" for r in rows if r["reason"]]
+    return [t, *notes]
+
+
+def patch_yaml(rows: list[dict[str, Any]], command: str) -> str:
+    """The recommended limits as strategic-merge patches, one document per
+    workload (``kubectl patch KIND NAME -n NS --patch-file``, or a kustomize
+    ``patches:`` entry); rows without a namespace and a container name (raw
+    cgroups) are listed as comments."""
+    by_workload: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    skipped = []
+    for r in rows:
+        if r["recommended_m"] is None:
+            continue
+        kind, _, name = r["workload"].partition("/")
+        if kind in ("Deployment", "StatefulSet", "Pod") and r["namespace"] and r["container"]:
+            by_workload.setdefault((r["namespace"], r["workload"]), []).append(r)
+        else:
+            skipped.append(f"# {r['id'] or r['container']}: {r['recommended_m']}m (no workload to patch)")
+    docs = []
+    for (namespace, wl), wrows in sorted(by_workload.items()):
+        kind, _, name = wl.partition("/")
+        api = "v1" if kind == "Pod" else "apps/v1"
+        indent = "    " if kind == "Pod" else "        "
+        seen, containers_yaml = set(), []
+        for r in wrows:
+            if r["container"] in seen:  # replicas: the largest recommendation
+                continue
+            seen.add(r["container"])
+            m = max(x["recommended_m"] for x in wrows if x["container"] == r["container"])
+            containers_yaml.append(f"{indent}- name: {r['container']}\n{indent}  resources:\n{indent}    limits:\n{indent}      cpu: {m}m")
+        spec = "spec:\n  containers:\n" if kind == "Pod" else "spec:\n  template:\n    spec:\n      containers:\n"
+        docs.append(f"apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {namespace}\n{spec}" + "\n".join(containers_yaml))
+    head = f"# {command}\n# resources.limits.cpu per container (strategic-merge patches)\n" + "".join(s + "\n" for s in skipped)
+    return head + "---\n".join(d + "\n" for d in docs) if docs else head

@@ -1,0 +1,245 @@
+"""Demand models fitted to a container's own cAdvisor counters, and the
+smallest limit they all say meets a throttling target (docs/prometheus.md).
+
+A model: the container's CPU time arrives as bursts of one length ``burst_us``
+at Poisson times, each burst run by one of ``threads`` threads (a burst that
+finds them all busy waits), at the window's usage (core-seconds per second).
+cAdvisor's counters cannot say how long a burst is, so every length of
+BURSTS_US is a model; where ``container_threads`` is 0 (no pids controller)
+every count of THREADS_UNKNOWN is too.
+
+Fit: the windows are put in USAGE_BANDS by their usage (the busiest 10 %,
+the next 15 %, the next 25 %, the rest); each band's mean usage (and, for a
+band near the limit, DEMAND_FACTORS times it: demand the limit held back) is
+simulated for SIM_S at the container's own limit, and a model is consistent
+when in every band some demand reproduces the band's usage within
+USAGE_TOLERANCE and its throttled ratio
+(container_cpu_cfs_throttled_periods_total / _periods_total) within
+:func:`ratio_bound`. It is kept with the least and the most such demand. The search (advise's bisection, advise.bisect) then asks
+every consistent model at each candidate quota: a candidate meets the target
+when the worst of them, each weighting its bands by their periods, is at most
+``max_throttled``. The recommendation is advise's HEADROOM over the boundary,
+and its range is the spread of the consistent models' predictions there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from throttlelab.advise import Outcome, Setting, _with_headroom, bisect
+from throttlelab.prometheus import Container, Window
+from throttlelab.runner import Run
+
+#: Burst lengths tried (us): from a request's few ms to a batch step's 200 ms.
+BURSTS_US = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000)
+#: Thread counts tried where container_threads is 0 (a cgroup without pids).
+THREADS_UNKNOWN = (1, 2, 4)
+#: Windows put together by usage: the busiest 10 %, then 15 %, 25 %, 50 %.
+USAGE_BANDS = (0.10, 0.15, 0.25, 0.50)
+#: Simulated seconds per band (at 100 ms periods, 200 periods).
+SIM_S = 20
+#: A fit's usage may differ from the band's by this fraction (and 0.01 CPUs).
+USAGE_TOLERANCE = 0.10
+#: Fewer windows than this cannot be told apart from one noisy one.
+MIN_WINDOWS = 3
+#: "Near the limit": a window using this fraction of the quota or more.
+NEAR_LIMIT = 0.5
+#: A band near the limit may have had more demand than the limit let through:
+#: these multiples of its usage are tried too.
+DEMAND_FACTORS = (1.0, 1.25, 1.5, 2.0)
+#: The CPUs a node is assumed to have at least (cAdvisor's container series
+#: do not say; the quota and the threads raise it).
+NODE_CPUS = 8
+
+SCENARIO = """\
+# One container's demand model for one band of its windows (throttlelab.prometheus_model).
+name = "prometheus-window"
+duration_s = 20
+seed = 1
+
+[machine]
+cpus = 8
+hz = 250
+
+[[cgroup]]
+name = "container"
+period_us = 100000
+quota_us = 100000
+
+[[service]]
+name = "bursts"
+cgroup = "container"
+workers = 1
+arrival = "poisson"
+rate_per_s = 1
+cost_us = 10000
+"""
+
+
+@dataclass(frozen=True)
+class Band:
+    """Windows of similar usage: their mean usage and throttling, and weight."""
+
+    usage_cpus: float
+    throttled_ratio: float
+    periods: float
+    windows: int
+
+
+@dataclass(frozen=True)
+class Model:
+    burst_us: int
+    threads: int
+
+
+def bands(windows: Sequence[Window]) -> list[Band]:
+    """``windows`` in USAGE_BANDS by usage, busiest first; empty bands left out."""
+    ordered = sorted(windows, key=lambda w: -w.usage_cpus)
+    out, start = [], 0
+    for i, share in enumerate(USAGE_BANDS):
+        end = len(ordered) if i == len(USAGE_BANDS) - 1 else min(len(ordered), start + max(1, round(share * len(ordered))))
+        group = ordered[start:end]
+        start = end
+        if not group:
+            continue
+        periods = sum(w.periods for w in group)
+        usage = sum(w.usage_s for w in group) / sum(w.end_s - w.start_s for w in group)
+        ratio = sum(w.throttled_periods for w in group) / periods if periods else 0.0
+        if usage > 0:
+            out.append(Band(usage, ratio, periods, len(group)))
+    return out
+
+
+def ratio_bound(observed: float, observed_periods: float, simulated_periods: float) -> float:
+    """How far a simulated throttled ratio may be from the observed one: 0.05,
+    plus two standard errors of each as a binomial proportion."""
+    p = min(max(observed, 0.02), 0.98)
+    return 0.05 + 2 * math.sqrt(p * (1 - p) / max(observed_periods, 1)) + 2 * math.sqrt(p * (1 - p) / max(simulated_periods, 1))
+
+
+def node_cpus(c: Container, threads: int) -> int:
+    """The CPUs simulated: NODE_CPUS, or more for a quota or threads beyond it."""
+    w = c.windows[-1]
+    quota_cpus = math.ceil((w.quota_us or 0) / w.period_us)
+    return max(NODE_CPUS, min(64, max(threads, quota_cpus + 1)))
+
+
+def window_run(model: Model, demand_cpus: float, quota_us: Optional[int], period_us: int, cpus: int, seed: int = 1) -> Run:
+    """One simulation of ``demand_cpus`` under ``model`` at cpu.max ``quota_us period_us``."""
+    rate = demand_cpus * 1e6 / model.burst_us
+    quota = "max" if quota_us is None else quota_us
+    return Run(SCENARIO, (
+        f"machine.cpus={cpus}", f"duration_s={SIM_S}", f"seed={seed}",
+        f"cgroup.container.period_us={period_us}", f"cgroup.container.quota_us={quota}",
+        f"service.bursts.workers={model.threads}", f"service.bursts.cost_us={model.burst_us}",
+        f"service.bursts.rate_per_s={rate:.6g}",
+    ))
+
+
+def _measured(doc: dict[str, Any]) -> tuple[float, float, int]:
+    """A simulation's usage (CPUs), throttled ratio and periods."""
+    cg = doc["cgroups"]["container"]
+    return cg["usage_usec"] / (doc["duration_s"] * 1e6), cg["throttled_ratio"], cg["nr_periods"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A consistent model with the demand it needs in each band (CPUs)."""
+
+    model: Model
+    demands: tuple[float, ...]
+
+
+class Fit:
+    """One container's bands, its models and, after :meth:`take`, the consistent
+    ones: each model with the least and the most demand per band that reproduce
+    the band (two variants, or one where they agree)."""
+
+    def __init__(self, c: Container):
+        self.container = c
+        self.bands = bands(c.windows)
+        last = c.windows[-1]
+        self.quota_us, self.period_us = last.quota_us, last.period_us
+        threads = max(w.threads for w in c.windows)
+        counts = (threads,) if threads > 0 else THREADS_UNKNOWN
+        self.models = [Model(b, n) for n in counts for b in BURSTS_US]
+        self.cpus = node_cpus(c, max(counts))
+        quota_cpus = (self.quota_us or 0) / self.period_us
+        #: Each band's demands tried: near the limit, the demand may exceed what it let through.
+        self.factors = [DEMAND_FACTORS if b.usage_cpus >= NEAR_LIMIT * quota_cpus else (1.0,) for b in self.bands]
+        self.slots = [(m, i, f) for m in self.models for i in range(len(self.bands)) for f in self.factors[i]]
+        self.consistent: list[Variant] = []
+        self.closest: tuple[float, Model] = (math.inf, self.models[0])
+
+    @property
+    def consistent_models(self) -> list[Model]:
+        return list(dict.fromkeys(v.model for v in self.consistent))
+
+    def runs(self) -> list[Run]:
+        """Every model in every band, at every demand tried, at the container's own limit."""
+        return [window_run(m, f * self.bands[i].usage_cpus, self.quota_us, self.period_us, self.cpus) for m, i, f in self.slots]
+
+    def take(self, docs: Sequence[dict[str, Any]]) -> None:
+        """Keep the models whose simulations (in :meth:`runs`' order) reproduce
+        every band at some demand."""
+        misses: dict[Model, list[dict[float, float]]] = {m: [{} for _ in self.bands] for m in self.models}
+        for (m, i, f), doc in zip(self.slots, docs):
+            band = self.bands[i]
+            usage, ratio, periods = _measured(doc)
+            usage_miss = abs(usage - band.usage_cpus) / (USAGE_TOLERANCE * band.usage_cpus + 0.01)
+            ratio_miss = abs(ratio - band.throttled_ratio) / ratio_bound(band.throttled_ratio, band.periods, periods)
+            misses[m][i][f] = max(usage_miss, ratio_miss)  # in units of its bound
+        for m in self.models:
+            worst = max(min(per_band.values()) for per_band in misses[m])
+            if worst < self.closest[0]:
+                self.closest = (worst, m)
+            if worst > 1:
+                continue
+            passing = [[f for f, miss in per_band.items() if miss <= 1] for per_band in misses[m]]
+            for pick in (min, max):
+                v = Variant(m, tuple(pick(fs) * b.usage_cpus for fs, b in zip(passing, self.bands)))
+                if v not in self.consistent:
+                    self.consistent.append(v)
+
+
+@dataclass(frozen=True)
+class Prediction(Outcome):
+    """advise's Outcome (the worst model) with the most hopeful model beside it."""
+
+    best_ratio: float = 0.0
+
+
+class Plan:
+    """advise.bisect_all's evaluation for one container: a setting is simulated
+    under every consistent model in every band; the outcome is the worst model's
+    throttled ratio, each model's ratio its bands' weighted by their periods."""
+
+    def __init__(self, fit: Fit, max_throttled: float):
+        self.fit, self.max_throttled = fit, max_throttled
+
+    def runs(self, setting: Setting) -> list[Run]:
+        quota_us, period_us, _ = setting
+        return [window_run(v.model, d, quota_us, period_us, self.fit.cpus) for v in self.fit.consistent for d in v.demands]
+
+    def outcome(self, docs: Sequence[dict[str, Any]]) -> Prediction:
+        n, bands = len(self.fit.bands), self.fit.bands
+        total = sum(b.periods for b in bands) or 1
+        ratios, usage = [], 0.0
+        for k in range(len(self.fit.consistent)):
+            measured = [_measured(d) for d in docs[k * n : (k + 1) * n]]
+            ratios.append(sum(b.periods * m[1] for b, m in zip(bands, measured)) / total)
+            usage = max(usage, max(m[0] for m in measured))
+        worst = max(ratios)
+        return Prediction(worst, None, usage, worst <= self.max_throttled, min(ratios))
+
+    def bisection(self):  # advise.Bisection
+        demand = max(max(v.demands) for v in self.fit.consistent)
+        return bisect(self.fit.cpus, self.fit.period_us, 0.0, demand)
+
+
+def recommended(candidate: dict[str, Any], cpus: int) -> Setting:
+    """advise's HEADROOM over the boundary the bisection found."""
+    s = _with_headroom(candidate, cpus)
+    return (s["quota_us"], s["period_us"], 0)
