@@ -184,8 +184,8 @@ def test_an_unreachable_server_or_not_a_url_is_one_line_exit_2(fleet_url):
     assert f"Prometheus at {fleet_url}/not-prometheus refused container_cpu_usage_seconds_total{{}}: HTTP Status Code 404" in result.stderr
     result = _advise("localhost:9090")
     assert result.exit_code == 2 and "is not a URL such as http://127.0.0.1:9090" in result.stderr
-    result = cli("advise", "two-spinners", "--max-throttled", "0.05")
-    assert result.exit_code == 2 and "needs SCENARIO and --cgroup (or --prometheus URL)" in result.stderr
+    result = cli("advise", "--max-throttled", "0.05")
+    assert result.exit_code == 2 and "needs SCENARIO (or --prometheus URL)" in result.stderr
 
 
 def test_local_and_ray_give_identical_rows(fleet_url):

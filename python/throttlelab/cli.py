@@ -502,8 +502,8 @@ def advise(
     With --prometheus URL instead: a limit for every container there (docs/prometheus.md)."""
     if prometheus["prometheus"] is not None:
         return prometheus_cli.advise_command(click.get_current_context(), scenario, cgroup, max_throttled, max_p99_ms, platform, as_json, **prometheus)
-    if scenario is None or cgroup is None:
-        raise click.UsageError("advise needs SCENARIO and --cgroup (or --prometheus URL)")
+    if scenario is None:
+        raise click.UsageError("advise needs SCENARIO (or --prometheus URL)")
     text, _ = load_scenario_text(scenario)
     terminal = Terminal()
     with terminal.progress() as progress:
