@@ -412,12 +412,13 @@ def sweep(
                 if out:
                     out.add(todo[j], row)
                 progress.advance(bar)
+            if out:
+                out.finish()
     except Interrupted as e:
         kept = f"{out.kept()} in {csv_path}; --resume runs the rest" if out else f"{len(rows)} of {len(runs)} runs done, not kept (--out FILE keeps each row)"
         _fail(f"interrupted by {signal.Signals(e.signal).name}: {kept}", 128 + e.signal)
     if out:
-        out.finish()
-        click.echo(f"wrote {csv_path}: {len(out.lines)} rows" + (f" ({out.had} were there)" if out.had else ""))
+        click.echo(f"wrote {csv_path}: {len(out.lines)} rows" + (f" ({out.had} from before)" if out.had else ""))
         return
     ordered = [rows[i] for i in sorted(rows)]
     if as_json:

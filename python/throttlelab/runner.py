@@ -248,6 +248,8 @@ def _serve(conn: Connection) -> None:
     """A pool worker: ``(i, fn, args)`` in, ``(i, ok, result or exception)`` out,
     until ``None`` or the runner's end of the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle: it ends the workers
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # not the runner's handlers, forked with it: these end a worker
+        signal.signal(signum, signal.SIG_DFL)
     while True:
         try:
             task = conn.recv()
