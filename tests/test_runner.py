@@ -291,3 +291,19 @@ def test_a_file_another_sweep_writes_is_refused(tmp_path):
             assert result.exit_code == 2
             assert result.stderr == f"throttlelab: error: {out} is being written by another sweep\n"
     assert out.read_text() == "a row of another sweep\n"
+
+
+def test_ctrl_c_of_a_ray_sweep_keeps_its_rows_and_leaves_no_ray_process(reference, tmp_path):
+    """Ctrl-C reaches the whole process group: Ray's own processes ignore it
+    (before, the raylet died under the driver: exit 1, a C++ stack trace, 7 of
+    Ray's processes left in the group)."""
+    out = tmp_path / "rows.csv"
+    proc = _start(out, "--executor", "ray")
+    _wait_for_rows(proc, out, 2)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    kept = _kept(reference, out)
+    assert stderr.splitlines()[-1] == f"throttlelab: error: interrupted by SIGINT: {len(kept)} of {RUNS} rows kept in {out}; --resume runs the rest"
+    left = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert left == []

@@ -216,6 +216,12 @@ class Runner:
         if not ray.is_initialized():
             if self.address:
                 _check_reachable(self.address)
+            # The local instance's processes start with Ctrl-C and a closed terminal
+            # ignored (inherited through exec): a terminal sends those to the whole
+            # process group, and a raylet killed under the driver crashed it (exit 1,
+            # a C++ stack trace, Ray's processes left). This process handles them
+            # and shuts Ray down.
+            before = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGHUP)}
             try:
                 if self.address:
                     ray.init(address=self.address, log_to_driver=False, logging_level="ERROR")
@@ -224,6 +230,9 @@ class Runner:
             except (ConnectionError, ValueError, RuntimeError) as e:
                 where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
                 raise RunnerError(f"cannot start or reach {where}: {_first_line(e)}") from None
+            finally:
+                for signum, handler in before.items():
+                    signal.signal(signum, handler)
         remote = ray.remote(max_retries=RETRIES)(fn)  # a task whose worker died runs again, as on the local pool
         refs = {remote.remote(*args): i for i, args in enumerate(calls)}
         pending = list(refs)
