@@ -235,22 +235,21 @@ class Runner:
                     signal.signal(signum, handler)
         remote = ray.remote(max_retries=RETRIES)(fn)  # a task whose worker died runs again, as on the local pool
         refs = {remote.remote(*args): i for i, args in enumerate(calls)}
+        # Interrupted, the tasks still pending are left to ray.shutdown (at exit):
+        # ray.cancel(force=True) of a task that was just finishing crashed the
+        # driver (Ray 2.x: "Tried to complete task that was not pending").
         pending = list(refs)
-        try:
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
-                i = refs[ready[0]]
-                try:
-                    result = ray.get(ready[0])
-                except ray.exceptions.WorkerCrashedError:
-                    raise RunFailed(
-                        f"{_name(i, len(calls), labels[i] if labels else None)} failed: "
-                        f"its Ray worker died, {1 + RETRIES} times"
-                    ) from None
-                yield i, result
-        finally:
-            for ref in pending:  # interrupted, or a run failed: the rest need not run
-                ray.cancel(ref, force=True)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            i = refs[ready[0]]
+            try:
+                result = ray.get(ready[0])
+            except ray.exceptions.WorkerCrashedError:
+                raise RunFailed(
+                    f"{_name(i, len(calls), labels[i] if labels else None)} failed: "
+                    f"its Ray worker died, {1 + RETRIES} times"
+                ) from None
+            yield i, result
 
 
 def _serve(conn: Connection) -> None:
