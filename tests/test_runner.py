@@ -307,3 +307,13 @@ def test_ctrl_c_of_a_ray_sweep_keeps_its_rows_and_leaves_no_ray_process(referenc
     assert stderr.splitlines()[-1] == f"throttlelab: error: interrupted by SIGINT: {len(kept)} of {RUNS} rows kept in {out}; --resume runs the rest"
     left = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
     assert left == []
+
+
+@pytest.mark.parametrize("command", [["run", "two-spinners", "--json"], ["sweep", "two-spinners", "--grid", "seed=1,2", "--json"]])
+def test_output_to_a_full_disk_is_one_line_exit_2(command):
+    """stdout on /dev/full (ENOSPC on every write), as `> out.json` on a full disk (was a traceback, exit 1)."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "throttlelab", *command], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == "throttlelab: error: cannot write the output: No space left on device"
+    assert all(line.startswith("sweep: ") for line in result.stderr.splitlines()[:-1]), result.stderr

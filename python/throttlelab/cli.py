@@ -67,6 +67,10 @@ class _Cli(click.Group):
             _fail(str(e), 128 + e.signal if e.signal else EXIT_INTERNAL)
         except click.Abort:
             _fail("interrupted", EXIT_SIGINT)
+        except OSError as e:  # the output on a full disk (ENOSPC), a pipe closed (EPIPE): one line
+            # Python flushes stdout again at exit: let that go nowhere, not into a second error.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            _fail(f"cannot write the output: {e.strerror or e}", EXIT_INPUT)
         except _native.PanicException as e:  # a BaseException: only this clause catches it
             _exit(f"internal error: {e} (please report)", EXIT_INTERNAL)
         # Without standalone mode click returns the exit code of --help and the like.
