@@ -375,6 +375,29 @@ def test_without_tracefs_the_run_mounts_it_and_unmounts_it_after(write_scenario,
 
 
 @needs_real
+def test_a_process_looking_into_tracefs_does_not_keep_the_run_from_unmounting_it(write_scenario, no_tracefs):
+    """A lookup of a path in tracefs by any process (leftover_cgroups polls
+    one while a run is under way) holds the mount for that moment, and
+    umount(2) then fails with EBUSY: test_a_signal_removes_cgroups_and_workers[2]
+    once failed so. The run tries again. A process that looks in a loop made
+    about half of the unmounts fail before (each run unmounts twice: the
+    probe's trace, then the period timers'), none now."""
+    poller = subprocess.Popen([sys.executable, "-c", f"import os\nwhile True: os.path.exists('{TRACEFS}/instances/throttlelab-0')"])
+    try:
+        for _ in range(3):
+            result = subprocess.run(
+                [sys.executable, "-m", "throttlelab", "real", write_scenario(), "--set", "duration_s=0.1"],
+                capture_output=True, text=True, timeout=60,
+            )
+            assert result.returncode == 0, result.stderr
+            assert "cannot unmount" not in result.stderr
+            assert _tracefs_mounts() == []
+    finally:
+        poller.kill()
+        poller.wait()
+
+
+@needs_real
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="no setpriv (util-linux) to drop CAP_SYS_ADMIN")
 def test_where_tracefs_cannot_be_mounted_the_run_says_so_and_goes_on(write_scenario, no_tracefs):
     """Without CAP_SYS_ADMIN, mount(2) is refused; the cgroups are still root's to make."""

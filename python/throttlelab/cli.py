@@ -7,6 +7,7 @@ import functools
 import json
 import math
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
@@ -21,7 +22,7 @@ from throttlelab import diff as differential
 from throttlelab import prometheus_cli
 from throttlelab.prometheus import PrometheusError
 from throttlelab.platforms import PLATFORMS
-from throttlelab.runner import EXECUTORS, Runner, RunnerError
+from throttlelab.runner import EXECUTORS, Interrupted, RunFailed, Runner, RunnerError, interruptible
 from throttlelab.scenarios import ScenarioNotFound, builtin_names, description, load_scenario_text
 from throttlelab.terminal import Terminal, did_you_mean
 from throttlelab.worker import WORKER
@@ -30,7 +31,7 @@ from throttlelab.advise import EXIT_UNMET, AdviseError, advise_text
 from throttlelab.explain import DEFAULT_RUNS as EXPLAIN_RUNS, ExplainError, explain_text
 from throttlelab.explain import render as render_explanation
 from throttlelab.advise import render as render_advice
-from throttlelab.sweep import SweepError, parse_grid, sweep_rows
+from throttlelab.sweep import CsvOut, SweepError, flatten, parse_grid, sweep_runs
 from throttlelab.sweep import render as render_sweep
 
 DEFAULT_SCENARIO = "ugedal-table2"
@@ -45,7 +46,8 @@ USER_ERRORS = (
 
 #: Exit codes: 0 ok, 2 bad input (or a refusal of the real backend), 3 a bug
 #: (a panic in the Rust core), 128 + the signal's number when a signal ended a
-#: real run (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 131 SIGQUIT); advise has its own 1.
+#: real run or a sweep (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 131 SIGQUIT) or
+#: killed a simulation's worker on every try (137 SIGKILL); advise has its own 1.
 EXIT_INPUT, EXIT_INTERNAL, EXIT_SIGINT = 2, 3, 130
 
 
@@ -68,8 +70,14 @@ class _Cli(click.Group):
             _fail(str(e), EXIT_INPUT)
         except _native.Interrupted as e:
             _fail(str(e), 128 + e.signal)
+        except RunFailed as e:  # a worker killed again and again (the OOM killer?)
+            _fail(str(e), 128 + e.signal if e.signal else EXIT_INTERNAL)
         except click.Abort:
             _fail("interrupted", EXIT_SIGINT)
+        except OSError as e:  # the output on a full disk (ENOSPC), a pipe closed (EPIPE): one line
+            # Python flushes stdout again at exit: let that go nowhere, not into a second error.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            _fail(f"cannot write the output: {e.strerror or e}", EXIT_INPUT)
         except _native.PanicException as e:  # a BaseException: only this clause catches it
             _exit(f"internal error: {e} (please report)", EXIT_INTERNAL)
         # Without standalone mode click returns the exit code of --help and the like.
@@ -422,15 +430,21 @@ def report(target: Optional[str], overrides: tuple[str, ...], out_dir: str, wind
 @click.option("--address", help="Ray cluster to run on (with --executor ray); default: a local Ray instance.")
 @click.option("--workers", type=click.IntRange(min=1), help="Processes, or CPUs of the local Ray instance (default: every core).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list.")
-@click.option("-o", "--out", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the rows as CSV to FILE ('-': stdout).")
+@click.option("-o", "--out", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the rows as CSV to FILE ('-': stdout), each as its run finishes.")
+@click.option("--resume", is_flag=True, help="With --out FILE: keep the rows FILE holds and run only the others.")
 def sweep(
     scenario: str, grids: tuple[str, ...], overrides: tuple[str, ...], executor: str,
-    address: Optional[str], workers: Optional[int], as_json: bool, csv_path: Optional[str],
+    address: Optional[str], workers: Optional[int], as_json: bool, csv_path: Optional[str], resume: bool,
 ) -> None:
     """Run SCENARIO once per combination of the --grid values: one row per run, the
-    grid values and every cgroup and task metric (identical under both executors)."""
+    grid values and every cgroup and task metric (identical under both executors).
+    A run whose worker died is run again (twice at most). Interrupted (Ctrl-C,
+    SIGTERM, SIGHUP), it exits 128 + the signal's number; the rows --out FILE
+    holds stay, and --resume runs the rest."""
     if as_json and csv_path:
         raise click.UsageError("give --json or --out, not both")
+    if resume and (not csv_path or csv_path == "-"):
+        raise click.UsageError("--resume needs --out FILE")
     grid: dict[str, list[Any]] = {}
     for spec in grids:
         key, values = parse_grid(spec)
@@ -438,16 +452,36 @@ def sweep(
             raise SweepError(f"--grid {key} given twice")
         grid[key] = values
     text, _ = load_scenario_text(scenario)
+    combos, runs = sweep_runs(text, grid, overrides)
+    out = CsvOut(csv_path, list(grid), combos, resume) if csv_path and csv_path != "-" else None
+    todo = [i for i in range(len(runs)) if out is None or i not in out.lines]
+    rows: dict[int, dict[str, Any]] = {}
     terminal = Terminal()
-    with terminal.progress() as progress:
-        bar = progress.add_task("sweep", total=math.prod(len(values) for values in grid.values()))
-        rows = sweep_rows(text, grid, overrides, executor, address, workers, lambda: progress.advance(bar))
+    try:
+        with terminal.progress() as progress, Runner(executor, address, workers) as runner, interruptible():
+            bar = progress.add_task("sweep", total=len(runs))
+            if len(todo) < len(runs):  # the rows --resume found
+                progress.update(bar, completed=len(runs) - len(todo))
+            for j, doc in runner.completed_runs([runs[i] for i in todo]):
+                rows[todo[j]] = row = {**combos[todo[j]], **flatten(doc)}
+                if out:
+                    out.add(todo[j], row)
+                progress.advance(bar)
+            if out:
+                out.finish()
+    except Interrupted as e:
+        kept = f"{out.kept()} in {csv_path}; --resume runs the rest" if out else f"{len(rows)} of {len(runs)} runs done, not kept (--out FILE keeps each row)"
+        _fail(f"interrupted by {signal.Signals(e.signal).name}: {kept}", 128 + e.signal)
+    if out:
+        click.echo(f"wrote {csv_path}: {len(out.lines)} rows" + (f" ({out.had} from before)" if out.had else ""))
+        return
+    ordered = [rows[i] for i in sorted(rows)]
     if as_json:
-        click.echo(json.dumps(rows))
+        click.echo(json.dumps(ordered))
     elif csv_path:
-        _write_csv(csv_path, rows)
+        _write_csv(csv_path, ordered)
     else:
-        terminal.print(render_sweep(list(grid), rows))
+        terminal.print(render_sweep(list(grid), ordered))
 
 
 def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:

@@ -1,8 +1,8 @@
 //! From TOML text and `--set` overrides to a validated [`Scenario`].
 
 use crate::error::{line_of_offset, shown, ScenarioError};
-use crate::phases_file::{self, FilePhase};
-use crate::scenario::{Phase, Scenario};
+use crate::phases_file::{self, Sections};
+use crate::scenario::{Phase, Scenario, MAX_PHASES};
 use crate::usage_csv;
 use std::collections::HashMap;
 use serde::Deserialize;
@@ -108,9 +108,11 @@ fn read_trace_files(scenario: &mut Scenario) -> Result<(), ScenarioError> {
 }
 
 /// Fill `captured` of every task that names a `phases_file` with its
-/// section, each file read once; a `wake` names a task of the same file.
+/// section, each file read once; a `wake` names a task of the same file. The
+/// files together hold at most [`MAX_PHASES`] phases.
 fn read_phases_files(scenario: &mut Scenario) -> Result<(), ScenarioError> {
-    let mut files: Vec<(String, HashMap<String, Vec<FilePhase>>)> = Vec::new();
+    let mut files: Vec<(String, Sections)> = Vec::new();
+    let mut phases = 0u64;
     let index: HashMap<String, usize> = scenario.tasks.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
     for t in &scenario.tasks {
         let Some(file) = &t.phases_file else { continue };
@@ -119,24 +121,30 @@ fn read_phases_files(scenario: &mut Scenario) -> Result<(), ScenarioError> {
             return Err(ScenarioError::new(key, "give one of phases, windows, trace_csv and phases_file".to_string()));
         }
         if !files.iter().any(|(f, _)| f == file) {
-            let sections = phases_file::read(Path::new(file)).map_err(|m| ScenarioError::new(key, m))?;
-            files.push((file.clone(), sections.into_iter().collect()));
+            let sections = phases_file::read(Path::new(file), MAX_PHASES - phases).map_err(|m| ScenarioError::new(key, m))?;
+            phases += sections.sections.iter().map(|(_, p)| p.len() as u64).sum::<u64>();
+            files.push((file.clone(), sections));
         }
     }
     for i in 0..scenario.tasks.len() {
         let t = &scenario.tasks[i];
         let Some(file) = &t.phases_file else { continue };
         let key = format!("task.{}.phases_file", t.name);
-        let sections = &files.iter().find(|(f, _)| f == file).expect("read above").1;
-        let section = sections.get(&t.name).ok_or_else(|| ScenarioError::new(&key, format!("{file} has no section [{}]", t.name)))?;
-        let resolve = |p: &FilePhase| match p {
-            FilePhase::Phase(p) => Ok(*p),
-            FilePhase::Wake(target) => match index.get(target) {
-                Some(&j) if scenario.tasks[j].phases_file.as_ref() == Some(file) => Ok(Phase::Wake(j)),
-                _ => Err(ScenarioError::new(&key, format!("wake {}: no task of this file has that name", shown(target)))),
-            },
+        let read = &mut files.iter_mut().find(|(f, _)| f == file).expect("read above").1;
+        let Some(at) = read.sections.iter().position(|(name, _)| *name == t.name) else {
+            return Err(ScenarioError::new(&key, format!("{file} has no section [{}]", t.name)));
         };
-        let phases = section.iter().map(resolve).collect::<Result<Vec<_>, _>>()?;
+        // Each task's section is its own (task names are unique): move it out, resolve its wakes in place.
+        let mut phases = std::mem::take(&mut read.sections[at].1);
+        for p in &mut phases {
+            if let Phase::Wake(k) = p {
+                let target = &read.wake_targets[*k];
+                *k = match index.get(target) {
+                    Some(&j) if scenario.tasks[j].phases_file.as_ref() == Some(file) => j,
+                    _ => return Err(ScenarioError::new(&key, format!("wake {}: no task of this file has that name", shown(target)))),
+                };
+            }
+        }
         scenario.tasks[i].captured = Some(phases.into());
     }
     Ok(())

@@ -34,6 +34,9 @@ pub const MAX_SAMPLES: u64 = 10_000_000;
 /// Requests expected over the run (`rate_per_s` x duration), summed over the
 /// services: each one's latency is kept.
 pub const MAX_REQUESTS: u64 = 10_000_000;
+/// Captured phases (`phases_file`), summed over the files: each is kept, a
+/// `Phase` of 24 bytes (docs/engine.md: what a run holds per phase).
+pub const MAX_PHASES: u64 = 10_000_000;
 
 /// The longest time any key may give (10^16 ns, about 116 days): far beyond
 /// a run (a day at most), and far from overflowing u64 nanoseconds when a

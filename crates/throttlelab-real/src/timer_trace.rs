@@ -57,15 +57,33 @@ fn mount_tracefs(at: &Path) -> io::Result<()> {
     }
 }
 
+/// How long an unmount that finds tracefs busy is tried again.
+const UNMOUNT_TRIES_MS: u64 = 2_000;
+
+/// umount `at`, again every millisecond while it is busy, for up to
+/// `UNMOUNT_TRIES_MS`. Any process that looks a path up in tracefs (a
+/// `stat` of `instances/NAME`, as a test or a monitoring agent polls) holds
+/// the mount for that moment, and umount(2) then fails with EBUSY: 170 of 300
+/// unmounts did while another process stat'ed a path there in a loop.
+fn unmount(at: &Path) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(UNMOUNT_TRIES_MS);
+    loop {
+        // SAFETY: a NUL-terminated path that outlives the call.
+        if unsafe { libc::umount(c_path(at).as_ptr()) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EBUSY) || std::time::Instant::now() >= deadline {
+            return Err(e);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
-        // SAFETY: a NUL-terminated path that outlives the call.
-        if unsafe { libc::umount(c_path(&self.0).as_ptr()) } != 0 {
-            eprintln!(
-                "throttlelab: warning: cannot unmount the tracefs this run mounted at {}: {}",
-                self.0.display(),
-                io::Error::last_os_error()
-            );
+        if let Err(e) = unmount(&self.0) {
+            eprintln!("throttlelab: warning: cannot unmount the tracefs this run mounted at {}: {e}", self.0.display());
         }
     }
 }
