@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # What capturing costs a switch-heavy workload (docs/capture.md, "Overhead"):
 # `stress-ng --switch 2` alone, captured by `throttlelab capture`, and recorded
-# by `trace-cmd record` with the same events, runs alternating, ROUNDS of each.
+# by `perf record -a` with the same events (Debian 12's trace-cmd 3.1 crashes
+# on `record` on the 6.18 host), runs alternating, ROUNDS of each.
 # Prints one line per run: mode, bogo ops/s, trace events recorded, lost.
 #
 #   sudo bash scripts/capture_overhead.sh [SECONDS [ROUNDS]]    (default 60 3)
 #
-# The capture's and trace-cmd's own CPU time (user, sys) is printed as cpu_s.
-# Needs root, cgroup v1 or v2, and stress-ng and trace-cmd (Debian's packages,
+# The capture's and perf's own CPU time (user, sys) is printed as cpu_s.
+# Needs root, cgroup v1 or v2, perf, and stress-ng (Debian's package,
 # installed if missing). Each traced run is in a mount namespace of its own,
 # where tracefs is mounted for it, so the host's mounts are left alone.
 set -euo pipefail
 SECONDS_RUN="${1:-60}"
 ROUNDS="${2:-3}"
 THROTTLELAB="${THROTTLELAB:-throttlelab}"
-for tool in stress-ng:stress-ng trace-cmd:trace-cmd; do
+for tool in stress-ng:stress-ng; do
     command -v "${tool%%:*}" >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${tool#*:}" >/dev/null
 done
+
+# perf resolves the tracepoints in tracefs: mount it here if the host has not
+# (run this script in a mount namespace of its own: unshare -m --propagation private).
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 
 ROOT=/sys/fs/cgroup
 NAME="capture-overhead-$$"
@@ -42,7 +47,7 @@ stress() {
     local procs=""
     for d in "${DIRS[@]}"; do procs="$procs $d/cgroup.procs"; done
     sh -c "for f in $procs; do echo \$\$ > \$f; done; exec stress-ng --switch 2 -t $((SECONDS_RUN + 2)) --metrics-brief" \
-        2>&1 | awk '/switch / && $4 ~ /^[0-9.]+$/ {print $(NF-1)}'
+        2>&1 | awk '$4 == "switch" && $5 ~ /^[0-9]+$/ {print $9}'
 }
 
 EVENTS=(-e sched:sched_switch -e sched:sched_waking -e sched:sched_process_fork -e sched:sched_process_exit
@@ -50,7 +55,7 @@ EVENTS=(-e sched:sched_switch -e sched:sched_waking -e sched:sched_process_fork 
         -e syscalls:sys_enter_epoll_pwait2)
 
 for round in $(seq "$ROUNDS"); do
-    for mode in alone throttlelab trace-cmd; do
+    for mode in alone throttlelab perf; do
         out=""
         case "$mode" in
             alone) ops="$(stress)" ;;
@@ -64,17 +69,16 @@ for round in $(seq "$ROUNDS"); do
                 out="$(grep -E '^(trace_events|lost_events|trace_buffer_kb) =' "$WORK/c.toml" | tr '\n' ' ')"
                 out="$out$(grep cpu_s "$WORK/out") $(grep -c warning "$WORK/out" || true) warnings"
                 ;;
-            trace-cmd)
+            perf)
                 stress > "$WORK/ops" &
                 sleep 1
-                /usr/bin/time -f "cpu_s %U %S" unshare -m --propagation private sh -c "mount -t tracefs nodev /sys/kernel/tracing &&
-                    cd $WORK && timeout -s INT $SECONDS_RUN trace-cmd record -q -C mono -b 8192 ${EVENTS[*]} -o $WORK/t.dat" \
-                    > "$WORK/out" 2>&1 || true
+                /usr/bin/time -f "cpu_s %U %S" perf record -q -a -k mono -m 2048 ${EVENTS[*]} -o "$WORK/perf.data" \
+                    -- sleep "$SECONDS_RUN" > "$WORK/out" 2>&1 || true
                 wait
                 ops="$(cat "$WORK/ops")"
-                out="$(grep -E '^ *(entries|overrun):' "$WORK/out" | awk '{s[$1]+=$2} END {for (k in s) printf "%s %d ", k, s[k]}')"
+                out="samples $(perf report -i "$WORK/perf.data" --stats 2>/dev/null | awk '/SAMPLE events:/ {print $3; exit}') $(grep -i lost "$WORK/out" | tr '\n' ' ')"
                 out="$out$(grep cpu_s "$WORK/out")"
-                rm -f "$WORK/t.dat"*
+                rm -f "$WORK/perf.data"*
                 ;;
         esac
         echo "round $round $mode ops/s $ops $out"
