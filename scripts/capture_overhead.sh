@@ -9,9 +9,9 @@
 #
 # The capture's and perf's own CPU time (user, sys) is printed as cpu_s.
 # Needs root, cgroup v1 or v2, perf, and stress-ng (Debian's package,
-# installed if missing). Each traced run is in a mount namespace of its own,
-# where tracefs is mounted for it, so the host's mounts are left alone.
-set -euo pipefail
+# installed if missing). Run it in a mount namespace of its own (unshare -m
+# --propagation private), where tracefs is mounted for it.
+set -uo pipefail
 SECONDS_RUN="${1:-60}"
 ROUNDS="${2:-3}"
 THROTTLELAB="${THROTTLELAB:-throttlelab}"
