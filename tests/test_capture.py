@@ -54,7 +54,7 @@ def _make_group(name: str, quota_us: int) -> list[Path]:
             (d / "cpuset.cpus").write_text((d.parent / "cpuset.cpus").read_text())
             (d / "cpuset.mems").write_text((d.parent / "cpuset.mems").read_text())
     if (dirs[0] / "cpu.max").exists():
-        (dirs[0] / "cpu.max").write_text(f"{quota_us} {PERIOD_US}")
+        (dirs[0] / "cpu.max").write_text(f"{quota_us if quota_us > 0 else 'max'} {PERIOD_US}")
     else:
         (dirs[0] / "cpu.cfs_period_us").write_text(str(PERIOD_US))
         (dirs[0] / "cpu.cfs_quota_us").write_text(str(quota_us))
@@ -238,3 +238,172 @@ def test_advise_and_sweep_take_a_capture(tmp_path):
     assert sweep.exit_code == 0, sweep.stderr
     throttled = [row["cgroup.app.throttled_ratio"] for row in json.loads(sweep.stdout)]
     assert throttled[0] > 0.5 and throttled[1] == 0.0, throttled
+
+
+# A process pair that passes a byte back and forth through two pipes: tens of
+# thousands of context switches a second, as a switch-heavy service makes.
+PING_PONG = """
+import os, sys
+a_r, a_w = os.pipe()
+b_r, b_w = os.pipe()
+if os.fork() == 0:
+    while True:
+        os.read(a_r, 1)
+        os.write(b_w, b"x")
+while True:
+    os.write(a_w, b"x")
+    os.read(b_r, 1)
+"""
+
+
+@pytest.fixture
+def ping_pong():
+    """A ping-pong pair in a fresh cgroup of its own, without a limit."""
+    dirs = _make_group(f"capture-pp-{os.getpid()}", -1)
+    proc = subprocess.Popen([sys.executable, "-c", PING_PONG])
+    try:
+        for d in dirs:
+            (d / "cgroup.procs").write_text(str(proc.pid))
+        time.sleep(0.2)  # the fork, into the cgroup with its parent
+        yield dirs[0]
+    finally:
+        for pid in [int(p) for p in (dirs[0] / "cgroup.procs").read_text().split()]:
+            os.kill(pid, 9)
+        proc.wait()
+        time.sleep(0.1)
+        for d in reversed(dirs):
+            d.rmdir()
+
+
+@needs_root
+def test_events_the_kernel_lost_are_counted_and_reported(ping_pong, tmp_path, capfd):
+    """A ring buffer of one page a CPU cannot hold a read interval's events of
+    the ping-pong: the loss is warned about in one line (how many, where,
+    what it means), recorded in [capture], and the capture is kept; with
+    --strict it fails and leaves no files."""
+    out = tmp_path / "lossy.toml"
+    capfd.readouterr()
+    result = cli("capture", "--cgroup", str(ping_pong), "--duration", "1s", "--buffer-kb", "4", "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    stderr = capfd.readouterr().err  # the capture's warnings, from Rust
+    warnings = [line for line in stderr.splitlines() if "trace events" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("throttlelab: warning: the kernel lost "), stderr
+    assert "(CPU " in warnings[0] and "--buffer-kb 4 a CPU" in warnings[0] and "bursts of captured threads" in warnings[0], warnings[0]
+    cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
+    assert cap["lost_events"] > 0 and f"{cap['lost_events']} trace events lost" in result.stdout, (cap, result.stdout)
+    assert f"the kernel lost {cap['lost_events']} trace events" in warnings[0]
+    strict = tmp_path / "strict.toml"
+    result = cli("capture", "--cgroup", str(ping_pong), "--duration", "1", "--buffer-kb", "4", "--strict", "-o", str(strict))
+    assert_error(result, "the kernel lost", "(--strict)")
+    assert not strict.exists() and not strict.with_suffix(".phases.gz").exists()
+
+
+@needs_root
+def test_the_trace_memory_is_bounded_and_reported(ping_pong, tmp_path):
+    """The kernel's trace memory is the per-CPU buffers, whatever the
+    duration: 8 MiB a CPU by default (64 MiB at most in all), --buffer-kb's
+    otherwise; [capture] says what it was."""
+    out = tmp_path / "c.toml"
+    result = cli("capture", "--cgroup", str(ping_pong), "--duration", "500ms", "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    cpus = os.cpu_count() or 1
+    cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
+    # The kernel rounds a buffer up to whole pages; tracefs reports the sum.
+    assert min(8192, max(1024, 65536 // cpus)) * cpus <= cap["trace_buffer_kb"] <= 65536 + 8 * cpus, cap
+    result = cli("capture", "--cgroup", str(ping_pong), "--duration", "0.3", "--buffer-kb", "2048", "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
+    assert 2048 * cpus <= cap["trace_buffer_kb"] <= (2048 + 8) * cpus, cap
+
+
+def _start_capture(group: Path, out: Path) -> subprocess.Popen:
+    """`throttlelab capture` without --duration, as a process of its own."""
+    return subprocess.Popen([sys.executable, "-m", "throttlelab", "capture", "--cgroup", str(group), "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@needs_root
+@pytest.mark.parametrize("sig, code", [(2, 0), (15, 143), (1, 129)])
+def test_a_signal_ends_a_capture_which_keeps_what_it_captured(workload, tmp_path, sig, code):
+    """Ctrl-C (SIGINT), SIGTERM or SIGHUP ends a capture without --duration
+    as `perf record` ends: what was captured is written, with the time
+    actually captured, one line says so, and SIGINT exits 0."""
+    group, _ = workload
+    out = tmp_path / "c.toml"
+    started = time.monotonic()
+    proc = _start_capture(group, out)
+    time.sleep(2.5)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == code, (proc.returncode, stderr)
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("throttlelab: capture interrupted by SIG"), stderr
+    assert "cgroups removed" not in stderr and stdout.startswith(f"{out}: "), stdout
+    cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
+    # From the start of the capture (after Python's and the trace's set-up) to the signal.
+    assert 0.5 < cap["duration_s"] < elapsed - 0.5 and cap["threads"] > 0, cap
+    assert cli("run", str(out), "--json").exit_code == 0
+
+
+def test_durations_take_a_unit():
+    from throttlelab.cli import Seconds
+    assert [Seconds().convert(v, None, None) for v in ("2", "2s", "500ms", "0.5")] == [2.0, 2.0, 0.5, 0.5]
+    for bad in ("2h", "-1s", "0", "ms", "nan"):
+        result = cli("capture", "--pid", "1", "--duration", bad, "-o", "x.toml")
+        assert_error(result, "--duration", repr(bad))
+    assert_error(cli("capture", "--cgroup", "x", "--children", "-o", "x.toml"), "--children goes with --pid")
+
+
+# A parent that only waits, and its child, which works and sleeps: the
+# parent's threads alone ran nothing.
+PARENT = """
+import os, time
+if os.fork() == 0:
+    while True:
+        for _ in range(200_000):
+            pass
+        time.sleep(0.01)
+os.wait()
+"""
+
+
+@needs_root
+def test_an_empty_capture_is_refused_and_children_are_taken_with_children(tmp_path):
+    parent = subprocess.Popen([sys.executable, "-c", PARENT])
+    try:
+        time.sleep(0.3)
+        out = tmp_path / "c.toml"
+        line = assert_error(cli("capture", "--pid", str(parent.pid), "--duration", "1", "-o", str(out)),
+                            f"pids {parent.pid}: no captured thread ran in", "add --children")
+        assert "nothing to replay" in line and not out.exists()
+        result = cli("capture", "--pid", str(parent.pid), "--children", "--duration", "1", "-o", str(out))
+        assert result.exit_code == 0, result.stderr
+        cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
+        assert cap["threads"] == 1 and cap["source"] == f"pids {parent.pid} and their children", cap
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+@needs_root
+@pytest.mark.skipif(not (CGROUP_ROOT / "cpu" / "cpu.cfs_period_us").is_file(), reason="a cgroup v1 host")
+def test_a_v2_path_on_a_v1_host_says_where_the_cpu_hierarchy_is(tmp_path):
+    line = assert_error(cli("capture", "--cgroup", str(CGROUP_ROOT / "ux-app"), "--duration", "1", "-o", str(tmp_path / "c.toml")),
+                        "this host has cgroup v1")
+    assert f"did you mean {(CGROUP_ROOT / 'cpu').resolve() / 'ux-app'}?" in line, line
+
+
+@needs_root
+def test_without_cap_sys_admin_the_tracefs_error_says_root_is_needed(tmp_path):
+    """In a mount namespace of its own without tracefs (nor debugfs, whose
+    `tracing` mounts it), a capture that may not mount tracefs says what it needs."""
+    script = ("umount /sys/kernel/tracing 2>/dev/null; umount /sys/kernel/debug/tracing 2>/dev/null; "
+              "umount /sys/kernel/debug 2>/dev/null; "
+              f"exec setpriv --bounding-set=-sys_admin --inh-caps=-sys_admin {sys.executable} -m throttlelab capture "
+              f"--pid {os.getpid()} --duration 1 -o {tmp_path / 'c.toml'}")
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "tracefs not mounted and cannot be mounted" in lines[0], done.stderr
+    assert lines[0].endswith("(capture needs root with CAP_SYS_ADMIN, as a privileged container has)"), lines[0]

@@ -77,11 +77,12 @@ def profile_for_release(release: str) -> str:
 def profile_has_burst(profile: str) -> bool:
     """Whether ``profile`` has ``cpu.max.burst``; ValueError for an unknown profile."""
 
-def capture(out: Union[str, os.PathLike[str]], duration_s: float, cgroup: Optional[Union[str, os.PathLike[str]]] = ...,
-            pids: list[int] = ...) -> str:
+def capture(out: Union[str, os.PathLike[str]], duration_s: Optional[float] = ..., cgroup: Optional[Union[str, os.PathLike[str]]] = ...,
+            pids: list[int] = ..., children: bool = ..., buffer_kb: Optional[int] = ..., strict: bool = ...) -> str:
     """Capture a cgroup's (or processes') threads from the kernel's scheduler
-    events (root); writes the scenario to ``out`` and its phases beside it,
-    returns the ``[capture]`` table as JSON."""
+    events (root) for ``duration_s`` (None: until a signal); writes the scenario
+    to ``out`` and its phases beside it, returns the ``[capture]`` table as JSON
+    with ``signal``, the signal that ended it early (or None)."""
 
 def real_preflight(scenario: str, overrides: list[str] = ...) -> None:
     """Raise HarnessError for what ``real`` would refuse before it starts (not root, more CPUs than the host, no cpu controller)."""

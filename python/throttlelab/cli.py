@@ -161,24 +161,56 @@ def real(scenario: str, overrides: tuple[str, ...], on: Optional[comparison.Kern
     _emit(next(iter(on(text, [overrides], 0.0))) if on else _native.real(text, list(overrides), WORKER), as_json)
 
 
-@main.command()
+class Seconds(click.ParamType):
+    """A time > 0 in seconds, written ``2``, ``2s`` or ``500ms``."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> float:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        number, scale = (text[:-2], 1e-3) if text.endswith("ms") else (text[:-1], 1.0) if text.endswith("s") else (text, 1.0)
+        try:
+            seconds = float(number) * scale
+        except ValueError:
+            self.fail(f"{value!r} is not a time (e.g. 2, 2s or 500ms)", param, ctx)
+        if not (seconds > 0 and math.isfinite(seconds)):
+            self.fail(f"{value!r} is not a time > 0", param, ctx)
+        return seconds
+
+
+@main.command(epilog="Exit codes: 0 captured (a Ctrl-C, SIGINT, ends the capture early and keeps it); "
+                     "128 + the signal's number when SIGTERM (143), SIGHUP (129) or SIGQUIT (131) ended it, "
+                     "after writing what was captured; 2 bad input, a refusal, or lost events with --strict.")
 @click.option("--cgroup", "cgroup", metavar="PATH", help="The cgroup's directory (or its path below the hierarchy's root).")
 @click.option("--pid", "pids", multiple=True, type=click.IntRange(min=1), metavar="PID", help="A process to capture, with its threads (repeatable); the cgroup is the first's.")
-@click.option("--duration", "duration_s", type=click.FloatRange(min=0, min_open=True), required=True, metavar="S", help="Seconds to capture.")
+@click.option("--children", is_flag=True, help="With --pid: the processes' descendants too.")
+@click.option("--duration", "duration_s", type=Seconds(), metavar="TIME", help="How long to capture: 2, 2s or 500ms [default: until Ctrl-C].")
+@click.option("--buffer-kb", type=click.IntRange(min=4), metavar="KB", help="The kernel's trace buffer per CPU, KiB [default: 8192, at most 64 MiB in all].")
+@click.option("--strict", is_flag=True, help="Fail if the kernel lost trace events (default: warn, and keep the capture).")
 @click.option("-o", "--out", "out_path", required=True, metavar="FILE.toml", help="The scenario to write; the phases go beside it (FILE.phases.gz).")
-def capture(cgroup: Optional[str], pids: tuple[int, ...], duration_s: float, out_path: str) -> None:
+def capture(cgroup: Optional[str], pids: tuple[int, ...], children: bool, duration_s: Optional[float], buffer_kb: Optional[int],
+            strict: bool, out_path: str) -> None:
     """Record what a cgroup's or some processes' threads do, from the kernel's
     scheduler events and epoll_wait's (tracefs; root), as a scenario the
     simulator replays: CPU bursts, timed sleeps, requests from outside at
     their time (wake-ups, and those an event loop takes up without sleeping),
     and wake-ups between the threads. [capture] in it holds the cgroup's
-    cpu.stat over the capture, to compare with `throttlelab run FILE.toml`."""
+    cpu.stat over the capture, to compare with `throttlelab run FILE.toml`,
+    and the trace events the kernel lost (warned about; see docs/capture.md)."""
     if (cgroup is None) == (not pids):
         raise click.UsageError("give --cgroup PATH or --pid PID (not both)")
-    spec = json.loads(_native.capture(out_path, duration_s, cgroup, list(pids)))
+    if children and not pids:
+        raise click.UsageError("--children goes with --pid")
+    spec = json.loads(_native.capture(out_path, duration_s, cgroup, list(pids), children, buffer_kb, strict))
     usage = "" if spec.get("usage_usec") is None else f", usage {spec['usage_usec'] / 1e6:.3f} s"
+    lost = f", {spec['lost_events']} trace events lost" if spec["lost_events"] else ""
     click.echo(f"{out_path}: {spec['threads']} threads over {spec['duration_s']:.3f} s{usage}, "
-               f"throttled {spec['nr_throttled']} of {spec['nr_periods']} periods ({spec['throttled_usec'] / 1e3:.1f} ms)")
+               f"throttled {spec['nr_throttled']} of {spec['nr_periods']} periods ({spec['throttled_usec'] / 1e3:.1f} ms){lost}")
+    signal = spec.get("signal")
+    if signal is not None and signal != 2:  # SIGINT is how a capture is meant to end: 0
+        sys.exit(128 + signal)
 
 
 def _emit(out: str, as_json: bool) -> None:

@@ -107,6 +107,16 @@ pub struct CaptureSpec {
     /// bound): bursts missing from `cpu_usec`.
     #[serde(default)]
     pub untraced_switches: u64,
+    /// Trace events the kernel's ring buffer lost (overwritten before they
+    /// were read, or refused): bursts around them may be cut or missing.
+    #[serde(default)]
+    pub lost_events: u64,
+    /// Trace events read (of every task on the host: switches, wake-ups, runtime updates).
+    #[serde(default)]
+    pub trace_events: u64,
+    /// The kernel memory the trace took: every CPU's ring buffer, KiB.
+    #[serde(default)]
+    pub trace_buffer_kb: u64,
 }
 
 fn default_seed() -> u64 {

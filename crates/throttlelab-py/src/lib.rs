@@ -176,19 +176,29 @@ fn real_err(py: Python<'_>, e: throttlelab_real::Error) -> PyErr {
     }
 }
 
-/// Capture a cgroup's threads (`cgroup`, a directory) or processes' (`pids`)
-/// for `duration_s` from the kernel's scheduler events; writes the scenario to
-/// `out` and its phases beside it. Returns the `[capture]` table as JSON.
-/// Releases the GIL while capturing.
+/// Capture a cgroup's threads (`cgroup`, a directory) or processes' (`pids`,
+/// with their descendants' if `children`) for `duration_s` (None: until a
+/// signal) from the kernel's scheduler events, in ring buffers of
+/// `buffer_kb` a CPU (None: the default); writes the scenario to `out` and
+/// its phases beside it. Returns the `[capture]` table as JSON, with
+/// `signal`, the number of the signal that ended it early (or null).
+/// `strict`: fail if the kernel lost events. Releases the GIL while capturing.
 #[pyfunction]
-#[pyo3(signature = (out, duration_s, cgroup = None, pids = Vec::new()))]
-fn capture(py: Python<'_>, out: PathBuf, duration_s: f64, cgroup: Option<PathBuf>, pids: Vec<u32>) -> PyResult<String> {
-    use throttlelab_real::capture::Target;
+#[pyo3(signature = (out, duration_s = None, cgroup = None, pids = Vec::new(), children = false, buffer_kb = None, strict = false))]
+#[allow(clippy::too_many_arguments)]
+fn capture(py: Python<'_>, out: PathBuf, duration_s: Option<f64>, cgroup: Option<PathBuf>, pids: Vec<u32>, children: bool,
+           buffer_kb: Option<u64>, strict: bool) -> PyResult<String> {
+    use throttlelab_real::capture::{Options, Target};
     let target = cgroup.map_or(Target::Pids(pids), Target::Cgroup);
-    let duration = std::time::Duration::try_from_secs_f64(duration_s)
-        .map_err(|_| ScenarioError::new_err(format!("--duration: must be a number of seconds > 0, got {duration_s}")))?;
-    let spec = py.detach(|| throttlelab_real::capture::capture(&target, duration, &out)).map_err(|e| real_err(py, e))?;
-    Ok(serde_json::to_string(&spec).expect("the capture serialises"))
+    let duration = duration_s
+        .map(|s| std::time::Duration::try_from_secs_f64(s).ok().filter(|d| !d.is_zero()))
+        .map(|d| d.ok_or_else(|| ScenarioError::new_err(format!("--duration: must be a time > 0, got {}", duration_s.unwrap_or(0.0)))))
+        .transpose()?;
+    let options = Options { duration, buffer_kb, children, strict };
+    let captured = py.detach(|| throttlelab_real::capture::capture(&target, &options, &out)).map_err(|e| real_err(py, e))?;
+    let mut json = serde_json::to_value(&captured.spec).expect("the capture serialises");
+    json["signal"] = captured.signal.into();
+    Ok(json.to_string())
 }
 
 /// Refuse, in one line, what `real` would refuse before it starts (not root,

@@ -7,12 +7,15 @@
 
 use crate::cgroupfs::{Found, Layout, Version};
 use crate::error::{Error, Result};
-use crate::sched_trace::{Phase, Recorder, Thread, END_MARK, START_MARK};
+use crate::sched_trace::{Context, Event, Kind, Phase, Recorder, Thread, END_MARK, START_MARK};
 use crate::timer_trace::Instance;
+use crate::trace_raw::{self, Formats};
 use crate::{cgroup_root, host, signals};
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use throttlelab_core::phases_file::HEADER;
@@ -29,19 +32,31 @@ pub enum Target {
     Pids(Vec<u32>),
 }
 
-/// Per-CPU trace buffer for each second captured (tracefs's `buffer_size_kb`),
-/// within bounds. The events are the whole host's: `set_event_pid` would
-/// follow forks, but on 6.18 it drops some switches to a traced thread from
-/// one that is not (seen: a tokio worker's switch back to a throttled spinner),
-/// and a missed switch-in loses a burst. A busy host switches some 10^4
-/// times a second, about 1 MiB of buffer; `sched_stat_runtime` adds half as
-/// many events again (4 s of tests/test_capture.py's workload on the 6.18
-/// host: 15269 lines without it, 22735 with it).
-const BUFFER_KB_PER_S: u64 = 1024;
-const BUFFER_KB_MAX: u64 = 131_072;
+/// The per-CPU ring buffer (tracefs's `buffer_size_kb`) unless `--buffer-kb`
+/// says: the trace is read while it is written (see [`Stream`]), so the
+/// buffer only has to hold what comes between two reads, and what the
+/// kernel holds does not grow with the capture's length. 8 MiB a CPU holds
+/// 0.6 s of `stress-ng --switch 2` at its busiest (about 14 MB/s a CPU,
+/// 5 reads a second apart); on a large node the total stays at 64 MiB.
+const BUFFER_KB_MAX: u64 = 8192;
+const BUFFER_KB_TOTAL: u64 = 65_536;
+const BUFFER_KB_MIN: u64 = 1024;
+
+/// How often the buffers are read. A read costs a few syscalls a CPU and a
+/// page's copy for every 4 KiB of events; reading more often does not lose
+/// fewer events, reading less often needs more buffer.
+const READ_EVERY: Duration = Duration::from_millis(50);
+/// Events are given to the recorder in time order up to this long before
+/// the last read: an event being written as a buffer is read, its time
+/// already taken, is read the next time, still in order.
+const READ_MARGIN_NS: u64 = 20_000_000;
 
 /// The scheduler events read, by tracefs's directory; `sched_waking` (4.5+)
-/// is when a wake-up is asked for, `sched_wakeup` the fallback.
+/// is when a wake-up is asked for, `sched_wakeup` the fallback. The events
+/// are the whole host's: `set_event_pid` would follow forks, but on 6.18 it
+/// drops some switches to a traced thread from one that is not (seen: a
+/// tokio worker's switch back to a throttled spinner), and a missed switch
+/// in loses a burst.
 const EVENTS: [&str; 4] = ["sched/sched_switch", "sched/sched_waking", "sched/sched_process_fork", "sched/sched_process_exit"];
 
 /// Read where the kernel has them: `update_curr`'s deltas measure the bursts
@@ -59,32 +74,58 @@ const OPTIONAL_EVENTS: [(&str, &str); 7] = [
     ("syscalls/sys_exit_epoll_pwait2", "ret > 0"),
 ];
 
-/// Capture `target` for `duration`; write the scenario to `out` and the
-/// phases beside it (`<stem>.phases.gz`). Returns the `[capture]` table.
-/// Both files are created before the capture starts (with the scenario's
-/// directory, if missing), so that an output that cannot be written is
-/// refused before a minute of capturing rather than after; they are removed
-/// again if the capture fails.
-pub fn capture(target: &Target, duration: Duration, out: &Path) -> Result<CaptureSpec> {
+/// How to capture, besides what.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// How long; None: until a signal (Ctrl-C).
+    pub duration: Option<Duration>,
+    /// The per-CPU ring buffer, KiB; None: the default (`BUFFER_KB_MAX`, within `BUFFER_KB_TOTAL`).
+    pub buffer_kb: Option<u64>,
+    /// With `Target::Pids`: their descendants' threads too.
+    pub children: bool,
+    /// Fail, rather than warn, if the kernel lost events.
+    pub strict: bool,
+}
+
+/// What a capture wrote: its `[capture]` table, and the signal that ended
+/// it early, if one did.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub spec: CaptureSpec,
+    pub signal: Option<libc::c_int>,
+}
+
+/// Capture `target` as `options` say; write the scenario to `out` and the
+/// phases beside it (`<stem>.phases.gz`). Both files are created before the
+/// capture starts (with the scenario's directory, if missing), so that an
+/// output that cannot be written is refused before a minute of capturing
+/// rather than after; they are removed again if the capture fails. A
+/// signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) ends the capture, which keeps
+/// what it has: `Captured::signal` says which.
+pub fn capture(target: &Target, options: &Options, out: &Path) -> Result<Captured> {
     // SAFETY: geteuid cannot fail.
-    host::check_root(unsafe { libc::geteuid() })?;
+    host::check_root(unsafe { libc::geteuid() }).map_err(|_| Error::harness("capture needs root (tracefs and the cgroups' files)"))?;
     let phases_path = out.with_extension("phases.gz");
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
     }
     let scenario_file = fs::File::create(out).map_err(|e| Error::io("create", out, e))?;
     let phases_file = fs::File::create(&phases_path).map_err(|e| Error::io("create", &phases_path, e))?;
-    let captured = record(target, duration, out, scenario_file, &phases_path, phases_file);
+    let captured = record(target, options, out, scenario_file, &phases_path, phases_file);
     if captured.is_err() {
         let _ = fs::remove_file(out);
         let _ = fs::remove_file(&phases_path);
     }
-    captured
+    captured.map_err(|e| match e {
+        // Before the capture started: nothing to keep.
+        Error::Interrupted(sig) => Error::harness(format!("interrupted by {} before the capture started; nothing written", signals::name(sig))),
+        e => e,
+    })
 }
 
 /// `capture` once its output files are open.
-fn record(target: &Target, duration: Duration, out: &Path, mut scenario_file: fs::File, phases_path: &Path,
-          phases_file: fs::File) -> Result<CaptureSpec> {
+fn record(target: &Target, options: &Options, out: &Path, mut scenario_file: fs::File, phases_path: &Path,
+          phases_file: fs::File) -> Result<Captured> {
     let signals = signals::Guard::install()?;
     let layout = Layout::detect(&cgroup_root())?;
     let (group, threads, source) = match target {
@@ -97,49 +138,92 @@ fn record(target: &Target, duration: Duration, out: &Path, mut scenario_file: fs
         Target::Pids(pids) => {
             let first = *pids.first().ok_or_else(|| Error::harness("give --cgroup or at least one --pid"))?;
             let group = layout.found(&cgroup_of(first, layout.version)?)?;
-            let threads = pids.iter().map(|&p| threads_of(p)).collect::<Result<Vec<_>>>()?.concat();
-            (group, threads, format!("pids {}", pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")))
+            let mut procs = pids.clone();
+            if options.children {
+                procs.extend(descendants(pids));
+            }
+            let threads = procs.iter().map(|&p| threads_of(p)).collect::<Result<Vec<_>>>()?.concat();
+            let children = if options.children { " and their children" } else { "" };
+            (group, threads, format!("pids {}{children}", pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")))
         }
     };
     if threads.is_empty() {
         return Err(Error::harness(format!("{source}: no threads to capture")));
     }
     let named: Vec<(u32, String)> = threads.iter().map(|&t| (t, comm_of(t))).collect();
-    let trace = Instance::open(&format!("throttlelab-capture-{}", std::process::id())).map_err(Error::harness)?;
-    let buffer_kb = (duration.as_secs().max(1) * BUFFER_KB_PER_S).min(BUFFER_KB_MAX);
+    let trace = Instance::open(&format!("{INSTANCE_PREFIX}{}", std::process::id())).map_err(|e| {
+        Error::harness(if e.contains("Operation not permitted") || e.contains("Permission denied") {
+            format!("{e} (capture needs root with CAP_SYS_ADMIN, as a privileged container has)")
+        } else {
+            e
+        })
+    })?;
+    remove_stale_instances(&trace);
+    let nr_cpus = host::online_cpus()?.len().max(1) as u64;
+    let buffer_kb = options.buffer_kb.unwrap_or((BUFFER_KB_TOTAL / nr_cpus).clamp(BUFFER_KB_MIN, BUFFER_KB_MAX));
     trace.write("buffer_size_kb", &buffer_kb.to_string()).map_err(Error::harness)?;
-    // One clock for every CPU: with the default per-CPU `local` clock a
-    // thread's switch in on one CPU can sort before its switch out on the
-    // other, and its burst is lost.
+    // One clock for every CPU, which user space reads too (CLOCK_MONOTONIC):
+    // the CPUs' buffers are merged by time, and read up to a time.
     trace.write("trace_clock", "mono").map_err(Error::harness)?;
+    let mut read = EVENTS.to_vec();
     for event in EVENTS {
         let fallback = event.replace("waking", "wakeup");
         trace
             .write(&format!("events/{event}/enable"), "1")
-            .or_else(|_| trace.write(&format!("events/{fallback}/enable"), "1"))
+            .or_else(|e| trace.write(&format!("events/{fallback}/enable"), "1").map(|_| read.push(leak(fallback))).map_err(|_| e))
             .map_err(Error::harness)?;
     }
     for (event, filter) in OPTIONAL_EVENTS {
-        if filter.is_empty() || trace.write(&format!("events/{event}/filter"), filter).is_ok() {
-            let _ = trace.write(&format!("events/{event}/enable"), "1");
+        if (filter.is_empty() || trace.write(&format!("events/{event}/filter"), filter).is_ok())
+            && trace.write(&format!("events/{event}/enable"), "1").is_ok()
+        {
+            read.push(event);
         }
     }
+    let mut stream = Stream::open(&trace, &read)?;
+    let trace_buffer_kb = stream.buffer_total_kb(&trace)?;
+    let mut recorder = Recorder::new(&named);
     let before = group.stats()?;
-    trace.write("trace_marker", START_MARK).map_err(Error::harness)?;
-    let end = Instant::now() + duration;
-    while let Some(left) = end.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
-        std::thread::sleep(left.min(Duration::from_millis(100)));
-        signals.check()?;
+    let start_ns = now_ns();
+    let started = Instant::now();
+    stream.mark(start_ns, START_MARK);
+    let mut signal = None;
+    loop {
+        let left = options.duration.map(|d| d.saturating_sub(started.elapsed()));
+        if left.is_some_and(|l| l.is_zero()) {
+            break;
+        }
+        std::thread::sleep(left.map_or(READ_EVERY, |l| l.min(READ_EVERY)));
+        if let Err(Error::Interrupted(sig)) = signals.check() {
+            signal = Some(sig);
+            break;
+        }
+        let now = now_ns();
+        stream.read()?;
+        stream.feed(now.saturating_sub(READ_MARGIN_NS), &mut recorder);
     }
-    trace.write("trace_marker", END_MARK).map_err(Error::harness)?;
+    let end_ns = now_ns();
     let after = group.stats()?;
+    stream.mark(end_ns, END_MARK);
     trace.write("tracing_on", "0").map_err(Error::harness)?;
-    let (captured, window_ns) = read_trace(&trace.dir.join("trace"), &named)?;
+    stream.read()?;
+    stream.feed(u64::MAX, &mut recorder);
+    let lost = stream.lost(&trace, start_ns)?;
+    if signal.is_some() {
+        eprintln!(
+            "throttlelab: capture interrupted by {} after {:.3} s: writing what was captured",
+            signals::name(signal.unwrap_or(0)),
+            (end_ns - start_ns) as f64 / 1e9
+        );
+    }
+    drop(signals);
+    let (captured, window_ns) = recorder.finish().map_err(Error::harness)?;
+    let captured: Vec<Thread> = captured.into_iter().filter(|t| t.phases.iter().any(|p| matches!(p, Phase::Run { .. }))).collect();
     let limit = group.limit()?;
     let stats = after.since(&before, limit);
     let release = host::release()?;
     let spec = CaptureSpec {
-        source,
+        source: source.clone(),
         release: release.clone(),
         duration_s: window_ns as f64 / 1e9,
         threads: captured.len() as u64,
@@ -149,7 +233,16 @@ fn record(target: &Target, duration: Duration, out: &Path, mut scenario_file: fs
         throttled_usec: stats.throttled_usec,
         cpu_usec: captured.iter().map(|t| t.cpu_ns).sum::<u64>() / 1_000,
         untraced_switches: captured.iter().map(|t| t.untraced_switches).sum(),
+        lost_events: lost.total,
+        trace_events: stream.events,
+        trace_buffer_kb,
     };
+    if let Some(warning) = lost.warning(&spec, buffer_kb) {
+        if options.strict {
+            return Err(Error::harness(format!("{warning} (--strict)")));
+        }
+        eprintln!("throttlelab: warning: {warning}");
+    }
     let untraced = spec.untraced_switches;
     if untraced > 0 {
         eprintln!(
@@ -159,12 +252,271 @@ fn record(target: &Target, duration: Duration, out: &Path, mut scenario_file: fs
             spec.usage_usec.map_or("?".to_string(), |u| (u / 1_000).to_string())
         );
     }
+    empty_capture(&spec, target)?;
     let names = task_names(&captured);
     write_phases(phases_path, phases_file, &captured, &names)?;
     let file_name = phases_path.file_name().expect("a file name").to_string_lossy();
     let text = scenario_text(&spec, &group, &captured, &names, &file_name)?;
-    scenario_file.write_all(text.as_bytes()).map_err(|e| Error::io("write", out, e))?;
-    Ok(spec)
+    scenario_file.write_all(text.as_bytes()).and_then(|_| scenario_file.sync_all()).map_err(|e| Error::io("write", out, e))?;
+    Ok(Captured { spec, signal })
+}
+
+/// The name of a capture's tracefs instance: `throttlelab-capture-<pid>`.
+const INSTANCE_PREFIX: &str = "throttlelab-capture-";
+
+/// Remove the tracefs instances of captures killed outright (SIGKILL, the
+/// OOM killer): their events stay enabled, the whole host's switches
+/// recorded into their buffers, until someone removes them. An instance
+/// is a capture's while its process lives.
+fn remove_stale_instances(ours: &Instance) {
+    let Some(instances) = ours.dir.parent() else { return };
+    for entry in fs::read_dir(instances).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(INSTANCE_PREFIX)).and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            match fs::remove_dir(entry.path()) {
+                Ok(()) => eprintln!("throttlelab: removed the trace instance {} of a capture killed before it could (pid {pid})", entry.path().display()),
+                Err(e) => eprintln!("throttlelab: warning: cannot remove the trace instance {} of a killed capture: {e}", entry.path().display()),
+            }
+        }
+    }
+}
+
+/// A `'static` name for an event found at run time (a handful per capture).
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// CLOCK_MONOTONIC, the trace's clock (`mono`: `ktime_get_mono_fast_ns`), in ns.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to write; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Refuse a capture that caught nothing, and warn about one whose threads
+/// account for little of their cgroup's CPU: with `--pid`, the cgroup's
+/// other processes (a parent that forked its workers before the capture).
+fn empty_capture(spec: &CaptureSpec, target: &Target) -> Result<()> {
+    let hint = match target {
+        Target::Pids(_) if !spec.source.ends_with("children") => " (its workers may be child processes: add --children)",
+        _ => "",
+    };
+    let usage = spec.usage_usec.map_or(String::new(), |u| format!(", while the cgroup used {:.3} s of CPU", u as f64 / 1e6));
+    if spec.threads == 0 {
+        return Err(Error::harness(format!(
+            "{}: no captured thread ran in {:.3} s{usage}: nothing to replay{hint}",
+            spec.source, spec.duration_s
+        )));
+    }
+    if let Some(usage) = spec.usage_usec.filter(|&u| u > 0 && (spec.cpu_usec as f64) < EMPTY_SHARE * u as f64) {
+        eprintln!(
+            "throttlelab: warning: the captured threads ran {:.3} s of the {:.3} s of CPU the cgroup used: the replay leaves the rest out{hint}",
+            spec.cpu_usec as f64 / 1e6,
+            usage as f64 / 1e6
+        );
+    }
+    Ok(())
+}
+
+/// Below this share of their cgroup's CPU, the captured threads are not
+/// the workload: a warning says so.
+const EMPTY_SHARE: f64 = 0.5;
+
+/// The processes descended from `pids` (by their parent pid in `/proc/N/stat`), not `pids`.
+fn descendants(pids: &[u32]) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // `pid (comm) state ppid ...`: the comm may hold anything, up to the last ')'.
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut found: Vec<u32> = Vec::new();
+    let mut frontier = pids.to_vec();
+    while let Some(p) = frontier.pop() {
+        for &(child, parent) in &parents {
+            if parent == p && !pids.contains(&child) && !found.contains(&child) {
+                found.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// Events lost, counted by the ring buffer (`per_cpu/cpuN/stats`) and
+/// placed by the pages that came after them.
+#[derive(Debug, Default)]
+struct Lost {
+    total: u64,
+    /// Per CPU: (its count, the first and last time, s into the capture, a page said events were lost before it).
+    per_cpu: Vec<(u32, u64, Option<(f64, f64)>)>,
+}
+
+impl Lost {
+    /// One line on what was lost and what it means, None if nothing was.
+    fn warning(&self, spec: &CaptureSpec, buffer_kb: u64) -> Option<String> {
+        if self.total == 0 {
+            return None;
+        }
+        let wheres: Vec<String> = self
+            .per_cpu
+            .iter()
+            .filter(|(_, n, _)| *n > 0)
+            .map(|(cpu, n, when)| match when {
+                Some((a, b)) if b > a => format!("CPU {cpu}: {n} between {a:.3} and {b:.3} s"),
+                Some((a, _)) => format!("CPU {cpu}: {n} before {a:.3} s"),
+                None => format!("CPU {cpu}: {n}"),
+            })
+            .collect();
+        Some(format!(
+            "the kernel lost {} trace events ({}; the ring buffer was full: --buffer-kb {} a CPU was too small, or the reader was starved): \
+             bursts of captured threads on those CPUs then are cut or missing, so the {:.3} s of CPU captured may be short of cpu.stat's",
+            self.total,
+            wheres.join(", "),
+            buffer_kb,
+            spec.cpu_usec as f64 / 1e6,
+        ))
+    }
+}
+
+/// Each CPU's `trace_pipe_raw`, read as the trace is written (without
+/// blocking, every `READ_EVERY`), its pages decoded into events (see
+/// [`trace_raw`]); the events of all CPUs go to the recorder in time order
+/// once every CPU has been read past them. What is held: the events of one
+/// read interval; the recorder holds each thread's phases (a few dozen
+/// bytes each), which the conversion needs whole (catch-up sleeps are told
+/// from all of a thread's sleeps).
+struct Stream {
+    readers: Vec<CpuReader>,
+    formats: Formats,
+    commit_size: usize,
+    page: Vec<u8>,
+    decoded: Vec<Event>,
+    /// The window's marks, given to the recorder in their place.
+    marks: Vec<Event>,
+    /// Per CPU: (cpu, the first and last page's time that said events were lost before it).
+    lost_at: Vec<(u32, u64, u64)>,
+    /// Events read.
+    events: u64,
+}
+
+struct CpuReader {
+    cpu: u32,
+    file: fs::File,
+    pending: VecDeque<Event>,
+}
+
+impl Stream {
+    fn open(trace: &Instance, events: &[&str]) -> Result<Stream> {
+        let root = trace.dir.join("events");
+        let formats = Formats::read(&root, events).map_err(Error::harness)?;
+        let header = fs::read_to_string(root.join("header_page")).map_err(|e| Error::io("read", &root.join("header_page"), e))?;
+        let commit_size = trace_raw::commit_size(&header);
+        let per_cpu = trace.dir.join("per_cpu");
+        let mut cpus: Vec<u32> = fs::read_dir(&per_cpu)
+            .map_err(|e| Error::io("list", &per_cpu, e))?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("cpu")?.parse().ok())
+            .collect();
+        cpus.sort_unstable();
+        let readers = cpus
+            .into_iter()
+            .map(|cpu| {
+                let path = per_cpu.join(format!("cpu{cpu}/trace_pipe_raw"));
+                let file = fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).map_err(|e| Error::io("open", &path, e))?;
+                Ok(CpuReader { cpu, file, pending: VecDeque::new() })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // SAFETY: sysconf cannot fail for _SC_PAGESIZE.
+        let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        Ok(Stream { readers, formats, commit_size, page: vec![0; page_size], decoded: Vec::new(), marks: Vec::new(), lost_at: Vec::new(), events: 0 })
+    }
+
+    /// The kernel memory of the trace: every CPU's buffer (`buffer_total_size_kb`).
+    fn buffer_total_kb(&self, trace: &Instance) -> Result<u64> {
+        let path = trace.dir.join("buffer_total_size_kb");
+        let text = fs::read_to_string(&path).map_err(|e| Error::io("read", &path, e))?;
+        text.split_whitespace().next().and_then(|n| n.parse().ok()).ok_or_else(|| Error::harness(format!("{}: not a number: {text:?}", path.display())))
+    }
+
+    /// A mark of the window at `ts_ns`, given to the recorder in time order.
+    fn mark(&mut self, ts_ns: u64, text: &str) {
+        self.marks.push(Event { ts_ns, pid: std::process::id(), context: Context::Task, cpu: 0, kind: Kind::Mark(text.to_string()) });
+    }
+
+    /// Read every CPU's buffer to its end.
+    fn read(&mut self) -> Result<()> {
+        for r in &mut self.readers {
+            loop {
+                let n = match r.file.read(&mut self.page) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(Error::harness(format!("cannot read CPU {}'s trace: {e}", r.cpu))),
+                };
+                let info = trace_raw::decode_page(&self.page[..n], self.commit_size, r.cpu, &self.formats, &mut self.decoded)
+                    .map_err(|e| Error::harness(format!("CPU {}'s trace: {e}", r.cpu)))?;
+                if info.lost.is_some() {
+                    match self.lost_at.iter_mut().find(|(cpu, ..)| *cpu == r.cpu) {
+                        Some(at) => at.2 = info.ts_ns,
+                        None => self.lost_at.push((r.cpu, info.ts_ns, info.ts_ns)),
+                    }
+                }
+                self.events += info.events as u64;
+                r.pending.extend(self.decoded.drain(..));
+            }
+        }
+        Ok(())
+    }
+
+    /// Give the recorder every event read up to `upto_ns`, in time order
+    /// (a tie goes to the lower CPU, as tracefs's `trace` has it).
+    fn feed(&mut self, upto_ns: u64, recorder: &mut Recorder) {
+        loop {
+            let next = self
+                .readers
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| Some((r.pending.front()?.ts_ns, i)))
+                .filter(|&(ts, _)| ts <= upto_ns)
+                .min();
+            let mark = self.marks.first().map(|m| m.ts_ns).filter(|&ts| ts <= upto_ns);
+            match (next, mark) {
+                (_, Some(m)) if next.is_none_or(|(ts, _)| m <= ts) => recorder.event(&self.marks.remove(0)),
+                (Some((_, i)), _) => recorder.event(&self.readers[i].pending.pop_front().expect("a front")),
+                _ => return,
+            }
+        }
+    }
+
+    /// The events the ring buffer lost (per CPU: `overrun`, those
+    /// overwritten before they were read; `dropped events`, those it
+    /// refused), where the pages say so, at times from `start_ns`.
+    fn lost(&self, trace: &Instance, start_ns: u64) -> Result<Lost> {
+        let mut lost = Lost::default();
+        for r in &self.readers {
+            let path = trace.dir.join(format!("per_cpu/cpu{}/stats", r.cpu));
+            let text = fs::read_to_string(&path).map_err(|e| Error::io("read", &path, e))?;
+            let n: u64 = ["overrun", "commit overrun", "dropped events"].iter().map(|k| stat(&text, k)).sum();
+            let s = |ns: u64| ns.saturating_sub(start_ns) as f64 / 1e9;
+            let when = self.lost_at.iter().find(|(cpu, ..)| *cpu == r.cpu).map(|&(_, a, b)| (s(a), s(b)));
+            lost.total += n;
+            lost.per_cpu.push((r.cpu, n, when));
+        }
+        Ok(lost)
+    }
+}
+
+/// `key: N` in a `per_cpu/cpuN/stats` file; 0 if absent.
+fn stat(text: &str, key: &str) -> u64 {
+    text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':')?.trim().parse().ok()).unwrap_or(0)
 }
 
 /// The cgroup (below the hierarchies' roots) of process `pid`.
@@ -193,33 +545,6 @@ fn threads_of(pid: u32) -> Result<Vec<u32>> {
 /// A thread's name (`comm`); empty if it is gone.
 fn comm_of(tid: u32) -> String {
     fs::read_to_string(format!("/proc/{tid}/comm")).map(|c| c.trim().to_string()).unwrap_or_default()
-}
-
-/// Read a stopped instance's `trace` into each thread's phases; Err if the
-/// buffer lost events (the header says so) or a line does not read.
-fn read_trace(path: &Path, threads: &[(u32, String)]) -> Result<(Vec<Thread>, u64)> {
-    let file = fs::File::open(path).map_err(|e| Error::io("read", path, e))?;
-    let mut recorder = Recorder::new(threads);
-    for line in BufReader::new(file).lines() {
-        let line = line.map_err(|e| Error::io("read", path, e))?;
-        if let Some((kept, written)) = entries(&line).filter(|(kept, written)| kept < written) {
-            return Err(Error::harness(format!(
-                "the trace buffer kept {kept} of {written} events: capture for less time, or fewer threads"
-            )));
-        }
-        if let Some(event) = crate::sched_trace::parse_line(&line) {
-            recorder.event(&event.map_err(Error::harness)?);
-        }
-    }
-    let (captured, window_ns) = recorder.finish().map_err(Error::harness)?;
-    Ok((captured.into_iter().filter(|t| t.phases.iter().any(|p| matches!(p, Phase::Run { .. }))).collect(), window_ns))
-}
-
-/// `# entries-in-buffer/entries-written: 120/140   #P:2`: (kept, written).
-fn entries(line: &str) -> Option<(u64, u64)> {
-    let rest = line.strip_prefix("# entries-in-buffer/entries-written: ")?;
-    let (kept, written) = rest.split_whitespace().next()?.split_once('/')?;
-    Some((kept.parse().ok()?, written.parse().ok()?))
 }
 
 /// Each thread's task name: its comm in the characters names allow, and its pid.
@@ -301,12 +626,15 @@ fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &
     }
     let _ = write!(
         t,
-        "nr_periods = {}\nnr_throttled = {}\nthrottled_usec = {}\ncpu_usec = {}\nuntraced_switches = {}\n",
+        "nr_periods = {}\nnr_throttled = {}\nthrottled_usec = {}\ncpu_usec = {}\nuntraced_switches = {}\nlost_events = {}\ntrace_events = {}\ntrace_buffer_kb = {}\n",
         spec.nr_periods,
         spec.nr_throttled,
         spec.throttled_usec,
         spec.cpu_usec,
-        spec.untraced_switches
+        spec.untraced_switches,
+        spec.lost_events,
+        spec.trace_events,
+        spec.trace_buffer_kb
     );
     for (thread, name) in threads.iter().zip(names) {
         let _ = write!(t, "\n[[task]]\nname = \"{name}\"\ncgroup = \"{cgroup}\"\nloop = 1\nphases_file = {}\n", quoted(phases_file));
@@ -322,8 +650,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_trace_header_counts() {
-        assert_eq!(entries("# entries-in-buffer/entries-written: 120/140   #P:2"), Some((120, 140)));
-        assert_eq!(entries("# tracer: nop"), None);
+    fn reads_the_ring_buffers_stats() {
+        let text = "entries: 0\noverrun: 12\ncommit overrun: 0\nbytes: 0\noldest event ts:     0.000000\ndropped events: 3\n";
+        assert_eq!((stat(text, "overrun"), stat(text, "commit overrun"), stat(text, "dropped events"), stat(text, "x")), (12, 0, 3, 0));
     }
 }

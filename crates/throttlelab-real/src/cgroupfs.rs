@@ -245,14 +245,27 @@ impl Layout {
     /// The cgroup at `rel`, a path below the hierarchies' roots (as
     /// /proc/PID/cgroup gives it), or an absolute directory in one of them.
     pub fn found(&self, rel: &Path) -> Result<Found> {
+        let original = rel;
         let rel = self
             .hierarchies
             .iter()
             .find_map(|h| rel.strip_prefix(&h.root).ok())
             .unwrap_or_else(|| rel.strip_prefix("/").unwrap_or(rel));
         let at = |pick: fn(&Hierarchy) -> bool| Some(self.find(pick).root.join(rel)).filter(|d| d.is_dir());
-        let cpu = self.find(|h| h.cpu).root.join(rel);
+        let cpu_root = &self.find(|h| h.cpu).root;
+        let cpu = cpu_root.join(rel);
         if !cpu.is_dir() {
+            // A v2 path (`/sys/fs/cgroup/app`) on a v1 host: below the
+            // hierarchies' mount point, but not in the cpu hierarchy.
+            let beside = cpu_root.parent().and_then(|mounts| original.strip_prefix(mounts).ok()).filter(|_| self.version == Version::V1 && !self.hierarchies.iter().any(|h| original.starts_with(&h.root)));
+            if let Some(below) = beside.filter(|_| original.is_absolute()) {
+                return Err(Error::harness(format!(
+                    "no cgroup {}: this host has cgroup v1, whose cpu hierarchy is {} (did you mean {}?)",
+                    original.display(),
+                    cpu_root.display(),
+                    cpu_root.join(below).display()
+                )));
+            }
             return Err(Error::harness(format!("no cgroup {}: not a directory", cpu.display())));
         }
         Ok(Found { version: self.version, cpu, cpuacct: at(|h| h.cpuacct), cpuset: at(|h| h.cpuset) })
@@ -870,6 +883,22 @@ phases = [{ run_us = 1000 }]
         stale[0].remove().unwrap();
         let left: Vec<String> = before.into_iter().filter(|p| !p.contains("throttlelab-7")).collect();
         assert_eq!(listing(&root), left);
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_v2_path_on_a_v1_host_says_where_the_cpu_hierarchy_is() {
+        let root = fake_v1("v2path");
+        let layout = Layout::detect(&root).unwrap();
+        let cpu = fs::canonicalize(root.join("cpu")).unwrap();
+        let e = layout.found(&root.join("ux-app")).unwrap_err().to_string();
+        assert_eq!(e, format!("no cgroup {}: this host has cgroup v1, whose cpu hierarchy is {} (did you mean {}?)",
+                              root.join("ux-app").display(), cpu.display(), cpu.join("ux-app").display()));
+        // A missing cgroup inside the hierarchy, or below its root, is just missing.
+        for missing in [cpu.join("gone"), PathBuf::from("gone")] {
+            let e = layout.found(&missing).unwrap_err().to_string();
+            assert_eq!(e, format!("no cgroup {}: not a directory", cpu.join("gone").display()));
+        }
         fs::remove_dir_all(root).unwrap();
     }
 

@@ -19,6 +19,7 @@ mod lock;
 mod probe;
 mod signals;
 mod timer_trace;
+mod trace_raw;
 pub mod sched_trace;
 pub mod worker;
 

@@ -129,6 +129,7 @@ fn capture(mut args: impl Iterator<Item = String>) -> Result<String, (String, u8
     let (Some(duration), Some(out)) = (duration, out) else {
         return Err(input(format!("capture needs --duration and -o; {USAGE}")));
     };
-    let spec = throttlelab_real::capture::capture(&target, duration, &out).map_err(failed)?;
-    Ok(serde_json::to_string(&spec).expect("the capture serialises"))
+    let options = throttlelab_real::capture::Options { duration: Some(duration), ..Default::default() };
+    let captured = throttlelab_real::capture::capture(&target, &options, &out).map_err(failed)?;
+    Ok(serde_json::to_string(&captured.spec).expect("the capture serialises"))
 }
