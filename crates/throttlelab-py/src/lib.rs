@@ -62,15 +62,40 @@ impl Document {
     /// timers where that kernel run had them.
     #[pyo3(signature = (overrides = Vec::new(), like_host = None, placed = false))]
     fn run(&self, py: Python<'_>, overrides: Vec<String>, like_host: Option<&str>, placed: bool) -> PyResult<String> {
-        let mut s = self.0.load(&overrides).map_err(scenario_err)?;
+        let mut overrides = overrides;
         if let Some(host) = like_host {
-            let host: throttlelab_core::output::Host =
-                serde_json::from_str(host).map_err(|e| ScenarioError::new_err(format!("host: {e}")))?;
-            s.set_like(&host, placed).map_err(scenario_err)?;
+            let host = read_host(host)?;
+            let scenario = if placed { Some(self.0.load(&overrides).map_err(scenario_err)?) } else { None };
+            // After the user's: the kernel ran with the host's, whatever they say.
+            overrides.extend(host.scenario_overrides(scenario.as_ref()).map_err(scenario_err)?);
         }
+        let s = self.0.load(&overrides).map_err(scenario_err)?;
         let out = py.detach(|| throttlelab_core::simulate(&s));
         Ok(serde_json::to_string(&out).expect("output serialises"))
     }
+}
+
+/// A `host` block (JSON).
+fn read_host(host: &str) -> PyResult<throttlelab_core::output::Host> {
+    serde_json::from_str(host).map_err(|e| ScenarioError::new_err(format!("host: {e}")))
+}
+
+/// The `key=value` overrides that set a scenario up like `host` (a real run's
+/// `host` block, or `probe_host`'s, as JSON), unpaired: the core's one rule,
+/// `Host::scenario_overrides`.
+#[pyfunction]
+fn like_host_overrides(host: &str) -> PyResult<Vec<String>> {
+    read_host(host)?.scenario_overrides(None).map_err(scenario_err)
+}
+
+/// Probe this host as the real backend does before each run, running nothing
+/// else: its kernel, and its background activity, work speed and tick
+/// lateness on its first `cpus` online CPUs. Returns the `host` block as JSON
+/// (root; holds the real backend's lock meanwhile). Releases the GIL.
+#[pyfunction]
+fn probe_host(py: Python<'_>, cpus: usize) -> PyResult<String> {
+    let host = py.detach(|| throttlelab_real::probe_host(cpus)).map_err(|e| real_err(py, e))?;
+    Ok(serde_json::to_string(&host).expect("the host serialises"))
 }
 
 /// The scenario (TOML text) for an rt-app workload (JSON text), named `name`.
@@ -255,6 +280,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(real, m)?)?;
     m.add_function(wrap_pyfunction!(real_preflight, m)?)?;
     m.add_function(wrap_pyfunction!(capture, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_host, m)?)?;
+    m.add_function(wrap_pyfunction!(like_host_overrides, m)?)?;
     m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(features, m)?)?;
