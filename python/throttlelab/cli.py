@@ -14,6 +14,7 @@ from typing import Any, Iterable, Iterator, Optional
 import click
 
 from throttlelab import _native, bench as benches, compare as comparison, output, vm
+from throttlelab.background import Assumed, like_host_option, set_up as background_set_up
 from throttlelab.acceptance import AcceptanceError
 from throttlelab.acceptance.cgroup import LockHeld
 from throttlelab import reproduce as experiments
@@ -102,11 +103,13 @@ def main() -> None:
 @main.command()
 @click.argument("scenario", default=DEFAULT_SCENARIO)
 @set_option
+@like_host_option
 @click.option("--json", "as_json", is_flag=True, help="Print the output document as JSON.")
-def run(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
+def run(scenario: str, overrides: tuple[str, ...], like_host: bool, as_json: bool) -> None:
     """Simulate SCENARIO (a built-in name or a TOML file; default ugedal-table2)."""
     text, _ = load_scenario_text(scenario)
-    _emit(_native.run(text, list(overrides)), as_json)
+    settings, background = background_set_up(text, overrides, like_host)
+    _emit(_native.run(text, settings), as_json, background)
 
 
 def kernel_options(command: Any) -> Any:
@@ -169,13 +172,15 @@ def capture(cgroup: Optional[str], pids: tuple[int, ...], duration_s: float, out
                f"throttled {spec['nr_throttled']} of {spec['nr_periods']} periods ({spec['throttled_usec'] / 1e3:.1f} ms)")
 
 
-def _emit(out: str, as_json: bool) -> None:
+def _emit(out: str, as_json: bool, background: Optional[Assumed] = None) -> None:
     """Print an output document: exactly the native JSON (byte-for-byte
-    reproducible for a seed), or as tables."""
+    reproducible for a seed), or as tables (and the simulator's background)."""
     if as_json:
         click.echo(out)
     else:
         Terminal().print(*output.render(json.loads(out)))
+        if background:
+            click.echo(background.line())
 
 
 @main.command()
@@ -370,13 +375,14 @@ def report(target: str, overrides: tuple[str, ...], out_dir: str, window_ms: Opt
 @click.argument("scenario")
 @click.option("--grid", "grids", multiple=True, required=True, metavar="KEY=V1,V2,...", help="Values of one key, in TOML syntax (repeatable; runs the cross product).")
 @set_option
+@like_host_option
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True, help="A process pool on this machine, or Ray.")
 @click.option("--address", help="Ray cluster to run on (with --executor ray); default: a local Ray instance.")
 @click.option("--workers", type=click.IntRange(min=1), help="Processes, or CPUs of the local Ray instance (default: every core).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as a JSON list.")
 @click.option("-o", "--out", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the rows as CSV to FILE ('-': stdout).")
 def sweep(
-    scenario: str, grids: tuple[str, ...], overrides: tuple[str, ...], executor: str,
+    scenario: str, grids: tuple[str, ...], overrides: tuple[str, ...], like_host: bool, executor: str,
     address: Optional[str], workers: Optional[int], as_json: bool, csv_path: Optional[str],
 ) -> None:
     """Run SCENARIO once per combination of the --grid values: one row per run, the
@@ -390,16 +396,20 @@ def sweep(
             raise SweepError(f"--grid {key} given twice")
         grid[key] = values
     text, _ = load_scenario_text(scenario)
+    settings, background = background_set_up(text, overrides, like_host, list(grid))
     terminal = Terminal()
     with terminal.progress() as progress:
         bar = progress.add_task("sweep", total=math.prod(len(values) for values in grid.values()))
-        rows = sweep_rows(text, grid, overrides, executor, address, workers, lambda: progress.advance(bar))
+        rows = sweep_rows(text, grid, settings, executor, address, workers, lambda: progress.advance(bar))
+    # Each row says its background, after the grid's values.
+    rows = [{**{k: row[k] for k in grid}, **background.columns(row), **row} for row in rows]
     if as_json:
         click.echo(json.dumps(rows))
     elif csv_path:
         _write_csv(csv_path, rows)
     else:
         terminal.print(render_sweep(list(grid), rows))
+        click.echo(background.line())
 
 
 def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:
@@ -442,26 +452,30 @@ class Ratio(click.ParamType):
 @click.option("--platform", type=click.Choice(list(PLATFORMS)), default="cgroup", show_default=True, help="Search only what this platform can set and answer in its units (kubernetes: millicores at the kubelet's 100 ms period, no burst).")
 @click.option("--runs", "seeds", default=3, show_default=True, type=click.IntRange(min=1), help="The target must hold in every one of this many runs (seeds 1..N; the holdout takes the next N).")
 @set_option
+@like_host_option
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendation and every candidate as JSON.")
 def advise(
     scenario: str, cgroup: str, max_throttled: float, max_p99_ms: Optional[float], platform: str, seeds: int,
-    overrides: tuple[str, ...], as_json: bool,
+    overrides: tuple[str, ...], like_host: bool, as_json: bool,
 ) -> int:
     """Find the smallest CPU limit for CGROUP of SCENARIO that keeps it throttled at
     most --max-throttled (and services' p99 within --max-p99-ms) in every seed, or
     say that the limit should go; the scenario's current limit is shown first."""
     text, _ = load_scenario_text(scenario)
+    settings, background = background_set_up(text, overrides, like_host)
     terminal = Terminal()
     with terminal.progress() as progress:
         bar = progress.add_task("advise", total=None)
         result = advise_text(
-            text, cgroup, max_throttled, max_p99_ms, seeds, overrides,
+            text, cgroup, max_throttled, max_p99_ms, seeds, settings,
             step=lambda: progress.advance(bar), on_total=lambda n: progress.update(bar, total=n), platform=platform,
         )
+    result["background"] = background.as_json()
     if as_json:
         click.echo(json.dumps(result))
     else:
         terminal.print(*render_advice(result))
+        click.echo(background.line())
     return 0 if result["met"] else EXIT_UNMET
 
 
@@ -470,23 +484,27 @@ def advise(
 @click.option("--cgroup", help="The cgroup to explain (default: the only limited one, or the most throttled).")
 @click.option("--runs", "seeds", default=EXPLAIN_RUNS, show_default=True, type=click.IntRange(min=1), help="Seeds (1..N) every measurement is made on.")
 @set_option
+@like_host_option
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
-def explain(scenario: str, cgroup: Optional[str], seeds: int, overrides: tuple[str, ...], as_json: bool) -> None:
+def explain(scenario: str, cgroup: Optional[str], seeds: int, overrides: tuple[str, ...], like_host: bool, as_json: bool) -> None:
     """Say why a cgroup of SCENARIO (a scenario or a capture) is throttled, in
     numbers from simulations: its demand per period against the quota, how many
     threads run at once, what slices, ticks, the release and rewrites of cpu.max
     contribute (counterfactual runs), and what each fix would change."""
     text, _ = load_scenario_text(scenario)
+    settings, background = background_set_up(text, overrides, like_host)
     terminal = Terminal()
     with terminal.progress() as progress:
         bar = progress.add_task("explain", total=None)
         result = explain_text(
-            text, cgroup, overrides, seeds, step=lambda: progress.advance(bar), on_total=lambda n: progress.update(bar, total=n),
+            text, cgroup, settings, seeds, step=lambda: progress.advance(bar), on_total=lambda n: progress.update(bar, total=n),
         )
+    result["background"] = background.as_json()
     if as_json:
         click.echo(json.dumps(result))
     else:
         terminal.print(*render_explanation(result))
+        click.echo(background.line())
 
 
 @main.command(epilog="Exit codes: 0 done; 1 a program failed (the others' rows stand); 2 bad input, or another real run holds the lock.")
