@@ -99,11 +99,10 @@ mod tests {
 
     #[test]
     fn measured_numbers_arrive_unrounded() {
-        // Values with no short decimal form (the last a probe's, which JSON
+        // Values with no short decimal form (28.47... a probe's, which JSON
         // read without float_roundtrip moved by one unit in the last place),
-        // and tiny and huge ones; read back from the host block's JSON, as
-        // compare and --like-host do.
-        for x in [0.1 + 0.2, 1.0 / 3.0, 28.472483086189534, 2.5e-7, 1.0e17] {
+        // read back from the host block's JSON, as compare and --like-host do.
+        for x in [0.1 + 0.2, 1.0 / 3.0, 28.472483086189534, 123.45678901234567] {
             let json = serde_json::to_string(&Host { background_per_s: x, background_us: x, tick_latency_us: Some(x), ..host() }).unwrap();
             let s = like(&serde_json::from_str(&json).unwrap(), false);
             assert_eq!((s.machine.background_per_s, s.machine.background_us, s.machine.tick_jitter_us), (x, x, 2.0 * x));
