@@ -84,5 +84,15 @@ def capture(out: Union[str, os.PathLike[str]], duration_s: Optional[float] = ...
     to ``out`` and its phases beside it, returns the ``[capture]`` table as JSON
     with ``signal``, the signal that ended it early (or None)."""
 
+def probe_host(cpus: int) -> str:
+    """Probe this host as the real backend does before a run (root; its lock
+    held meanwhile), on its first ``cpus`` online CPUs: the ``host`` block as
+    JSON (release, hz, background, work speed, tick lateness)."""
+
+def like_host_overrides(host: str) -> list[str]:
+    """The ``key=value`` overrides that set a scenario up like ``host`` (a
+    ``host`` block as JSON), unpaired: the core's one rule, which ``compare``
+    applies too."""
+
 def real_preflight(scenario: str, overrides: list[str] = ...) -> None:
     """Raise HarnessError for what ``real`` would refuse before it starts (not root, more CPUs than the host, no cpu controller)."""

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator, Optional
 import click
 
 from throttlelab import _native, bench as benches, compare as comparison, output, vm
+from throttlelab.background import Assumed, like_host_option, set_up as background_set_up
 from throttlelab.acceptance import AcceptanceError
 from throttlelab.acceptance.cgroup import LockHeld
 from throttlelab import reproduce as experiments
@@ -114,11 +115,13 @@ def main() -> None:
 @main.command()
 @click.argument("scenario", default=DEFAULT_SCENARIO)
 @set_option
+@like_host_option
 @click.option("--json", "as_json", is_flag=True, help="Print the output document as JSON.")
-def run(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
+def run(scenario: str, overrides: tuple[str, ...], like_host: bool, as_json: bool) -> None:
     """Simulate SCENARIO (a built-in name or a TOML file; default ugedal-table2)."""
     text, _ = load_scenario_text(scenario)
-    _emit(_native.run(text, list(overrides)), as_json)
+    settings, background = background_set_up(text, overrides, like_host)
+    _emit(_native.run(text, settings), as_json, background)
 
 
 def kernel_options(command: Any) -> Any:
@@ -213,13 +216,15 @@ def capture(cgroup: Optional[str], pids: tuple[int, ...], children: bool, durati
         sys.exit(128 + signal)
 
 
-def _emit(out: str, as_json: bool) -> None:
+def _emit(out: str, as_json: bool, background: Optional[Assumed] = None) -> None:
     """Print an output document: exactly the native JSON (byte-for-byte
-    reproducible for a seed), or as tables."""
+    reproducible for a seed), or as tables (and the simulator's background)."""
     if as_json:
         click.echo(out)
     else:
         Terminal().print(*output.render(json.loads(out)))
+        if background:
+            click.echo(background.line())
 
 
 @main.command()
@@ -458,6 +463,7 @@ def report(target: Optional[str], overrides: tuple[str, ...], out_dir: str, wind
 @click.argument("scenario")
 @click.option("--grid", "grids", multiple=True, required=True, metavar="KEY=V1,V2,...", help="Values of one key, in TOML syntax (repeatable; runs the cross product).")
 @set_option
+@like_host_option
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True, help="A process pool on this machine, or Ray.")
 @click.option("--address", help="Ray cluster to run on (with --executor ray); default: a local Ray instance.")
 @click.option("--workers", type=click.IntRange(min=1), help="Processes, or CPUs of the local Ray instance (default: every core).")
@@ -465,7 +471,7 @@ def report(target: Optional[str], overrides: tuple[str, ...], out_dir: str, wind
 @click.option("-o", "--out", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), help="Write the rows as CSV to FILE ('-': stdout), each as its run finishes.")
 @click.option("--resume", is_flag=True, help="With --out FILE: keep the rows FILE holds and run only the others.")
 def sweep(
-    scenario: str, grids: tuple[str, ...], overrides: tuple[str, ...], executor: str,
+    scenario: str, grids: tuple[str, ...], overrides: tuple[str, ...], like_host: bool, executor: str,
     address: Optional[str], workers: Optional[int], as_json: bool, csv_path: Optional[str], resume: bool,
 ) -> None:
     """Run SCENARIO once per combination of the --grid values: one row per run, the
@@ -484,7 +490,8 @@ def sweep(
             raise SweepError(f"--grid {key} given twice")
         grid[key] = values
     text, _ = load_scenario_text(scenario)
-    combos, runs = sweep_runs(text, grid, overrides)
+    settings, background = background_set_up(text, overrides, like_host, list(grid))
+    combos, runs = sweep_runs(text, grid, settings)
     out = CsvOut(csv_path, list(grid), combos, resume) if csv_path and csv_path != "-" else None
     todo = [i for i in range(len(runs)) if out is None or i not in out.lines]
     rows: dict[int, dict[str, Any]] = {}
@@ -495,7 +502,9 @@ def sweep(
             if len(todo) < len(runs):  # the rows --resume found
                 progress.update(bar, completed=len(runs) - len(todo))
             for j, doc in runner.completed_runs([runs[i] for i in todo]):
-                rows[todo[j]] = row = {**combos[todo[j]], **flatten(doc)}
+                # Each row says its background, after the grid's values.
+                combo = combos[todo[j]]
+                rows[todo[j]] = row = {**combo, **background.columns(combo), **flatten(doc)}
                 if out:
                     out.add(todo[j], row)
                 progress.advance(bar)
@@ -506,6 +515,7 @@ def sweep(
         _fail(f"interrupted by {signal.Signals(e.signal).name}: {kept}", 128 + e.signal)
     if out:
         click.echo(f"wrote {csv_path}: {len(out.lines)} rows" + (f" ({out.had} from before)" if out.had else ""))
+        click.echo(background.line())
         return
     ordered = [rows[i] for i in sorted(rows)]
     if as_json:
@@ -514,6 +524,7 @@ def sweep(
         _write_csv(csv_path, ordered)
     else:
         terminal.print(render_sweep(list(grid), ordered))
+        click.echo(background.line())
 
 
 def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:
@@ -556,11 +567,12 @@ class Ratio(click.ParamType):
 @click.option("--platform", type=click.Choice(list(PLATFORMS)), default="cgroup", show_default=True, help="Search only what this platform can set and answer in its units (kubernetes: millicores at the kubelet's 100 ms period, no burst).")
 @click.option("--runs", "seeds", default=3, show_default=True, type=click.IntRange(min=1), help="The target must hold in every one of this many runs (seeds 1..N; the holdout takes the next N).")
 @set_option
+@like_host_option
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendation and every candidate as JSON.")
 @prometheus_cli.options
 def advise(
     scenario: Optional[str], cgroup: Optional[str], max_throttled: float, max_p99_ms: Optional[float], platform: str, seeds: int,
-    overrides: tuple[str, ...], as_json: bool, **prometheus: Any,
+    overrides: tuple[str, ...], like_host: bool, as_json: bool, **prometheus: Any,
 ) -> int:
     """Find the smallest CPU limit for CGROUP of SCENARIO that keeps it throttled at
     most --max-throttled (and services' p99 within --max-p99-ms) in every seed, or
@@ -571,17 +583,20 @@ def advise(
     if scenario is None:
         raise click.UsageError("advise needs SCENARIO (or --prometheus URL)")
     text, _ = load_scenario_text(scenario)
+    settings, background = background_set_up(text, overrides, like_host)
     terminal = Terminal()
     with terminal.progress() as progress:
         bar = progress.add_task("advise", total=None)
         result = advise_text(
-            text, cgroup, max_throttled, max_p99_ms, seeds, overrides,
+            text, cgroup, max_throttled, max_p99_ms, seeds, settings,
             step=lambda: progress.advance(bar), on_total=lambda n: progress.update(bar, total=n), platform=platform,
         )
+    result["background"] = background.as_json()
     if as_json:
         click.echo(json.dumps(result))
     else:
         terminal.print(*render_advice(result))
+        click.echo(background.line())
     return 0 if result["met"] else EXIT_UNMET
 
 
@@ -590,23 +605,27 @@ def advise(
 @click.option("--cgroup", help="The cgroup to explain (default: the only limited one, or the most throttled).")
 @click.option("--runs", "seeds", default=EXPLAIN_RUNS, show_default=True, type=click.IntRange(min=1), help="Seeds (1..N) every measurement is made on.")
 @set_option
+@like_host_option
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
-def explain(scenario: str, cgroup: Optional[str], seeds: int, overrides: tuple[str, ...], as_json: bool) -> None:
+def explain(scenario: str, cgroup: Optional[str], seeds: int, overrides: tuple[str, ...], like_host: bool, as_json: bool) -> None:
     """Say why a cgroup of SCENARIO (a scenario or a capture) is throttled, in
     numbers from simulations: its demand per period against the quota, how many
     threads run at once, what slices, ticks, the release and rewrites of cpu.max
     contribute (counterfactual runs), and what each fix would change."""
     text, _ = load_scenario_text(scenario)
+    settings, background = background_set_up(text, overrides, like_host)
     terminal = Terminal()
     with terminal.progress() as progress:
         bar = progress.add_task("explain", total=None)
         result = explain_text(
-            text, cgroup, overrides, seeds, step=lambda: progress.advance(bar), on_total=lambda n: progress.update(bar, total=n),
+            text, cgroup, settings, seeds, step=lambda: progress.advance(bar), on_total=lambda n: progress.update(bar, total=n),
         )
+    result["background"] = background.as_json()
     if as_json:
         click.echo(json.dumps(result))
     else:
         terminal.print(*render_explanation(result))
+        click.echo(background.line())
 
 
 @main.command(epilog="Exit codes: 0 done; 1 a program failed (the others' rows stand); 2 bad input, or another real run holds the lock.")

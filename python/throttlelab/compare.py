@@ -1,7 +1,7 @@
 """``throttlelab compare``: the same scenario on the host kernel and in the simulator.
 
 The real backend runs N times; the simulator runs N seeds set up like the host
-by the core (``Scenario::set_like``: CONFIG_HZ, the profile of the host's kernel
+by the core (``Host::scenario_overrides``: CONFIG_HZ, the profile of the host's kernel
 release, and the background activity the real backend's probe measured before
 each run). By default the simulator draws its own start against the tick grid
 and its own period timer phases, as a user predicting a limit must: the

@@ -23,14 +23,14 @@ pub struct Output {
     pub host: Option<Host>,
 }
 
-/// The machine a real run measured.
+/// The machine a real run measured (or the probe alone: `--like-host`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Host {
     /// `uname -r`.
     pub release: String,
     /// CONFIG_HZ from /boot/config-<release> or /proc/config.gz; None if neither is readable.
     pub hz: Option<u32>,
-    /// "v1" or "v2".
+    /// "v1" or "v2" ("none": the probe alone found no cpu controller).
     pub cgroup: String,
     /// Other work on the host, measured before the run by a spinner on each
     /// CPU: its involuntary context switches per second, and the mean time
@@ -57,7 +57,7 @@ pub struct Host {
     pub period_timer_offset_us: BTreeMap<String, f64>,
     /// CLOCK_MONOTONIC when the workers started, which places the run
     /// against the tick and period timer grids (the simulator's
-    /// `machine.uptime_s`).
+    /// `machine.uptime_s`); the probe alone: when it started.
     pub uptime_s: f64,
 }
 

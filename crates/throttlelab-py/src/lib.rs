@@ -62,20 +62,52 @@ impl Document {
     /// timers where that kernel run had them.
     #[pyo3(signature = (overrides = Vec::new(), like_host = None, placed = false))]
     fn run(&self, py: Python<'_>, overrides: Vec<String>, like_host: Option<&str>, placed: bool) -> PyResult<String> {
-        let mut s = self.0.load(&overrides).map_err(scenario_err)?;
-        if let Some(host) = like_host {
-            set_like(&mut s, host, placed)?;
-        }
+        let overrides = like_host_set(|o| self.0.load(o), overrides, like_host, placed)?;
+        let s = self.0.load(&overrides).map_err(scenario_err)?;
         let out = py.detach(|| throttlelab_core::simulate(&s));
         Ok(serde_json::to_string(&out).expect("output serialises"))
     }
 }
 
-/// Set `s` up like the host of a real run's `host` block (JSON).
-fn set_like(s: &mut throttlelab_core::Scenario, host: &str, placed: bool) -> PyResult<()> {
-    let host: throttlelab_core::output::Host =
-        serde_json::from_str(host).map_err(|e| ScenarioError::new_err(format!("host: {e}")))?;
-    s.set_like(&host, placed).map_err(scenario_err)
+/// `overrides`, and after them (the kernel ran with the host's, whatever they
+/// say) those that set the scenario up like `like_host` (a real run's `host`
+/// block as JSON; `placed`: started, with its period timers, where that kernel
+/// run was), from the core's one rule, `Host::scenario_overrides`.
+fn like_host_set(
+    load: impl Fn(&[String]) -> Result<throttlelab_core::Scenario, throttlelab_core::ScenarioError>,
+    mut overrides: Vec<String>,
+    like_host: Option<&str>,
+    placed: bool,
+) -> PyResult<Vec<String>> {
+    if let Some(host) = like_host {
+        let host = read_host(host)?;
+        let scenario = if placed { Some(load(&overrides).map_err(scenario_err)?) } else { None };
+        overrides.extend(host.scenario_overrides(scenario.as_ref()).map_err(scenario_err)?);
+    }
+    Ok(overrides)
+}
+
+/// A `host` block (JSON).
+fn read_host(host: &str) -> PyResult<throttlelab_core::output::Host> {
+    serde_json::from_str(host).map_err(|e| ScenarioError::new_err(format!("host: {e}")))
+}
+
+/// The `key=value` overrides that set a scenario up like `host` (a real run's
+/// `host` block, or `probe_host`'s, as JSON), unpaired: the core's one rule,
+/// `Host::scenario_overrides`.
+#[pyfunction]
+fn like_host_overrides(host: &str) -> PyResult<Vec<String>> {
+    read_host(host)?.scenario_overrides(None).map_err(scenario_err)
+}
+
+/// Probe this host as the real backend does before each run, running nothing
+/// else: its kernel, and its background activity, work speed and tick
+/// lateness on its first `cpus` online CPUs. Returns the `host` block as JSON
+/// (root; holds the real backend's lock meanwhile). Releases the GIL.
+#[pyfunction]
+fn probe_host(py: Python<'_>, cpus: usize) -> PyResult<String> {
+    let host = py.detach(|| throttlelab_real::probe_host(cpus)).map_err(|e| real_err(py, e))?;
+    Ok(serde_json::to_string(&host).expect("the host serialises"))
 }
 
 /// The scenario (TOML text) for an rt-app workload (JSON text), named `name`.
@@ -103,10 +135,8 @@ const CHUNKS_QUEUED: usize = 2;
 #[pyfunction]
 #[pyo3(signature = (scenario, overrides = Vec::new(), from_ns = 0, to_ns = u64::MAX, like_host = None, placed = false))]
 fn trace(scenario: &str, overrides: Vec<String>, from_ns: u64, to_ns: u64, like_host: Option<&str>, placed: bool) -> PyResult<TraceRun> {
-    let mut s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
-    if let Some(host) = like_host {
-        set_like(&mut s, host, placed)?;
-    }
+    let overrides = like_host_set(|o| throttlelab_core::load(scenario, o), overrides, like_host, placed)?;
+    let s = throttlelab_core::load(scenario, &overrides).map_err(scenario_err)?;
     let (tx, chunks) = mpsc::sync_channel(CHUNKS_QUEUED);
     let sink: Sink = Box::new(move |trace, now_ns| {
         // A closed channel means Python stopped listening: nothing left to tell.
@@ -275,6 +305,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(real, m)?)?;
     m.add_function(wrap_pyfunction!(real_preflight, m)?)?;
     m.add_function(wrap_pyfunction!(capture, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_host, m)?)?;
+    m.add_function(wrap_pyfunction!(like_host_overrides, m)?)?;
     m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(features, m)?)?;

@@ -736,6 +736,70 @@ pub(crate) fn cgroup_root() -> PathBuf {
     std::env::var_os(ROOT_ENV).map_or(PathBuf::from(cgroupfs::DEFAULT_ROOT), PathBuf::from)
 }
 
+/// What the real backend measures of the host before a run: its kernel, the
+/// background activity on the run's CPUs, and the calibration of its busy loop.
+struct Probed {
+    release: String,
+    hz: Option<u32>,
+    background: probe::Background,
+    loops_per_us: f64,
+}
+
+impl Probed {
+    /// Probe `cpus` (a signal stops it at once).
+    fn take(cpus: &[usize], signals: &signals::Guard) -> Result<Probed> {
+        let release = host::release()?;
+        let hz = host::config_hz(&release);
+        let background =
+            probe::background(cpus, PROBE_NS, &|| signals.interrupted()).map_err(Error::harness)?;
+        signals.check()?;
+        // Calibration takes milliseconds: a check after it is soon enough. After
+        // the probe, as the workers will run: on CPUs kept busy (calibrated first,
+        // from idle, the loop timed 4 % slower than it then ran).
+        let loops_per_us = worker::calibrate();
+        signals.check()?;
+        Ok(Probed { release, hz, background, loops_per_us })
+    }
+
+    /// The `host` block: this probe, and what the run itself found.
+    fn host(self, cgroup: String, period_timer_offset_us: BTreeMap<String, f64>, uptime_s: f64) -> Host {
+        Host {
+            release: self.release,
+            hz: self.hz,
+            cgroup,
+            background_per_s: self.background.per_s,
+            background_us: self.background.us,
+            tick_latency_us: self.background.tick_latency_us,
+            work_speed: Some(self.background.loops_per_cpu_us / self.loops_per_us),
+            period_timer_offset_us,
+            uptime_s,
+        }
+    }
+}
+
+/// Probe the host as [`run`] does before it starts, running nothing else
+/// (`--like-host`): on its first `cpus` online CPUs (all of them when it has
+/// fewer), holding the run lock so that no real run measures it, nor it a
+/// run. Root, as a run: tracefs times the tick, and the lock is in /run.
+/// `cgroup` is the hierarchy a run would use, "none" without one; no period
+/// timers; `uptime_s` is the probe's start.
+pub fn probe_host(cpus: usize) -> Result<Host> {
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        return Err(Error::harness(format!(
+            "probing the host needs root, as a real run does (tracefs times its ticks; the run lock is in /run); the effective uid is {euid}"
+        )));
+    }
+    let signals = signals::Guard::install()?;
+    let _lock = RunLock::acquire(Path::new(lock::LOCK_PATH))?;
+    let online = host::online_cpus()?;
+    let cpus = &online[..cpus.max(1).min(online.len())];
+    let cgroup = Layout::detect(&cgroup_root()).map_or("none", |l| l.version.as_str()).to_string();
+    let uptime_s = now_ns() as f64 / 1e9;
+    Ok(Probed::take(cpus, &signals)?.host(cgroup, BTreeMap::new(), uptime_s))
+}
+
 /// Run a validated scenario on the host kernel; `worker` is the path of the
 /// worker executable ([`WORKER_EXE`]). Cgroups go under the hierarchies at
 /// `$THROTTLELAB_CGROUP_ROOT`, default /sys/fs/cgroup.
@@ -746,24 +810,16 @@ pub fn run(s: &Scenario, worker: &Path) -> Result<Output> {
     let _lock = RunLock::acquire(Path::new(lock::LOCK_PATH))?;
     let layout = Layout::detect(&cgroup_root())?;
     remove_stale(&layout);
-    let release = host::release()?;
-    let hz = host::config_hz(&release);
-    if let Some(hz) = hz.filter(|&hz| hz != s.machine.hz) {
+    let cpus: Vec<usize> = (0..s.machine.cpus).collect();
+    let probed = Probed::take(&cpus, &signals)?;
+    if let Some(hz) = probed.hz.filter(|&hz| hz != s.machine.hz) {
         eprintln!(
             "throttlelab: warning: machine.hz is {} but the host's CONFIG_HZ is {hz}",
             s.machine.hz
         );
     }
-    let cpus: Vec<usize> = (0..s.machine.cpus).collect();
-    let background =
-        probe::background(&cpus, PROBE_NS, &|| signals.interrupted()).map_err(Error::harness)?;
-    signals.check()?;
     let cgroup = layout.version.as_str().to_string();
-    // Calibration takes milliseconds: a check after it is soon enough. After
-    // the probe, as the workers will run: on CPUs kept busy (calibrated first,
-    // from idle, the loop timed 4 % slower than it then ran).
-    let loops_per_us = worker::calibrate();
-    let plans = plan(s, loops_per_us)?;
+    let plans = plan(s, probed.loops_per_us)?;
     signals.check()?;
     let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
     let name = cgroupfs::parent_name(std::process::id());
@@ -787,18 +843,8 @@ pub fn run(s: &Scenario, worker: &Path) -> Result<Output> {
     // The workers are dead (dropped) before their cgroups go.
     match (measured, tree.remove()) {
         (Ok(m), Ok(())) => {
-            let host = Host {
-                release,
-                hz,
-                cgroup,
-                background_per_s: background.per_s,
-                background_us: background.us,
-                tick_latency_us: background.tick_latency_us,
-                work_speed: Some(background.loops_per_cpu_us / loops_per_us),
-                period_timer_offset_us,
-                uptime_s: m.start_ns as f64 / 1e9,
-            };
-            Ok(output(s, m, host))
+            let uptime_s = m.start_ns as f64 / 1e9;
+            Ok(output(s, m, probed.host(cgroup, period_timer_offset_us, uptime_s)))
         }
         (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
         // Cgroups left behind matter most; say why the run stopped too.
