@@ -157,7 +157,10 @@ def test_a_capture_replays_its_cpu_stat(workload, tmp_path):
     # calibrated work done; its CPU time for that work is the host's business:
     # its calibrated loops ran at 0.92-0.97 of their calibrated speed in
     # this host's runs) and the same requests answered, from outside and from
-    # a sibling, none of them cut by a throttled end of the window.
+    # a sibling, none of them cut by a throttled end of the window. A thread
+    # on timers repeats its phases to the window's end on both sides, so the
+    # work it fits in follows the host's speed: at most the simulator's (its
+    # nominal speed), and down to the slowest speed measured here.
     unlimited = f"cgroup.{group.name}.quota_us=-1"
     real = cli("real", str(out), "--set", unlimited, "--json")
     assert real.exit_code == 0, real.stderr
@@ -165,7 +168,11 @@ def test_a_capture_replays_its_cpu_stat(workload, tmp_path):
     sim_tasks = json.loads(cli("run", str(out), "--set", unlimited, "--json").stdout)["tasks"]
     print("replayed on the kernel", kernel, "in the simulator", sim_tasks)
     for name, task in sim_tasks.items():
-        assert abs(kernel[name]["work_usec"] - task["work_usec"]) <= 0.01 * task["work_usec"], name
+        if task["finished_s"] is None:  # repeated to the end
+            assert kernel[name]["finished_s"] is None, name
+            assert 0.90 * task["work_usec"] <= kernel[name]["work_usec"] <= 1.01 * task["work_usec"], name
+        else:
+            assert abs(kernel[name]["work_usec"] - task["work_usec"]) <= 0.01 * task["work_usec"], name
         if task.get("requests"):
             assert kernel[name].get("requests") == task["requests"], name
 
@@ -333,16 +340,17 @@ def test_a_signal_ends_a_capture_which_keeps_what_it_captured(workload, tmp_path
     started = time.monotonic()
     proc = _start_capture(group, out)
     time.sleep(2.5)
+    signalled = time.monotonic() - started
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=60)
-    elapsed = time.monotonic() - started
     assert proc.returncode == code, (proc.returncode, stderr)
     lines = stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("throttlelab: capture interrupted by SIG"), stderr
     assert "cgroups removed" not in stderr and stdout.startswith(f"{out}: "), stdout
     cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
-    # From the start of the capture (after Python's and the trace's set-up) to the signal.
-    assert 0.5 < cap["duration_s"] < elapsed - 0.5 and cap["threads"] > 0, cap
+    # From the start of the capture (after Python's and the trace's set-up) to
+    # the signal: never past it, whatever the set-up took.
+    assert 0.5 < cap["duration_s"] < signalled and cap["threads"] > 0, cap
     assert cli("run", str(out), "--json").exit_code == 0
 
 
