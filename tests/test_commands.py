@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import throttlelab
+from throttlelab import _native
 from helpers import cli, scenario_text
 from throttlelab.scenarios import description
 
@@ -75,6 +76,15 @@ def test_bench_json():
     assert record["sim_s"] == 6.0
     assert record["wall_s"] > 0 and record["events"] > 0
     assert record["events_per_s"] > 0 and record["speedup"] > 0
+    assert record["sim_s_per_wall_s"] == pytest.approx(6.0 / record["wall_s"])
+    assert record["events_per_s"] == pytest.approx(record["events"] / record["wall_s"])
+    assert record["peak_rss_mb"] > 1
+
+
+def test_bench_busy_builtins_cover_8_64_and_256_cpus():
+    for cpus in (8, 64, 256):
+        doc = json.loads(_native.validate(throttlelab.load_scenario_text(f"bench-busy-{cpus}cpu")[0], []))
+        assert doc["machine"]["cpus"] == cpus
 
 
 def test_bench_table():

@@ -312,6 +312,7 @@ impl Sim<'_> {
             }
             se = self.ses[s].parent;
         }
+        self.update_rq_masks(cpu);
         let with_tasks = self.profile.has_throttled_time_with_tasks();
         let c = &mut self.cfs_rqs[rq];
         c.throttled = true;
@@ -358,6 +359,7 @@ impl Sim<'_> {
             }
             se = self.ses[s].parent;
         }
+        self.update_rq_masks(cpu);
         if self.rqs[cpu].curr.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].nr_running > 0 {
             self.resched_curr(cpu);
         }

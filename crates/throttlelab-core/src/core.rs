@@ -43,6 +43,8 @@ impl Sim<'_> {
         let rq = &mut self.rqs[cpu];
         rq.curr = next;
         rq.since = self.now;
+        self.update_rq_masks(cpu);
+        let rq = &mut self.rqs[cpu];
         let pending = std::mem::take(&mut rq.pending_stall);
         if let Some(t) = next {
             let th = &mut self.threads[t];
@@ -90,6 +92,32 @@ impl Sim<'_> {
     pub(crate) fn is_idle(&self, cpu: CpuId) -> bool {
         let rq = &self.rqs[cpu];
         rq.curr.is_none() && rq.dl.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running == 0
+    }
+
+    /// Whether more than one task is runnable on `cpu` (`rq->nr_running > 1`,
+    /// the kernel's `rd->overload`): the CPUs an idle one may pull from.
+    pub(crate) fn is_overloaded(&self, cpu: CpuId) -> bool {
+        self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running >= 2
+    }
+
+    /// Bring `cpu`'s bits in the idle and overload masks up to date: after
+    /// its running thread, deadline thread or root `h_nr_running` changed.
+    pub(crate) fn update_rq_masks(&mut self, cpu: CpuId) {
+        let (w, bit) = (cpu / 64, 1u64 << (cpu % 64));
+        let (idle, overloaded) = (self.is_idle(cpu), self.is_overloaded(cpu));
+        self.idle_mask[w] = if idle { self.idle_mask[w] | bit } else { self.idle_mask[w] & !bit };
+        self.overload_mask[w] = if overloaded { self.overload_mask[w] | bit } else { self.overload_mask[w] & !bit };
+    }
+
+    /// The idle CPUs in `lo..hi`, ascending, from the idle mask: the idle-CPU
+    /// search costs a word per 64 CPUs, not a look at each.
+    pub(crate) fn idle_cpus(&self, lo: CpuId, hi: CpuId) -> impl Iterator<Item = CpuId> + '_ {
+        set_bits(&self.idle_mask, lo, hi).inspect(|&c| debug_assert!(self.is_idle(c), "idle mask out of date for CPU {c}"))
+    }
+
+    /// The overloaded CPUs in `lo..hi`, ascending, from the overload mask.
+    pub(crate) fn overloaded_cpus(&self, lo: CpuId, hi: CpuId) -> impl Iterator<Item = CpuId> + '_ {
+        set_bits(&self.overload_mask, lo, hi).inspect(|&c| debug_assert!(self.is_overloaded(c), "overload mask out of date for CPU {c}"))
     }
 
     /// `set_task_cpu`: move a (not queued) thread's entity to another CPU,
@@ -148,4 +176,27 @@ impl Sim<'_> {
             self.resched.push(cpu);
         }
     }
+}
+
+/// The set bits of a CPU mask in `lo..hi`, ascending: a word per 64 CPUs.
+fn set_bits(mask: &[u64], lo: CpuId, hi: CpuId) -> impl Iterator<Item = CpuId> + '_ {
+    let mut c = lo;
+    std::iter::from_fn(move || {
+        while c < hi {
+            let w = c / 64;
+            let bits = mask[w] >> (c % 64);
+            if bits == 0 {
+                c = (w + 1) * 64;
+                continue;
+            }
+            let found = c + bits.trailing_zeros() as usize;
+            if found >= hi {
+                break;
+            }
+            c = found + 1;
+            return Some(found);
+        }
+        c = hi;
+        None
+    })
 }

@@ -254,6 +254,7 @@ impl Sim<'_> {
         let cpu = self.threads[tid].cpu;
         if self.rqs[cpu].dl == Some(tid) {
             self.rqs[cpu].dl = None;
+            self.update_rq_masks(cpu);
             self.touch(cpu);
             self.resched_curr(cpu);
         }
@@ -292,6 +293,7 @@ impl Sim<'_> {
         self.events.push(next_period.max(self.now), Event::DlReplenish(tid));
         self.dl_runnable.retain(|&t| t != tid);
         self.rqs[cpu].dl = None;
+        self.update_rq_masks(cpu);
         self.resched_curr(cpu);
         self.dl_balance();
     }
@@ -327,6 +329,7 @@ impl Sim<'_> {
         for cpu in 0..self.nr_cpus() {
             if self.rqs[cpu].dl.is_some_and(|t| !runnable.contains(&t)) {
                 self.rqs[cpu].dl = None;
+                self.update_rq_masks(cpu);
                 self.touch(cpu);
                 self.resched_curr(cpu);
             }
@@ -343,6 +346,7 @@ impl Sim<'_> {
                 .or_else(|| (0..self.nr_cpus()).find(free))
                 .expect("no more runnable deadline threads than CPUs");
             self.rqs[cpu].dl = Some(tid);
+            self.update_rq_masks(cpu);
             self.threads[tid].cpu = cpu;
             self.touch(cpu);
             self.resched_curr(cpu);

@@ -332,6 +332,7 @@ impl Sim<'_> {
         }
         let cpu = self.threads[tid].cpu;
         self.rqs[cpu].runnable.push(tid);
+        self.update_rq_masks(cpu);
     }
 
     /// The second loop of `enqueue_task_fair` / `dequeue_task_fair`: the
@@ -378,6 +379,7 @@ impl Sim<'_> {
         let rq = &mut self.rqs[cpu];
         let pos = rq.runnable.iter().position(|&t| t == tid).expect("runnable thread");
         rq.runnable.swap_remove(pos);
+        self.update_rq_masks(cpu);
     }
 
     /// `pick_next_entity`: smallest vruntime (CFS) or, from 6.6, the eligible
@@ -473,22 +475,41 @@ impl Sim<'_> {
             return prev;
         }
         let allowed = th.allowed.clone();
-        let mut scan = allowed.len();
         if self.profile.has_sis_util() {
             let recent = std::mem::replace(&mut self.threads[tid].recent_used_cpu, prev);
             if recent != prev && allowed.contains(&recent) && self.is_idle(recent) {
                 return recent;
             }
-            scan = scan.min(self.nr_idle_scan());
         }
-        let start = allowed.iter().position(|&c| c > prev).unwrap_or(0);
         let n = allowed.len();
+        // Every CPU allowed, in order (a list is sorted, or a background
+        // thread's, rotated to start at its home CPU): the idle mask gives the
+        // idle ones in scan order, the CPUs after `prev`, then from CPU 0.
+        let all = n == self.nr_cpus() && allowed[0] == 0 && allowed[n - 1] == n - 1;
+        debug_assert!(!all || allowed.iter().enumerate().all(|(i, &c)| i == c));
+        let start = if all { (prev + 1) % n } else { allowed.iter().position(|&c| c > prev).unwrap_or(0) };
+        let from_mask = all.then(|| self.idle_cpus(start, n).chain(self.idle_cpus(0, start)).map(|c| ((c + n - start) % n, c)));
+        let from_list = (!all).then(|| (0..n).map(|i| (i, allowed[(start + i) % n])).filter(|&(_, c)| self.is_idle(c)));
+        // Idle allowed CPUs in scan order, with their places in it.
+        let mut idle = from_mask.into_iter().flatten().chain(from_list.into_iter().flatten());
+        // With none idle the scan depth does not matter (and SIS_UTIL's, a
+        // pass over every CPU, is not computed).
+        let Some(first) = idle.next() else { return prev };
+        let scan = if self.profile.has_sis_util() { n.min(self.nr_idle_scan()) } else { n };
+        // The first idle CPU on the least busy core: one on a wholly idle
+        // core is the least, so the scan stops there.
         let busy_siblings = |c: CpuId| self.hw.siblings(c).filter(|&s| !self.is_idle(s)).count();
-        (0..scan)
-            .map(|i| allowed[(start + i) % n])
-            .filter(|&c| self.is_idle(c))
-            .min_by_key(|&c| busy_siblings(c))
-            .unwrap_or(prev)
+        let mut best: Option<(usize, CpuId)> = None;
+        for (_, c) in std::iter::once(first).chain(idle).take_while(|&(i, _)| i < scan) {
+            let busy = busy_siblings(c);
+            if best.map_or(true, |(b, _)| busy < b) {
+                best = Some((busy, c));
+                if busy == 0 {
+                    break;
+                }
+            }
+        }
+        best.map_or(prev, |(_, c)| c)
     }
 
     /// `util_avg` of `cpu` now, as PELT tracks it: 1024 while a thread runs,
@@ -596,7 +617,9 @@ impl Sim<'_> {
     pub(crate) fn newidle_balance(&mut self, cpu: CpuId) -> bool {
         let n = self.nr_cpus();
         let mut best: Option<(u32, CpuId, ThreadId)> = None;
-        for src in (1..n).map(|i| (cpu + i) % n) {
+        // The CPUs after this one, then from CPU 0: only overloaded ones have
+        // a thread to give, and the mask lists them.
+        for src in self.overloaded_cpus(cpu + 1, n).chain(self.overloaded_cpus(0, cpu)) {
             let busy = self.cfs_rqs[self.cfs_rq_id(0, src)].h_nr_running;
             if busy < 2 || best.is_some_and(|(b, _, _)| b >= busy) {
                 continue;

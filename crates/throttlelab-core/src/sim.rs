@@ -203,6 +203,11 @@ pub struct Sim<'s> {
     pub(crate) resched: Vec<CpuId>,
     /// CPUs touched during the current event; their tick is re-armed after it.
     pub(crate) dirty: Vec<CpuId>,
+    /// A bit per CPU, set while it is idle (`is_idle`), for the idle-CPU search.
+    pub(crate) idle_mask: Vec<u64>,
+    /// A bit per CPU, set while more than one task is runnable on it
+    /// (`is_overloaded`), for newly idle balancing.
+    pub(crate) overload_mask: Vec<u64>,
     /// Phase-driven threads that have not finished (ends a run without `duration_s`).
     pub(crate) finite_left: usize,
     pub(crate) trace: Option<Trace>,
@@ -295,6 +300,8 @@ impl<'s> Sim<'s> {
             services: Vec::new(),
             resched: Vec::new(),
             dirty: Vec::new(),
+            idle_mask: (0..nr_cpus.div_ceil(64)).map(|w| if (w + 1) * 64 <= nr_cpus { u64::MAX } else { (1u64 << (nr_cpus % 64)) - 1 }).collect(),
+            overload_mask: vec![0; nr_cpus.div_ceil(64)],
             finite_left: 0,
             trace: None,
             features: Features::of(&scenario.kernel.features),
