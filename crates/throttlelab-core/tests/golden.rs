@@ -108,6 +108,8 @@ fn record_bytes(r: &Record) -> Vec<u8> {
         TraceKind::SlackDistribute => (5, 0),
         TraceKind::Throttle => (6, 0),
         TraceKind::Unthrottle => (7, 0),
+        TraceKind::SlackTimer => (8, 0),
+        TraceKind::Distribute(ns) => (9, ns),
     };
     let cpu = r.cpu.map_or(u64::MAX, |c| c as u64);
     let local = r.local_ns.map_or(i64::MIN, |l| l);
