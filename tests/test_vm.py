@@ -330,7 +330,8 @@ def test_a_capture_in_the_guests_cgroup_v2_holds_its_cpu_stat(tmp_path):
     cap = captured["capture"]
     print("captured", cap, "in", host["vm"])
     assert set(cap) == {"source", "release", "duration_s", "threads", "usage_usec", "nr_periods", "nr_throttled",
-                        "throttled_usec", "cpu_usec", "untraced_switches"}
+                        "throttled_usec", "cpu_usec", "untraced_switches",
+                        "lost_events", "trace_events", "trace_buffer_kb"}
     assert cap["release"] == host["release"] and cap["source"].endswith("/app") and cap["threads"] >= 2
     (app,) = captured["cgroups"]
     assert (app["period_us"], app["quota_us"], app["burst_us"]) == (100_000, 30_000, 10_000), app
@@ -355,7 +356,17 @@ def test_a_capture_in_the_guests_cgroup_v2_holds_its_cpu_stat(tmp_path):
     # or fewer: 15 %).
     assert cap["untraced_switches"] == 0
     assert abs(cap["cpu_usec"] - cap["usage_usec"]) <= 0.03 * cap["usage_usec"]
-    assert abs(sim["usage_usec"] - cap["cpu_usec"]) <= 0.05 * cap["cpu_usec"]
+    # A captured thread on timers repeats its phases to the window's end (#39),
+    # so the replay no longer does exactly the captured work: it keeps the
+    # captured demand (5 %, as on the host) and stays within what the limit
+    # grants in the window: the quota it starts with and one refill per period,
+    # the burst, and the overrun a tick can charge on each CPU before the
+    # debt is repaid (4 ms at HZ=250). Its usage came to 932-945 ms against
+    # the guest's 888-900 in five runs: the TCG guest used less than its
+    # limit allowed (docs/vm.md: 6.12 under TCG leaves some periods
+    # unthrottled), not yet traced with diff.
+    granted = (sim["nr_periods"] + 1) * app["quota_us"] + app["burst_us"] + 2 * 4000
+    assert 0.95 * cap["cpu_usec"] <= sim["usage_usec"] <= granted, (sim, cap)
     assert abs(sim["nr_periods"] - cap["nr_periods"]) <= 2
     assert abs(sim["nr_throttled"] - cap["nr_throttled"]) <= max(3, 0.15 * cap["nr_periods"])
 

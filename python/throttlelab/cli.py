@@ -514,8 +514,8 @@ def sweep(
         kept = f"{out.kept()} in {csv_path}; --resume runs the rest" if out else f"{len(rows)} of {len(runs)} runs done, not kept (--out FILE keeps each row)"
         _fail(f"interrupted by {signal.Signals(e.signal).name}: {kept}", 128 + e.signal)
     if out:
+        # The file's background columns say what each row assumed.
         click.echo(f"wrote {csv_path}: {len(out.lines)} rows" + (f" ({out.had} from before)" if out.had else ""))
-        click.echo(background.line())
         return
     ordered = [rows[i] for i in sorted(rows)]
     if as_json:
