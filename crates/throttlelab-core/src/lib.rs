@@ -9,6 +9,7 @@
 //! ```
 
 mod bandwidth;
+mod collect;
 mod core;
 mod cpulist;
 mod deadline;
@@ -19,6 +20,7 @@ mod hard_limits;
 mod like_host;
 mod load;
 pub mod noise;
+mod phase;
 mod phases;
 pub mod phases_file;
 pub mod output;

@@ -2,7 +2,8 @@
 
 use crate::error::{line_of_offset, shown, ScenarioError};
 use crate::phases_file::{self, Sections};
-use crate::scenario::{Phase, Scenario, MAX_PHASES};
+use crate::phase::Phase;
+use crate::scenario::{Scenario, MAX_PHASES};
 use crate::usage_csv;
 use std::collections::HashMap;
 use serde::Deserialize;

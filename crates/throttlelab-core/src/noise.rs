@@ -7,7 +7,16 @@
 //! same in both backends: the real one draws its threads' starts and its
 //! services' arrivals from the same streams.
 
-use crate::scenario::Arrival;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+/// How a service's requests arrive: gaps drawn from an exponential (Poisson
+/// arrivals) or all the mean gap ([`interarrival_ns`]).
+pub enum Arrival {
+    Poisson,
+    Uniform,
+}
 
 /// Which random quantity a draw belongs to.
 #[derive(Debug, Clone, Copy)]

@@ -16,7 +16,8 @@
 //! ```
 
 use crate::error::shown;
-use crate::scenario::{Phase, MAX_PHASES, MAX_TIME_NS};
+use crate::phase::Phase;
+use crate::scenario::{MAX_PHASES, MAX_TIME_NS};
 use crate::usage_csv::open_regular;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};

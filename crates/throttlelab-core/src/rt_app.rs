@@ -508,7 +508,7 @@ mod tests {
         assert_eq!((t.threads, t.start_us, t.loops, t.cpus.as_deref(), t.cgroup.as_deref()), (3, 500, -1, Some("0,2"), Some("app")));
         let timers = t.timer_names();
         let phases: Vec<_> = t.phases.iter().map(|p| p.phase(&timers).unwrap()).collect();
-        use crate::scenario::{Phase::*, TimerMode};
+        use crate::phase::{Phase::*, TimerMode};
         assert_eq!(
             phases,
             [

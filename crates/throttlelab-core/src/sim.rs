@@ -8,13 +8,13 @@ use crate::bandwidth::CfsBandwidth;
 use crate::deadline::DlEntity;
 use crate::event::{Event, EventQueue, Irq};
 use crate::noise::{self, Stream};
-use crate::output::{self, Output, Request, Requests};
+use crate::output::{Output, Request, Requests};
 use crate::phases::TaskPhases;
 use crate::profile::{Feature, Profile};
-use crate::scenario::{dl_capacity_bw, secs_to_ns, Scenario};
+use crate::scenario::{dl_capacity_bw, Scenario};
 use crate::smt::{self, Smt};
 use crate::trace::{Trace, TraceKind, TraceOptions};
-use crate::types::{CpuId, SeId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::types::{secs_to_ns, CpuId, SeId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
 use crate::workload::{Driver, Service};
 use std::rc::Rc;
 
@@ -383,7 +383,7 @@ impl<'s> Sim<'s> {
         for cpu in 0..self.nr_cpus() {
             self.account_thread_time(cpu);
         }
-        let out = output::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
+        let out = crate::collect::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
         let trace = self.trace.take().map(|mut trace| {
             trace.finish((out.duration_s * 1e9).round() as Time);
             trace

@@ -14,6 +14,16 @@ pub type CfsRqId = usize;
 pub const NSEC_PER_USEC: u64 = 1_000;
 pub const NSEC_PER_MSEC: u64 = 1_000_000;
 
+/// Seconds (float, from the file) to integer nanoseconds.
+pub fn secs_to_ns(s: f64) -> u64 {
+    (s * 1e9).round() as u64
+}
+
+/// Milliseconds (float, from the file) to integer nanoseconds.
+pub fn ms_to_ns(ms: f64) -> u64 {
+    (ms * 1e6).round() as u64
+}
+
 /// A cgroup's quota as cpu.max holds it: `max`, no limit, or microseconds of
 /// CPU time per period. Read from microseconds, -1 (cfs_quota_us's word) or
 /// `"max"` (cpu.max's), and from null (the resolved scenario); written as

@@ -5,12 +5,13 @@
 
 use crate::deadline::DlEntity;
 use crate::event::Event;
-use crate::noise::{self, Stream};
+use crate::noise::{self, Arrival, Stream};
 use crate::output::{Request, Requests};
 use crate::phases::TaskPhases;
-use crate::scenario::{ms_to_ns, Arrival, Phase, Policy, TimerMode};
+use crate::phase::{Phase, TimerMode};
+use crate::scenario::Policy;
 use crate::sim::{Sim, Thread, ThreadState};
-use crate::types::{CpuId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::types::{ms_to_ns, CpuId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
