@@ -11,9 +11,9 @@
 //! the lock of the cost model, which the walks hold while they take the
 //! runqueue locks.
 
-use crate::sim::Sim;
-use crate::trace::TraceKind;
-use crate::types::CfsRqId;
+use crate::engine::sim::Sim;
+use crate::vocab::trace::TraceKind;
+use crate::vocab::types::CfsRqId;
 
 impl Sim<'_> {
     /// `balance_runtime` / `do_balance_runtime`: walk the other CPUs and take
@@ -89,8 +89,8 @@ impl Sim<'_> {
 #[cfg(test)]
 mod tests {
     use crate::load;
-    use crate::sim::{Sim, SimOptions};
-    use crate::types::NSEC_PER_MSEC;
+    use crate::engine::sim::{Sim, SimOptions};
+    use crate::vocab::types::NSEC_PER_MSEC;
 
     /// 4 CPUs, a quota of one CPU per 100 ms: 25 ms per runqueue, no task.
     const FOUR_CPUS: &str = r#"

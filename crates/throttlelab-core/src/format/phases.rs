@@ -2,8 +2,8 @@
 //! a captured thread's (`phases_file`), or measurement windows expanded as
 //! 004's Algorithm 1.
 
-use crate::phase::{runs_on_timers, Phase};
-use crate::scenario::TaskSpec;
+use crate::vocab::phase::{runs_on_timers, Phase};
+use crate::format::scenario::TaskSpec;
 use std::sync::Arc;
 
 /// Slices a measurement window is run in (004: `Slice` = 0.05 s).

@@ -2,7 +2,7 @@
 //! cgroup v2 `cpu.stat`. The simulator adds `engine`, the real backend `host`.
 //! Plain types: the simulator fills them in `collect.rs`.
 
-use crate::types::Quota;
+use crate::vocab::types::Quota;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

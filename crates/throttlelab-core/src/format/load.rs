@@ -1,10 +1,10 @@
 //! From TOML text and `--set` overrides to a validated [`Scenario`].
 
-use crate::error::{line_of_offset, shown, ScenarioError};
-use crate::phases_file::{self, Sections};
-use crate::phase::Phase;
-use crate::scenario::{Scenario, MAX_PHASES};
-use crate::usage_csv;
+use crate::format::error::{line_of_offset, shown, ScenarioError};
+use crate::format::phases_file::{self, Sections};
+use crate::vocab::phase::Phase;
+use crate::format::scenario::{Scenario, MAX_PHASES};
+use crate::format::usage_csv;
 use std::collections::HashMap;
 use serde::Deserialize;
 use std::path::Path;
@@ -328,7 +328,7 @@ pub fn parse_value(key: &str, raw: &str) -> Value {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::types::Quota;
+    use crate::vocab::types::Quota;
 
     /// A small valid scenario: one limited cgroup, one spinner.
     pub(crate) const BASE: &str = r#"

@@ -10,7 +10,7 @@
 //! `global` keys that steer rt-app's calibration, logs and traces are read
 //! and left: they change nothing a thread asks of the scheduler.
 
-use crate::error::ScenarioError;
+use crate::format::error::ScenarioError;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 use toml_edit::{value, Array, ArrayOfTables, DocumentMut, InlineTable, Table, Value};
@@ -485,7 +485,7 @@ fn add_taskgroup(cgroups: &mut ArrayOfTables, path: &str, task: &At) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::Quota;
+    use crate::vocab::types::Quota;
 
     fn load(json: &str) -> crate::Scenario {
         crate::load(&to_scenario(json, "w").unwrap(), &[]).unwrap()
@@ -508,7 +508,7 @@ mod tests {
         assert_eq!((t.threads, t.start_us, t.loops, t.cpus.as_deref(), t.cgroup.as_deref()), (3, 500, -1, Some("0,2"), Some("app")));
         let timers = t.timer_names();
         let phases: Vec<_> = t.phases.iter().map(|p| p.phase(&timers).unwrap()).collect();
-        use crate::phase::{Phase::*, TimerMode};
+        use crate::vocab::phase::{Phase::*, TimerMode};
         assert_eq!(
             phases,
             [

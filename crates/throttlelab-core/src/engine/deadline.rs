@@ -22,10 +22,10 @@
 //! Approximation (docs/engine.md): runtime is enforced at the exact instant
 //! (as with HRTICK) rather than at the next tick.
 
-use crate::event::Event;
-use crate::scenario::{dl_runtime_at_rate, to_ratio};
-use crate::sim::{Sim, ThreadState};
-use crate::types::{CpuId, ThreadId, Time};
+use crate::engine::event::Event;
+use crate::format::scenario::{dl_runtime_at_rate, to_ratio};
+use crate::engine::sim::{Sim, ThreadState};
+use crate::vocab::types::{CpuId, ThreadId, Time};
 
 /// A thread's SCHED_DEADLINE state: `struct sched_dl_entity`.
 #[derive(Debug, Clone)]

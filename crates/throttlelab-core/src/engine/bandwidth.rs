@@ -2,13 +2,13 @@
 //! `kernel/sched/fair.c` and `tg_set_cfs_bandwidth` of `core.c`. Function
 //! names are the kernel's; each cites the behaviour it follows, per profile.
 
-use crate::event::{Event, Irq};
-use crate::noise::{self, Stream};
-use crate::output::Limit;
-use crate::profile::Profile;
-use crate::sim::Sim;
-use crate::trace::TraceKind;
-use crate::types::{CfsRqId, CpuId, Quota, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::engine::event::{Event, Irq};
+use crate::vocab::noise::{self, Stream};
+use crate::vocab::output::Limit;
+use crate::vocab::profile::Profile;
+use crate::engine::sim::Sim;
+use crate::vocab::trace::TraceKind;
+use crate::vocab::types::{CfsRqId, CpuId, Quota, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
 
 /// A cfs_rq won't donate quota below this amount.
 pub const MIN_CFS_RQ_RUNTIME: u64 = NSEC_PER_MSEC;
@@ -268,7 +268,7 @@ impl Sim<'_> {
 
     /// Apply `f` to the cfs_rq of every group in `tg`'s subtree on `cpu`
     /// (`walk_tg_tree_from`).
-    fn walk_tg_tree_from(&mut self, tg: usize, cpu: usize, f: impl Fn(&mut crate::fair::CfsRq)) {
+    fn walk_tg_tree_from(&mut self, tg: usize, cpu: usize, f: impl Fn(&mut crate::engine::fair::CfsRq)) {
         for i in 0..self.tgs[tg].subtree.len() {
             let d = self.tgs[tg].subtree[i];
             let id = self.cfs_rq_id(d, cpu);

@@ -3,7 +3,7 @@
 //! folding, 001). Work progresses at that speed; CPU time is still charged in
 //! wall time, as the kernel does.
 
-use crate::types::CpuId;
+use crate::vocab::types::CpuId;
 
 /// Speeds are parts per million of nominal speed.
 pub const NOMINAL_PPM: u64 = 1_000_000;

@@ -4,11 +4,11 @@
 //! charged time is skipped and applied later, in one `update_curr` per level
 //! (`catch_up_ticks`), when the CPU is next touched.
 
-use crate::event::Event;
-use crate::fair::NICE_0_LOAD;
-use crate::noise::{self, Stream};
-use crate::sim::Sim;
-use crate::types::{CpuId, Time};
+use crate::engine::event::Event;
+use crate::engine::fair::NICE_0_LOAD;
+use crate::vocab::noise::{self, Stream};
+use crate::engine::sim::Sim;
+use crate::vocab::types::{CpuId, Time};
 
 impl Sim<'_> {
     /// Mark `cpu` as touched by this event: apply the ticks skipped so far.

@@ -5,7 +5,7 @@
 //! chunks instead of keeping them: then memory is bounded by a chunk, not by
 //! the run.
 
-use crate::types::{ThreadId, Time};
+use crate::vocab::types::{ThreadId, Time};
 use serde::Serialize;
 use std::collections::HashMap;
 

@@ -14,8 +14,8 @@
 //! - load balancing is limited to wake-up placement and pulling by CPUs that
 //!   go idle.
 
-use crate::sim::Sim;
-use crate::types::{CfsRqId, CpuId, SeId, ThreadId, Time, NSEC_PER_USEC};
+use crate::engine::sim::Sim;
+use crate::vocab::types::{CfsRqId, CpuId, SeId, ThreadId, Time, NSEC_PER_USEC};
 use smallvec::SmallVec;
 
 /// `MIN_SHARES`: the smallest weight a group entity can get.

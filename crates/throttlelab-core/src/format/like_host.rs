@@ -6,10 +6,10 @@
 //! comparison's seeds, and `run`, `explain`, `advise` and `sweep` with
 //! `--like-host`) loads the scenario with them.
 
-use crate::error::ScenarioError;
-use crate::output::Host;
-use crate::profile::Profile;
-use crate::scenario::Scenario;
+use crate::format::error::ScenarioError;
+use crate::vocab::output::Host;
+use crate::vocab::profile::Profile;
+use crate::format::scenario::Scenario;
 use toml::Value;
 
 impl Host {
@@ -56,7 +56,7 @@ impl Host {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::tests::BASE as SCENARIO;
+    use crate::format::load::tests::BASE as SCENARIO;
     use std::collections::BTreeMap;
 
     fn host() -> Host {

@@ -3,15 +3,15 @@
 //! the scenario's `[[write]]`s to cpu.max. Each thread is moved on by its
 //! driver (`advance`), which wakes or blocks it through the core.
 
-use crate::deadline::DlEntity;
-use crate::event::Event;
-use crate::noise::{self, Arrival, Stream};
-use crate::output::{Request, Requests};
-use crate::phases::TaskPhases;
-use crate::phase::{Phase, TimerMode};
-use crate::scenario::Policy;
-use crate::sim::{Sim, Thread, ThreadState};
-use crate::types::{ms_to_ns, CpuId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::engine::deadline::DlEntity;
+use crate::engine::event::Event;
+use crate::vocab::noise::{self, Arrival, Stream};
+use crate::vocab::output::{Request, Requests};
+use crate::format::phases::TaskPhases;
+use crate::vocab::phase::{Phase, TimerMode};
+use crate::format::scenario::Policy;
+use crate::engine::sim::{Sim, Thread, ThreadState};
+use crate::vocab::types::{ms_to_ns, CpuId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
 use std::collections::VecDeque;
 use std::rc::Rc;
 

@@ -1,10 +1,10 @@
 //! The output document of a finished run: each cgroup's `cpu.stat`
 //! (`cpu_cfs_stat_show`) and each task's threads summed.
 
-use crate::output::{CgroupStats, Engine, Output, Requests, TaskStats};
-use crate::phases::TaskPhases;
-use crate::sim::Sim;
-use crate::workload::Driver;
+use crate::vocab::output::{CgroupStats, Engine, Output, Requests, TaskStats};
+use crate::format::phases::TaskPhases;
+use crate::engine::sim::Sim;
+use crate::engine::workload::Driver;
 use std::collections::BTreeMap;
 
 pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Output {

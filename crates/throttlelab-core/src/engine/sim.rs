@@ -4,18 +4,18 @@
 //! the classes (`fair`, `bandwidth`, `deadline`), the tick grid (`tick`) and
 //! the workloads that drive them (`workload`).
 
-use crate::bandwidth::CfsBandwidth;
-use crate::deadline::DlEntity;
-use crate::event::{Event, EventQueue, Irq};
-use crate::noise::{self, Stream};
-use crate::output::{Output, Request, Requests};
-use crate::phases::TaskPhases;
-use crate::profile::{Feature, Profile};
-use crate::scenario::{dl_capacity_bw, Scenario};
-use crate::smt::{self, Smt};
-use crate::trace::{Trace, TraceKind, TraceOptions};
-use crate::types::{secs_to_ns, CpuId, SeId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
-use crate::workload::{Driver, Service};
+use crate::engine::bandwidth::CfsBandwidth;
+use crate::engine::deadline::DlEntity;
+use crate::engine::event::{Event, EventQueue, Irq};
+use crate::vocab::noise::{self, Stream};
+use crate::vocab::output::{Output, Request, Requests};
+use crate::format::phases::TaskPhases;
+use crate::vocab::profile::{Feature, Profile};
+use crate::format::scenario::{dl_capacity_bw, Scenario};
+use crate::engine::smt::{self, Smt};
+use crate::vocab::trace::{Trace, TraceKind, TraceOptions};
+use crate::vocab::types::{secs_to_ns, CpuId, SeId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::engine::workload::{Driver, Service};
 use std::rc::Rc;
 
 /// Simulated time 0 is uniformly between this and twice this after boot.
@@ -194,8 +194,8 @@ pub struct Sim<'s> {
     pub(crate) seed: u64,
     pub(crate) events: EventQueue,
     pub(crate) rqs: Vec<Rq>,
-    pub(crate) cfs_rqs: Vec<crate::fair::CfsRq>,
-    pub(crate) ses: Vec<crate::fair::Se>,
+    pub(crate) cfs_rqs: Vec<crate::engine::fair::CfsRq>,
+    pub(crate) ses: Vec<crate::engine::fair::Se>,
     pub(crate) threads: Vec<Thread>,
     pub(crate) tgs: Vec<TaskGroup>,
     pub(crate) services: Vec<Service>,
@@ -383,7 +383,7 @@ impl<'s> Sim<'s> {
         for cpu in 0..self.nr_cpus() {
             self.account_thread_time(cpu);
         }
-        let out = crate::collect::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
+        let out = crate::engine::collect::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
         let trace = self.trace.take().map(|mut trace| {
             trace.finish((out.duration_s * 1e9).round() as Time);
             trace

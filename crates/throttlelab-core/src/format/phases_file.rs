@@ -15,10 +15,10 @@
 //! wait                 sleeps until a sibling wakes it
 //! ```
 
-use crate::error::shown;
-use crate::phase::Phase;
-use crate::scenario::{MAX_PHASES, MAX_TIME_NS};
-use crate::usage_csv::open_regular;
+use crate::format::error::shown;
+use crate::vocab::phase::Phase;
+use crate::format::scenario::{MAX_PHASES, MAX_TIME_NS};
+use crate::format::usage_csv::open_regular;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;

@@ -3,9 +3,9 @@
 //! share, over whichever class runs a thread. The classes are `fair`,
 //! `bandwidth` and `deadline`.
 
-use crate::sim::{Sim, ThreadState};
-use crate::trace::TraceKind;
-use crate::types::{CpuId, ThreadId};
+use crate::engine::sim::{Sim, ThreadState};
+use crate::vocab::trace::TraceKind;
+use crate::vocab::types::{CpuId, ThreadId};
 use smallvec::SmallVec;
 
 impl Sim<'_> {

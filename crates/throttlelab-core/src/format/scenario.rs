@@ -4,16 +4,16 @@
 //! (`deny_unknown_fields`); value checks follow the kernel's own limits
 //! (`tg_set_cfs_bandwidth`: period 1 ms..1 s, quota >= 1 ms, burst <= quota).
 
-use crate::cpulist::CpuList;
-pub use crate::cpulist::parse_cpu_list;
-use crate::error::{shown, ScenarioError};
-pub use crate::noise::Arrival;
-use crate::output::Limit;
-pub use crate::phase::{runs_on_timers, Phase, TimerMode};
-use crate::phases::TaskPhases;
-use crate::profile::{Feature, Profile};
-pub use crate::types::{ms_to_ns, secs_to_ns};
-use crate::types::Quota;
+use crate::format::cpulist::CpuList;
+pub use crate::format::cpulist::parse_cpu_list;
+use crate::format::error::{shown, ScenarioError};
+pub use crate::vocab::noise::Arrival;
+use crate::vocab::output::Limit;
+pub use crate::vocab::phase::{runs_on_timers, Phase, TimerMode};
+use crate::format::phases::TaskPhases;
+use crate::vocab::profile::{Feature, Profile};
+pub use crate::vocab::types::{ms_to_ns, secs_to_ns};
+use crate::vocab::types::Quota;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
