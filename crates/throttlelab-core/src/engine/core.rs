@@ -3,7 +3,8 @@
 //! share, over whichever class runs a thread. The classes are `fair`,
 //! `bandwidth` and `deadline`.
 
-use crate::engine::sim::{Sim, ThreadState};
+use crate::engine::rq::ThreadState;
+use crate::engine::sim::Sim;
 use crate::vocab::trace::TraceKind;
 use crate::vocab::types::{CpuId, ThreadId};
 use smallvec::SmallVec;

@@ -23,8 +23,9 @@
 //! (as with HRTICK) rather than at the next tick.
 
 use crate::engine::event::Event;
-use crate::format::scenario::{dl_runtime_at_rate, to_ratio};
-use crate::engine::sim::{Sim, ThreadState};
+use crate::vocab::dl::{dl_runtime_at_rate, to_ratio};
+use crate::engine::rq::ThreadState;
+use crate::engine::sim::Sim;
 use crate::vocab::types::{CpuId, ThreadId, Time};
 
 /// A thread's SCHED_DEADLINE state: `struct sched_dl_entity`.

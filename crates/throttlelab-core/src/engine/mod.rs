@@ -10,6 +10,7 @@ pub mod deadline;
 pub mod event;
 pub mod fair;
 pub mod hard_limits;
+pub mod rq;
 pub mod sim;
 pub mod smt;
 pub mod tick;

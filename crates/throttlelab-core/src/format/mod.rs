@@ -10,4 +10,5 @@ pub mod phases;
 pub mod phases_file;
 pub mod rt_app;
 pub mod scenario;
+pub mod validate;
 pub mod usage_csv;

@@ -2,6 +2,7 @@
 //! limits, phases, profiles, seeded draws and the documents both backends
 //! write. It imports nothing of the format or the engine.
 
+pub mod dl;
 pub mod noise;
 pub mod output;
 pub mod phase;
