@@ -1,196 +1,44 @@
 //! CFS bandwidth control: the "CFS bandwidth control machinery" section of
 //! `kernel/sched/fair.c` and `tg_set_cfs_bandwidth` of `core.c`. Function
 //! names are the kernel's; each cites the behaviour it follows, per profile.
+//! The arithmetic on `struct cfs_bandwidth` and `cfs_rq` alone is in
+//! `cfs_bandwidth.rs`.
 
+use crate::engine::cfs_bandwidth::{CFS_BANDWIDTH_SLACK_PERIOD, MIN_BANDWIDTH_EXPIRATION};
 use crate::engine::event::{Event, Irq};
-use crate::vocab::noise::{self, Stream};
-use crate::vocab::output::Limit;
-use crate::vocab::profile::Profile;
+use crate::engine::fair::CfsRq;
 use crate::engine::sim::Sim;
+use crate::vocab::noise::Stream;
 use crate::vocab::trace::TraceKind;
-use crate::vocab::types::{CfsRqId, CpuId, Quota, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
-
-/// A cfs_rq won't donate quota below this amount.
-pub const MIN_CFS_RQ_RUNTIME: u64 = NSEC_PER_MSEC;
-/// Minimum remaining period time to redistribute slack quota.
-pub const MIN_BANDWIDTH_EXPIRATION: u64 = 2 * NSEC_PER_MSEC;
-/// How long we wait to gather additional slack before distributing.
-pub const CFS_BANDWIDTH_SLACK_PERIOD: u64 = 5 * NSEC_PER_MSEC;
-/// The period `init_cfs_bandwidth` draws the timer's random first expiry from.
-const DEFAULT_CFS_PERIOD: u64 = 100 * NSEC_PER_MSEC;
-
-/// A group's global runtime pool: `struct cfs_bandwidth`.
-#[derive(Debug, Clone)]
-pub struct CfsBandwidth {
-    /// `None` = RUNTIME_INF.
-    pub quota: Option<u64>,
-    pub period: u64,
-    pub burst: u64,
-    pub runtime: u64,
-    pub runtime_snap: u64,
-    pub idle: bool,
-    pub period_active: bool,
-    /// The CPU the period timer is pinned to: where `start_cfs_bandwidth`
-    /// last armed it (`HRTIMER_MODE_ABS_PINNED`); a restart keeps it there.
-    pub timer_cpu: CpuId,
-    pub slack_started: bool,
-    /// `throttled_cfs_rq`, in list order.
-    pub throttled_cfs_rq: Vec<CfsRqId>,
-    /// The period hrtimer's expiry in CLOCK_MONOTONIC (`Sim::monotonic`),
-    /// on the period grid, without jitter.
-    pub period_expires: Time,
-    /// How many times each timer has fired (indexes their jitter).
-    pub period_fired: u64,
-    pub slack_fired: u64,
-    /// 4.18: when the current period's runtime expires, and its sequence.
-    pub runtime_expires: Time,
-    pub expires_seq: u64,
-    pub nr_periods: u64,
-    pub nr_throttled: u64,
-    pub throttled_time: u64,
-    pub nr_burst: u64,
-    pub burst_time: u64,
-    /// `slush_fund` (000 IV-A1, Listing 2): runtime the last refill discarded.
-    pub slush_fund: u64,
-    /// When `cfs_b->lock` is next free (the cost model's spinlock).
-    pub lock_free_at: Time,
-    /// How many times the cost model's locks were taken.
-    pub lock_acquisitions: u64,
-    /// Refills so far, to tell a local pool's first refill in a new period.
-    pub period_nr: u64,
-}
-
-impl CfsBandwidth {
-    /// `init_cfs_bandwidth`: unlimited, with the default period; the
-    /// scenario's settings come with `configure_cfs_bandwidth`. The timer's
-    /// first expiry is `offset_ns` if given (an absolute time, long past when
-    /// the timer first starts, which keeps its phase).
-    pub fn new(profile: Profile, tg: usize, seed: u64, offset_ns: Option<u64>) -> Self {
-        // "Add a random offset so that timers interleave" (6.6+): an
-        // absolute time in [0, 100 ms).
-        let period_expires = match offset_ns {
-            Some(o) => o,
-            None if profile.has_random_timer_offset() => noise::uniform(seed, Stream::TimerOffset(tg), 0, DEFAULT_CFS_PERIOD),
-            None => 0,
-        };
-        CfsBandwidth {
-            quota: None,
-            period: DEFAULT_CFS_PERIOD,
-            burst: 0,
-            runtime: 0,
-            runtime_snap: 0,
-            idle: false,
-            period_active: false,
-            timer_cpu: 0,
-            slack_started: false,
-            throttled_cfs_rq: Vec::new(),
-            period_expires,
-            period_fired: 0,
-            slack_fired: 0,
-            runtime_expires: 0,
-            expires_seq: 0,
-            nr_periods: 0,
-            nr_throttled: 0,
-            throttled_time: 0,
-            nr_burst: 0,
-            burst_time: 0,
-            slush_fund: 0,
-            lock_free_at: 0,
-            lock_acquisitions: 0,
-            period_nr: 0,
-        }
-    }
-}
-
-impl CfsBandwidth {
-    /// The limit in cpu.max's and cpu.max.burst's units.
-    pub fn limit(&self) -> Limit {
-        Limit {
-            quota_us: self.quota.map_or(Quota::Max, |q| Quota::Us(q / NSEC_PER_USEC)),
-            period_us: self.period / NSEC_PER_USEC,
-            burst_us: self.burst / NSEC_PER_USEC,
-        }
-    }
-}
+use crate::vocab::types::{CfsRqId, CpuId, Quota, Time, NSEC_PER_USEC};
 
 impl Sim<'_> {
-    /// `__refill_cfs_bandwidth_runtime`: add a quota, capped at quota + burst
-    /// (before 5.14 burst is 0, so this is the old `runtime = quota`).
+    /// `__refill_cfs_bandwidth_runtime` of group `tg`, traced.
     fn refill_cfs_bandwidth_runtime(&mut self, tg: usize) {
-        let now = self.now;
-        let has_expiry = self.profile.has_expiry();
-        let b = &mut self.tgs[tg].cfs_b;
-        let Some(quota) = b.quota else { return };
-        // What this refill discards goes to the slush fund (Listing 2).
-        b.slush_fund = b.runtime.saturating_sub(b.burst);
-        b.period_nr += 1;
-        let runtime = b.runtime + quota;
-        if b.runtime_snap > runtime {
-            b.burst_time += b.runtime_snap - runtime;
-            b.nr_burst += 1;
+        if self.tgs[tg].cfs_b.refill_runtime(self.now, self.profile.has_expiry()) {
+            self.record(None, tg, TraceKind::Refill);
         }
-        b.runtime = runtime.min(quota + b.burst);
-        b.runtime_snap = b.runtime;
-        if has_expiry {
-            b.runtime_expires = now + b.period;
-            b.expires_seq += 1;
-        }
-        self.record(None, tg, TraceKind::Refill);
     }
 
-    /// `__assign_cfs_rq_runtime`: top the local pool up to `target` (paying
-    /// its debt first) from the global pool; true if it is now positive.
+    /// `__assign_cfs_rq_runtime`: pay the local pool's debt (`slush_fund`),
+    /// start the period timer and take from the global pool; true if the
+    /// local pool is now positive.
     fn assign_runtime(&mut self, rq: CfsRqId, target: u64) -> bool {
         if self.features.hard_limits {
             return self.do_balance_runtime(rq);
         }
-        let tg = self.cfs_rqs[rq].tg;
+        let (tg, cpu) = (self.cfs_rqs[rq].tg, self.cfs_rqs[rq].cpu);
         if self.features.slush_fund {
-            self.pay_debt_from_slush_fund(rq);
+            self.tgs[tg].cfs_b.pay_debt_from_slush_fund(&mut self.cfs_rqs[rq]);
         }
-        let min_amount = (target as i64 - self.cfs_rqs[rq].runtime_remaining) as u64;
-        let amount = if self.tgs[tg].cfs_b.quota.is_none() {
-            min_amount
-        } else {
-            let cpu = self.cfs_rqs[rq].cpu;
+        if self.tgs[tg].cfs_b.quota.is_some() {
             self.pool_access(tg, Some(cpu));
             self.start_cfs_bandwidth(tg, cpu);
-            let b = &mut self.tgs[tg].cfs_b;
-            if b.runtime > 0 {
-                let amount = b.runtime.min(min_amount);
-                b.runtime -= amount;
-                b.idle = false;
-                amount
-            } else {
-                0
-            }
-        };
-        let (expires, seq) = (self.tgs[tg].cfs_b.runtime_expires, self.tgs[tg].cfs_b.expires_seq);
-        let c = &mut self.cfs_rqs[rq];
-        c.runtime_remaining += amount as i64;
-        if self.profile.has_expiry() && c.expires_seq != seq {
-            c.expires_seq = seq;
-            c.runtime_expires = expires;
         }
-        let cpu = c.cpu;
-        let ok = c.runtime_remaining > 0;
+        let amount = self.tgs[tg].cfs_b.assign_runtime(&mut self.cfs_rqs[rq], target, self.profile.has_expiry());
+        let ok = self.cfs_rqs[rq].runtime_remaining > 0;
         self.record(Some(cpu), tg, TraceKind::Assign(amount));
         ok
-    }
-
-    /// `slush_fund` (000 IV-A1, Listing 3): on a local pool's first refill in a
-    /// new period, its debt from the previous period is paid from that period's
-    /// leftover rather than from the new quota.
-    fn pay_debt_from_slush_fund(&mut self, rq: CfsRqId) {
-        let tg = self.cfs_rqs[rq].tg;
-        let b = &mut self.tgs[tg].cfs_b;
-        let c = &mut self.cfs_rqs[rq];
-        if b.period_nr > c.period_nr {
-            let refill = b.slush_fund.min(c.runtime_remaining.min(0).unsigned_abs());
-            b.slush_fund -= refill;
-            c.runtime_remaining += refill as i64;
-            c.period_nr = b.period_nr;
-        }
     }
 
     /// The cost model of the global pool (000 III-B, IV-B, Fig. 9). Every
@@ -223,22 +71,10 @@ impl Sim<'_> {
         self.assign_runtime(rq, self.tun.slice_ns)
     }
 
-    /// 4.18 `expire_cfs_rq_runtime`: local runtime left from an earlier
-    /// period is dropped, unless the global deadline has not moved yet
-    /// (clock drift), in which case the local one is extended by a tick.
+    /// 4.18 `expire_cfs_rq_runtime` ([`CfsRq::expire_runtime`]).
     fn expire_cfs_rq_runtime(&mut self, rq: CfsRqId, clock: Time) {
-        let tg = self.cfs_rqs[rq].tg;
-        let seq = self.tgs[tg].cfs_b.expires_seq;
-        let tick = self.tun.tick_ns;
-        let c = &mut self.cfs_rqs[rq];
-        if clock < c.runtime_expires || c.runtime_remaining < 0 {
-            return;
-        }
-        if c.expires_seq == seq {
-            c.runtime_expires += tick;
-        } else {
-            c.runtime_remaining = 0;
-        }
+        let seq = self.tgs[self.cfs_rqs[rq].tg].cfs_b.expires_seq;
+        self.cfs_rqs[rq].expire_runtime(clock, seq, self.tun.tick_ns);
     }
 
     /// `account_cfs_rq_runtime` / `__account_cfs_rq_runtime`: charge the
@@ -268,7 +104,7 @@ impl Sim<'_> {
 
     /// Apply `f` to the cfs_rq of every group in `tg`'s subtree on `cpu`
     /// (`walk_tg_tree_from`).
-    fn walk_tg_tree_from(&mut self, tg: usize, cpu: usize, f: impl Fn(&mut crate::engine::fair::CfsRq)) {
+    fn walk_tg_tree_from(&mut self, tg: usize, cpu: usize, f: impl Fn(&mut CfsRq)) {
         for i in 0..self.tgs[tg].subtree.len() {
             let d = self.tgs[tg].subtree[i];
             let id = self.cfs_rq_id(d, cpu);
@@ -313,12 +149,7 @@ impl Sim<'_> {
             se = self.ses[s].parent;
         }
         self.update_rq_masks(cpu);
-        let with_tasks = self.profile.has_throttled_time_with_tasks();
-        let c = &mut self.cfs_rqs[rq];
-        c.throttled = true;
-        if c.nr_running > 0 || !with_tasks {
-            c.throttled_clock = Some(self.now);
-        }
+        self.cfs_rqs[rq].mark_throttled(self.now, self.profile.has_throttled_time_with_tasks());
         self.record(Some(cpu), tg, TraceKind::Throttle);
         true
     }
@@ -329,13 +160,7 @@ impl Sim<'_> {
         let tg = self.cfs_rqs[rq].tg;
         let cpu = self.cfs_rqs[rq].cpu;
         self.touch(cpu);
-        let now = self.now;
-        let c = &mut self.cfs_rqs[rq];
-        c.throttled = false;
-        if let Some(since) = c.throttled_clock.take() {
-            self.tgs[tg].cfs_b.throttled_time += now - since;
-        }
-        self.tgs[tg].cfs_b.throttled_cfs_rq.retain(|&r| r != rq);
+        self.tgs[tg].cfs_b.unthrottle(rq, &mut self.cfs_rqs[rq], self.now);
         self.walk_tg_tree_from(tg, cpu, |c| c.throttle_count -= 1);
         self.record(Some(cpu), tg, TraceKind::Unthrottle);
         if self.cfs_rqs[rq].load == 0 {
@@ -369,10 +194,9 @@ impl Sim<'_> {
     /// first task to arrive on a runqueue throttled while empty starts its
     /// throttled time.
     pub(crate) fn record_throttle_clock(&mut self, rq: CfsRqId) {
-        let now = self.now;
         let c = &mut self.cfs_rqs[rq];
         if c.throttled && c.throttled_clock.is_none() {
-            c.throttled_clock = Some(now);
+            c.throttled_clock = Some(self.now);
         }
     }
 
@@ -411,29 +235,20 @@ impl Sim<'_> {
         if !c.runtime_enabled || c.nr_running > 0 || self.features.hard_limits {
             return;
         }
-        let slack = c.runtime_remaining - MIN_CFS_RQ_RUNTIME as i64;
-        if slack <= 0 {
-            return;
-        }
-        let tg = c.tg;
+        let Some(slack) = c.slack_runtime() else { return };
+        let (tg, cpu) = (c.tg, c.cpu);
         // 4.18 returns only runtime of the current period.
         if self.profile.has_expiry() && c.runtime_expires != self.tgs[tg].cfs_b.runtime_expires {
-            self.cfs_rqs[rq].runtime_remaining -= slack;
+            self.cfs_rqs[rq].runtime_remaining -= slack as i64;
             return;
         }
         if self.tgs[tg].cfs_b.quota.is_some() {
-            self.pool_access(tg, Some(self.cfs_rqs[rq].cpu));
+            self.pool_access(tg, Some(cpu));
         }
-        let b = &mut self.tgs[tg].cfs_b;
-        if b.quota.is_some() {
-            b.runtime += slack as u64;
-            if b.runtime > self.tun.slice_ns && !b.throttled_cfs_rq.is_empty() {
-                self.start_cfs_slack_bandwidth(tg);
-            }
+        if self.tgs[tg].cfs_b.return_runtime(&mut self.cfs_rqs[rq], slack, self.tun.slice_ns) {
+            self.start_cfs_slack_bandwidth(tg);
         }
-        self.cfs_rqs[rq].runtime_remaining -= slack;
-        let cpu = self.cfs_rqs[rq].cpu;
-        self.record(Some(cpu), tg, TraceKind::Return(slack as u64));
+        self.record(Some(cpu), tg, TraceKind::Return(slack));
     }
 
     /// `interleave_timers` (001, Hegde's RFC): the period timers of limited
@@ -500,7 +315,7 @@ impl Sim<'_> {
         let mut throttled = false;
         let mut remaining = 1;
         let mut unthrottle = Vec::new();
-        let (expires, has_expiry) = (self.tgs[tg].cfs_b.runtime_expires, self.profile.has_expiry());
+        let has_expiry = self.profile.has_expiry();
         for rq in self.tgs[tg].cfs_b.throttled_cfs_rq.clone() {
             if remaining == 0 {
                 throttled = true;
@@ -511,16 +326,9 @@ impl Sim<'_> {
                 continue;
             }
             self.pool_access(tg, None);
+            let runtime = self.tgs[tg].cfs_b.distribute_runtime(&mut self.cfs_rqs[rq], has_expiry);
+            remaining = self.tgs[tg].cfs_b.runtime;
             let c = &self.cfs_rqs[rq];
-            let b = &mut self.tgs[tg].cfs_b;
-            let runtime = ((-c.runtime_remaining + 1) as u64).min(b.runtime);
-            b.runtime -= runtime;
-            remaining = b.runtime;
-            let c = &mut self.cfs_rqs[rq];
-            c.runtime_remaining += runtime as i64;
-            if has_expiry {
-                c.runtime_expires = expires;
-            }
             let (cpu, positive) = (c.cpu, c.runtime_remaining > 0);
             self.record(Some(cpu), tg, TraceKind::Distribute(runtime));
             if positive {
@@ -569,7 +377,7 @@ impl Sim<'_> {
     fn arm_period_timer(&mut self, tg: usize) {
         let b = &self.tgs[tg].cfs_b;
         let (cpu, expires) = (b.timer_cpu, b.period_expires - self.uptime_ns);
-        let (before, after) = self.ticks_around(cpu, expires);
+        let (before, after) = self.ticks.ticks_around(cpu, expires);
         let (at, irq) = match before {
             Some((index, tick)) if expires <= tick + self.tick_irq_ns => {
                 self.rqs[cpu].tick_timers.push((index, tg));
@@ -583,17 +391,10 @@ impl Sim<'_> {
         self.events.push(at, Event::PeriodTimer { tg, irq });
     }
 
-    /// `hrtimer_forward_now`: move the expiry past now by whole periods;
-    /// returns the number of periods moved (the overrun).
+    /// `hrtimer_forward_now` of `tg`'s period timer.
     fn hrtimer_forward_now(&mut self, tg: usize) -> u64 {
         let now = self.monotonic();
-        let b = &mut self.tgs[tg].cfs_b;
-        if now < b.period_expires {
-            return 0;
-        }
-        let overrun = (now - b.period_expires) / b.period + 1;
-        b.period_expires += overrun * b.period;
-        overrun
+        self.tgs[tg].cfs_b.hrtimer_forward(now)
     }
 
     /// `sched_cfs_period_timer`: one call per expiry of the period timer.

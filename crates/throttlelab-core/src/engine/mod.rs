@@ -4,6 +4,7 @@
 //! format.
 
 pub mod bandwidth;
+pub mod cfs_bandwidth;
 pub mod collect;
 pub mod core;
 pub mod deadline;

@@ -2,7 +2,7 @@
 //! it: `struct rq`, the threads (`task_struct`), task groups, the proposed
 //! mechanisms switched on (`sched_feat`'s analogue) and the tunables.
 
-use crate::engine::bandwidth::CfsBandwidth;
+use crate::engine::cfs_bandwidth::CfsBandwidth;
 use crate::engine::deadline::DlEntity;
 use crate::engine::workload::Driver;
 use crate::format::scenario::Scenario;

@@ -5,11 +5,12 @@
 //! the workloads that drive them (`workload`); the state they share is in
 //! `rq`.
 
-use crate::engine::bandwidth::CfsBandwidth;
+use crate::engine::cfs_bandwidth::CfsBandwidth;
 use crate::engine::event::{Event, EventQueue, Irq};
 use crate::engine::fair::{CfsRq, Se};
 use crate::engine::rq::{Features, Rq, TaskGroup, Thread, Tunables};
 use crate::engine::smt::{self, Smt};
+use crate::engine::tick::TickGrid;
 use crate::engine::workload::{Driver, Service};
 use crate::format::phases::TaskPhases;
 use crate::format::scenario::Scenario;
@@ -81,14 +82,13 @@ pub struct Sim<'s> {
     pub(crate) dl_capacity_bw: u64,
     /// Simulate every tick (`SimOptions::every_tick`).
     pub(crate) every_tick: bool,
-    pub(crate) tick_jitter_ns: u64,
     pub(crate) timer_jitter_ns: u64,
     idle_exit_ns: u64,
     pub(crate) tick_irq_ns: u64,
     /// CLOCK_MONOTONIC at simulated time 0: how long the machine has been up.
     pub(crate) uptime_ns: u64,
-    /// Offset of the first tick after time 0.
-    pub(crate) tick_phase: u64,
+    /// Where each CPU's ticks fall.
+    pub(crate) ticks: TickGrid,
 }
 
 impl<'s> Sim<'s> {
@@ -165,12 +165,17 @@ impl<'s> Sim<'s> {
             dl_total_bw: 0,
             dl_capacity_bw: dl_capacity_bw(nr_cpus, scenario.kernel.profile),
             every_tick: options.every_tick,
-            tick_jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
+            ticks: TickGrid {
+                tick_ns: tun.tick_ns,
+                phase_ns: 0,
+                skew_ns: TickGrid::skew_ns(tun.tick_ns, scenario.kernel.skew_tick, nr_cpus),
+                jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
+                seed: scenario.seed,
+            },
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
             idle_exit_ns: (scenario.machine.idle_exit_us * 1e3) as u64,
             tick_irq_ns: (scenario.machine.tick_irq_us * 1e3) as u64,
             uptime_ns: 0,
-            tick_phase: 0,
         };
         // Simulated time 0 is some minutes after boot. The jiffy grid sits on
         // multiples of TICK_NSEC since boot (6.5+) or wherever boot left it.
@@ -184,7 +189,7 @@ impl<'s> Sim<'s> {
             None if sim.profile.has_aligned_tick() => 0,
             None => noise::uniform(sim.seed, Stream::TickPhase, 0, tun.tick_ns),
         };
-        sim.tick_phase = (boot_phase + tun.tick_ns - sim.uptime_ns % tun.tick_ns) % tun.tick_ns;
+        sim.ticks.phase_ns = (boot_phase + tun.tick_ns - sim.uptime_ns % tun.tick_ns) % tun.tick_ns;
         sim.init_fair();
         sim.spawn_workloads();
         sim.schedule_writes();

@@ -10,6 +10,62 @@ use crate::vocab::noise::{self, Stream};
 use crate::engine::sim::Sim;
 use crate::vocab::types::{CpuId, Time};
 
+/// Where each CPU's ticks fall: the jiffy grid, `skew_tick`'s offset per CPU
+/// and a seeded interrupt latency per tick (`tick_sched_timer`'s hrtimer).
+#[derive(Debug, Clone, Copy)]
+pub struct TickGrid {
+    pub tick_ns: u64,
+    /// Expiry of CPU 0's tick 0: the first after simulated time 0.
+    pub phase_ns: Time,
+    /// `skew_tick`: CPU c's ticks expire `c * skew_ns` later (0 without it).
+    pub skew_ns: u64,
+    /// Each tick's interrupt runs uniformly up to this late.
+    pub jitter_ns: u64,
+    pub seed: u64,
+}
+
+impl TickGrid {
+    /// `tick_setup_sched_timer`'s offset with `skew_tick`: half a tick spread
+    /// over the CPUs, `TICK_NSEC / 2 / nr_cpus * cpu`.
+    pub fn skew_ns(tick_ns: u64, skew_tick: bool, nr_cpus: usize) -> u64 {
+        if skew_tick {
+            tick_ns / 2 / nr_cpus as u64
+        } else {
+            0
+        }
+    }
+
+    /// Expiry of tick 0 on `cpu`.
+    fn base(&self, cpu: CpuId) -> Time {
+        self.phase_ns + self.skew_ns * cpu as u64
+    }
+
+    /// Time of tick `index` on `cpu`: its expiry plus a seeded interrupt latency.
+    pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
+        self.base(cpu) + index * self.tick_ns + noise::uniform(self.seed, Stream::Tick(cpu), index, self.jitter_ns)
+    }
+
+    /// The ticks on `cpu` around an hrtimer expiring at `expires`: the last
+    /// one expiring before it (index and when it runs; none before tick 0)
+    /// and when the next one runs (at or after it; at equal expiry the tick,
+    /// re-armed last, runs after the timer).
+    pub fn ticks_around(&self, cpu: CpuId, expires: Time) -> (Option<(u64, Time)>, Time) {
+        let next = expires.saturating_sub(self.base(cpu)).div_ceil(self.tick_ns);
+        let before = next.checked_sub(1).map(|k| (k, self.tick_time(cpu, k)));
+        (before, self.tick_time(cpu, next))
+    }
+
+    /// The first tick index on `cpu` that runs at or after `t`, from index `from`.
+    pub fn first_at_or_after(&self, cpu: CpuId, t: Time, from: u64) -> u64 {
+        let tick = self.tick_ns;
+        let mut k = (t.saturating_sub(self.phase_ns + self.jitter_ns + tick) / tick).max(from);
+        while self.tick_time(cpu, k) < t {
+            k += 1;
+        }
+        k
+    }
+}
+
 impl Sim<'_> {
     /// Mark `cpu` as touched by this event: apply the ticks skipped so far.
     pub(crate) fn touch(&mut self, cpu: CpuId) {
@@ -48,37 +104,9 @@ impl Sim<'_> {
         rq.irq_tick.is_some() && rq.curr.is_some_and(|t| !self.is_dl(t) && self.ses[self.threads[t].se].on_rq)
     }
 
-    /// Expiry of tick 0 on `cpu`: the jiffy grid, skewed per CPU with `skew_tick`.
-    fn tick_base(&self, cpu: CpuId) -> Time {
-        let tick = self.tun.tick_ns;
-        let skew = if self.scenario.kernel.skew_tick { tick / 2 / self.nr_cpus() as u64 * cpu as u64 } else { 0 };
-        self.tick_phase + skew
-    }
-
-    /// Time of tick `index` on `cpu`: its expiry plus a seeded interrupt latency.
-    pub(crate) fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
-        self.tick_base(cpu) + index * self.tun.tick_ns + noise::uniform(self.seed, Stream::Tick(cpu), index, self.tick_jitter_ns)
-    }
-
-    /// The ticks on `cpu` around an hrtimer expiring at `expires`: the last
-    /// one expiring before it (index and when it runs; none before tick 0)
-    /// and when the next one runs (at or after it; at equal expiry the tick,
-    /// re-armed last, runs after the timer).
-    pub(crate) fn ticks_around(&self, cpu: CpuId, expires: Time) -> (Option<(u64, Time)>, Time) {
-        let base = self.tick_base(cpu);
-        let next = expires.saturating_sub(base).div_ceil(self.tun.tick_ns);
-        let before = next.checked_sub(1).map(|k| (k, self.tick_time(cpu, k)));
-        (before, self.tick_time(cpu, next))
-    }
-
     /// The first tick index on `cpu` at or after `t` (and not before `next_tick`).
     pub(crate) fn first_tick_at_or_after(&self, cpu: CpuId, t: Time) -> u64 {
-        let tick = self.tun.tick_ns;
-        let mut k = (t.saturating_sub(self.tick_phase + self.tick_jitter_ns + tick) / tick).max(self.rqs[cpu].next_tick);
-        while self.tick_time(cpu, k) < t {
-            k += 1;
-        }
-        k
+        self.ticks.first_at_or_after(cpu, t, self.rqs[cpu].next_tick)
     }
 
     /// Latency of an hrtimer (period or slack) expiry.
@@ -97,15 +125,15 @@ impl Sim<'_> {
         let rq = &self.rqs[cpu];
         let limit = rq.tick_armed.map(|(k, _)| k).unwrap_or(u64::MAX);
         let first = rq.next_tick;
-        if first >= limit || self.tick_time(cpu, first) > self.now {
+        if first >= limit || self.ticks.tick_time(cpu, first) > self.now {
             return;
         }
         // The last tick before `limit` that is due by now.
         let mut k = self.first_tick_at_or_after(cpu, self.now + 1).min(limit) - 1;
-        while k > first && self.tick_time(cpu, k) > self.now {
+        while k > first && self.ticks.tick_time(cpu, k) > self.now {
             k -= 1;
         }
-        let at = self.tick_time(cpu, k);
+        let at = self.ticks.tick_time(cpu, k);
         for se in self.hierarchy(self.threads[tid].se) {
             let rq = self.ses[se].cfs_rq;
             if self.profile.has_eevdf() {
@@ -119,7 +147,7 @@ impl Sim<'_> {
                     if crossing >= k {
                         break;
                     }
-                    self.update_curr(rq, self.tick_time(cpu, crossing));
+                    self.update_curr(rq, self.ticks.tick_time(cpu, crossing));
                 }
             }
             self.update_curr(rq, at);
@@ -167,11 +195,66 @@ impl Sim<'_> {
         rq.tick_gen += 1;
         rq.tick_armed = None;
         if let Some(index) = next {
-            let at = self.tick_time(cpu, index);
+            let at = self.ticks.tick_time(cpu, index);
             let rq = &mut self.rqs[cpu];
             rq.tick_armed = Some((index, at));
             let gen = rq.tick_gen;
             self.events.push(at, Event::Tick { cpu, index, gen });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// HZ=250 on 4 CPUs with `skew_tick`, the grid 1 ms after time 0.
+    fn grid(jitter_ns: u64) -> TickGrid {
+        TickGrid { tick_ns: 4 * MS, phase_ns: MS, skew_ns: TickGrid::skew_ns(4 * MS, true, 4), jitter_ns, seed: 7 }
+    }
+
+    #[test]
+    fn skew_tick_spreads_half_a_tick_over_the_cpus() {
+        // tick_setup_sched_timer: offset = (TICK_NSEC >> 1) / num_possible_cpus() * cpu.
+        let g = grid(0);
+        assert_eq!(g.skew_ns, MS / 2);
+        assert_eq!(TickGrid::skew_ns(4 * MS, false, 4), 0);
+        assert_eq!(g.tick_time(0, 0), MS);
+        assert_eq!(g.tick_time(3, 0), 2 * MS + MS / 2);
+        assert_eq!(g.tick_time(3, 2), 10 * MS + MS / 2);
+    }
+
+    #[test]
+    fn a_timer_falls_between_two_ticks_of_its_cpu() {
+        let g = grid(0);
+        // CPU 1 ticks at 1.5, 5.5, 9.5 ms: a timer at 9 ms follows tick 1.
+        assert_eq!(g.ticks_around(1, 9 * MS), (Some((1, 5 * MS + MS / 2)), 9 * MS + MS / 2));
+        // At a tick's own expiry the tick is the next one: it runs after the timer.
+        assert_eq!(g.ticks_around(1, 9 * MS + MS / 2), (Some((1, 5 * MS + MS / 2)), 9 * MS + MS / 2));
+        // Before tick 0 there is none before.
+        assert_eq!(g.ticks_around(1, MS), (None, MS + MS / 2));
+    }
+
+    #[test]
+    fn first_tick_at_or_after_a_time() {
+        let g = grid(0);
+        assert_eq!(g.first_at_or_after(0, 9 * MS, 0), 2, "CPU 0 ticks at 1, 5, 9 ms");
+        assert_eq!(g.first_at_or_after(0, 9 * MS + 1, 0), 3);
+        assert_eq!(g.first_at_or_after(0, 9 * MS, 5), 5, "never before `from`");
+        assert_eq!(g.first_at_or_after(0, 0, 0), 0);
+    }
+
+    #[test]
+    fn each_tick_runs_up_to_its_jitter_late_the_same_for_a_seed() {
+        let (exact, late) = (grid(0), grid(100_000));
+        let lateness: Vec<u64> = (0..1000).map(|k| late.tick_time(2, k) - exact.tick_time(2, k)).collect();
+        assert!(lateness.iter().all(|&l| l < 100_000));
+        assert!(*lateness.iter().min().unwrap() < 5_000 && *lateness.iter().max().unwrap() > 95_000, "spread over [0, 100 us)");
+        assert_eq!(late.tick_time(2, 17), grid(100_000).tick_time(2, 17));
+        // Found by when it runs, latency included.
+        assert_eq!(late.first_at_or_after(2, late.tick_time(2, 40), 0), 40);
+        assert_eq!(late.first_at_or_after(2, late.tick_time(2, 40) + 1, 0), 41);
     }
 }
