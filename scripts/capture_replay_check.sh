@@ -30,10 +30,12 @@ EOF
   *) echo "unknown program $program" >&2; exit 2 ;;
 esac
 
-# Start the program in the cgroup at quota (-1: unlimited).
+# Start the program in the cgroup at QUOTA [PERIOD [BURST]] (-1: unlimited).
 start() {
   mkdir -p "$cg" "$acct"
-  echo $period_us > "$cg/cpu.cfs_period_us"
+  echo -1 > "$cg/cpu.cfs_quota_us"
+  echo "${2:-$period_us}" > "$cg/cpu.cfs_period_us"
+  echo "${3:-0}" > "$cg/cpu.cfs_burst_us"
   echo "$1" > "$cg/cpu.cfs_quota_us"
   sh -c "echo \$\$ > $cg/cgroup.procs; echo \$\$ > $acct/cgroup.procs; exec $(printf '%q ' "${cmd[@]}")" > /dev/null 2>&1 &
   sleep $warm_s
@@ -42,9 +44,9 @@ stop() { cat "$cg/cgroup.procs" | xargs -r kill -9 2>/dev/null || true; sleep 0.
 stat() { awk -v k="$2" '$1 == k { print $2 }' "$1/cpu.stat"; }
 usage_ns() { cat "$acct/cpuacct.usage"; }
 
-# A window at quota: "CPUs nr_throttled nr_periods".
+# A window at QUOTA [PERIOD [BURST]]: "CPUs nr_throttled nr_periods".
 window() {
-  start "$1"
+  start "$@"
   local u0 p0 t0 u1 p1 t1
   u0=$(usage_ns); p0=$(stat "$cg" nr_periods); t0=$(stat "$cg" nr_throttled)
   sleep $window_s
@@ -75,11 +77,12 @@ demand_ms=$(throttlelab explain "$out/cap.toml" --json | tee "$out/explain.json"
 
 echo "## $program: advise" >&2
 throttlelab advise "$out/cap.toml" --max-throttled 5% --json > "$out/advise.json"
-rec=$(python3 -c "import json; r=json.load(open('$out/advise.json'))['recommendation']; print(r['quota_us'] if r else -1)")
-below=$(( rec * 8 / 10 ))
-echo "## $program: recommended $rec and 20 % below, $below, on the kernel" >&2
-for i in $(seq "$runs"); do window "$rec"; done | tee "$out/recommended.txt" >&2
-for i in $(seq "$runs"); do window "$below"; done | tee "$out/below.txt" >&2
+# The recommendation (quota period burst), and 20 % below it (quota and burst).
+read -r rec rec_period rec_burst < <(python3 -c "import json; r=json.load(open('$out/advise.json'))['recommendation']; print(r['quota_us'], r['period_us'], r['burst_us'])")
+below=$(( rec * 8 / 10 )) below_burst=$(( rec_burst * 8 / 10 ))
+echo "## $program: recommended $rec/$rec_period (burst $rec_burst) and 20 % below, $below (burst $below_burst), on the kernel" >&2
+for i in $(seq "$runs"); do window "$rec" "$rec_period" "$rec_burst"; done | tee "$out/recommended.txt" >&2
+for i in $(seq "$runs"); do window "$below" "$rec_period" "$below_burst"; done | tee "$out/below.txt" >&2
 
 pct() { python3 -c "print(f'{($1 / $2 - 1) * 100:+.1f} %')"; }
 cat <<EOF
@@ -95,6 +98,6 @@ $(cat "$out/capture.txt")
 
 | limit on the kernel | periods throttled, each run | mean | target (at most 5 %) |
 |---|---|---|---|
-| $rec/$period_us (\`advise\`'s recommendation) | $(ratios < "$out/recommended.txt") | $(python3 -c "r=[int(l.split()[1])/int(l.split()[2]) for l in open('$out/recommended.txt')]; print('met' if sum(r)/len(r) <= 0.05 else 'missed')") |
-| $below/$period_us (20 % below) | $(ratios < "$out/below.txt") | $(python3 -c "r=[int(l.split()[1])/int(l.split()[2]) for l in open('$out/below.txt')]; print('met' if sum(r)/len(r) <= 0.05 else 'missed')") |
+| $rec/$rec_period, burst $rec_burst (\`advise\`'s recommendation) | $(ratios < "$out/recommended.txt") | $(python3 -c "r=[int(l.split()[1])/int(l.split()[2]) for l in open('$out/recommended.txt')]; print('met' if sum(r)/len(r) <= 0.05 else 'missed')") |
+| $below/$rec_period, burst $below_burst (20 % below) | $(ratios < "$out/below.txt") | $(python3 -c "r=[int(l.split()[1])/int(l.split()[2]) for l in open('$out/below.txt')]; print('met' if sum(r)/len(r) <= 0.05 else 'missed')") |
 EOF
