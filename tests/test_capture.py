@@ -415,3 +415,26 @@ def test_without_cap_sys_admin_the_tracefs_error_says_root_is_needed(tmp_path):
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "tracefs not mounted and cannot be mounted" in lines[0], done.stderr
     assert lines[0].endswith("(capture needs root with CAP_SYS_ADMIN, as a privileged container has)"), lines[0]
+
+
+@needs_root
+@pytest.mark.skipif(subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0, reason="needs a mount namespace")
+def test_a_capture_on_a_full_disk_is_kept_in_a_spare_directory(workload, tmp_path):
+    """The output's directory fills up (a tmpfs with no room, in a private
+    mount namespace) while the capture runs: what was captured is written to
+    a spare directory ($TMPDIR here), one line says where, exit 2."""
+    group, _ = workload
+    full, spare = tmp_path / "full", tmp_path / "spare"
+    full.mkdir()
+    spare.mkdir()
+    script = (f"mount -t tmpfs -o size=4k tmpfs {full} && head -c 4096 /dev/zero > {full}/filler; "
+              f"exec {sys.executable} -m throttlelab capture --cgroup {group} --duration 1 -o {full}/c.toml")
+    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, TMPDIR=str(spare)))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"throttlelab: error: cannot write {full}/c.phases.gz: No space left on device (os error 28); "
+                           f"the capture is kept in {spare}/c.toml (its phases beside it): move both where you want them\n")
+    assert proc.stdout.startswith(f"{spare}/c.toml: ")
+    assert sorted(p.name for p in spare.iterdir()) == ["c.phases.gz", "c.toml"]
+    cap = json.loads(_native.validate(load_scenario_text(str(spare / "c.toml"))[0]))["capture"]
+    assert cap["threads"] > 0 and 0.9 < cap["duration_s"] < 1.1, cap

@@ -93,6 +93,15 @@ pub struct Options {
 pub struct Captured {
     pub spec: CaptureSpec,
     pub signal: Option<libc::c_int>,
+    /// Where the capture went when the output's directory could not take it.
+    pub kept_elsewhere: Option<KeptElsewhere>,
+}
+
+/// A capture written to a spare directory, and why not where asked.
+#[derive(Debug, Clone)]
+pub struct KeptElsewhere {
+    pub scenario: PathBuf,
+    pub cause: String,
 }
 
 /// Capture `target` as `options` say; write the scenario to `out` and the
@@ -254,11 +263,48 @@ fn record(target: &Target, options: &Options, out: &Path, mut scenario_file: fs:
     }
     empty_capture(&spec, target)?;
     let names = task_names(&captured);
-    write_phases(phases_path, phases_file, &captured, &names)?;
     let file_name = phases_path.file_name().expect("a file name").to_string_lossy();
     let text = scenario_text(&spec, &group, &captured, &names, &file_name)?;
-    scenario_file.write_all(text.as_bytes()).and_then(|_| scenario_file.sync_all()).map_err(|e| Error::io("write", out, e))?;
-    Ok(Captured { spec, signal })
+    let write = |out: &Path, mut scenario_file: fs::File, phases_path: &Path, phases_file: fs::File| {
+        write_phases(phases_path, phases_file, &captured, &names)?;
+        scenario_file.write_all(text.as_bytes()).and_then(|_| scenario_file.sync_all()).map_err(|e| Error::io("write", out, e))
+    };
+    let kept_elsewhere = match write(out, scenario_file, phases_path, phases_file) {
+        Ok(()) => None,
+        Err(e) => Some(keep_elsewhere(out, phases_path, e, write)?),
+    };
+    Ok(Captured { spec, signal, kept_elsewhere })
+}
+
+/// Write a capture that its own directory could not take (a full disk) into
+/// the first spare directory that can, under the same names (with the pid
+/// if taken), and remove the partial files: what was captured is not lost.
+fn keep_elsewhere(out: &Path, phases_path: &Path, cause: Error,
+                  write: impl Fn(&Path, fs::File, &Path, fs::File) -> Result<()>) -> Result<KeptElsewhere> {
+    let _ = fs::remove_file(out);
+    let _ = fs::remove_file(phases_path);
+    let mut spares: Vec<PathBuf> = std::env::var_os("TMPDIR").map(PathBuf::from).into_iter().collect();
+    spares.extend(["/var/tmp", "/dev/shm", "/tmp"].map(PathBuf::from));
+    let stem = out.file_stem().unwrap_or_default().to_string_lossy();
+    for dir in spares.iter().filter(|d| d.is_dir() && Some(d.as_path()) != out.parent()) {
+        for name in [stem.to_string(), format!("{stem}-{}", std::process::id())] {
+            let (o, p) = (dir.join(format!("{name}.toml")), dir.join(format!("{name}.phases.gz")));
+            let create = |path: &Path| fs::OpenOptions::new().write(true).create_new(true).open(path);
+            let written = match (create(&o), create(&p)) {
+                (Ok(sf), Ok(pf)) => write(&o, sf, &p, pf).is_ok(),
+                (Ok(_), Err(_)) => { let _ = fs::remove_file(&o); continue; }
+                (Err(_), Ok(_)) => { let _ = fs::remove_file(&p); continue; }
+                (Err(_), Err(_)) => continue,
+            };
+            if written {
+                return Ok(KeptElsewhere { scenario: o, cause: cause.to_string() });
+            }
+            let _ = fs::remove_file(&o);
+            let _ = fs::remove_file(&p);
+            break;
+        }
+    }
+    Err(cause)
 }
 
 /// The name of a capture's tracefs instance: `throttlelab-capture-<pid>`.
