@@ -7,6 +7,10 @@ both applied on the kernel. Each step is one `tl-measure` hold:
     python scripts/prometheus_acceptance.py scrape -o DIR [--minutes 10] [--max-throttled 0.05] [--install]
     python scripts/prometheus_acceptance.py apply -o DIR --round K [--run-s 180]
     python scripts/prometheus_acceptance.py table -o DIR
+
+Run it from a directory outside /work/wt and /work/venvs (`cd /tmp`): tl-measure
+stops what runs from there unless its environment says TL_MEASURE=1, and nginx's and
+PostgreSQL's processes write their titles over their environment.
 """
 
 import sys

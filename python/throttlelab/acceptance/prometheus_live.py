@@ -25,6 +25,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -448,6 +449,9 @@ def main(argv: list[str], lab: Path) -> int:
     parser.add_argument("--run-s", type=float, default=180.0, help="apply: seconds each side runs")
     parser.add_argument("--install", action="store_true", help="apt-get install the programs' Debian packages that are missing")
     args = parser.parse_args(argv)
+    # SIGTERM (tl-measure passes it on) ends the step through its cleanups: the
+    # programs, their cgroups and the lab stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         if args.step == "scrape":
             if args.minutes * 60 < 3 * 30:
