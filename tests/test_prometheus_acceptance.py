@@ -108,6 +108,7 @@ def test_cpu_stat_between_two_readings():
         (["table"], "plan.json: no plan (run the scrape step first)"),
         (["apply", "--round", "1"], "plan.json: no plan (run the scrape step first)"),
         (["scrape", "--minutes", "1"], "--minutes: at least 1.5"),
+        (["apply", "--round", "1,x"], "--round '1,x': expected round numbers"),
     ],
 )
 def test_the_steps_refuse_in_one_line(tmp_path, args, message):

@@ -445,7 +445,7 @@ def main(argv: list[str], lab: Path) -> int:
     parser.add_argument("-o", "--out", type=Path, required=True, help="the run's directory (plan.json, round-K.json, acceptance.md/.json)")
     parser.add_argument("--minutes", type=float, default=10.0, help="scrape: how long the five run under their first limits")
     parser.add_argument("--max-throttled", type=float, default=0.05, help="scrape: advise's target (a ratio)")
-    parser.add_argument("--round", type=int, default=1, help="apply: which round (1, 2, 3)")
+    parser.add_argument("--round", default="1", help="apply: which round (1, 2, 3), or several one after the other (1,2)")
     parser.add_argument("--run-s", type=float, default=180.0, help="apply: seconds each side runs")
     parser.add_argument("--install", action="store_true", help="apt-get install the programs' Debian packages that are missing")
     args = parser.parse_args(argv)
@@ -458,7 +458,12 @@ def main(argv: list[str], lab: Path) -> int:
                 raise LiveError("--minutes: at least 1.5 (three 30 s windows for advise)")
             scrape(args.out, args.minutes, args.max_throttled, args.install, lab)
         elif args.step == "apply":
-            apply(args.out, args.round, args.run_s, args.install)
+            try:
+                rounds = [int(k) for k in args.round.split(",")]
+            except ValueError:
+                raise LiveError(f"--round {args.round!r}: expected round numbers such as 1 or 1,2") from None
+            for k in rounds:
+                apply(args.out, k, args.run_s, args.install)
         else:
             print(write_table(args.out) and (args.out / "acceptance.md").read_text(), end="")
     except (LiveError, OSError, RuntimeError, subprocess.CalledProcessError) as e:
