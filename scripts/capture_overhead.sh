@@ -67,7 +67,7 @@ for round in $(seq "$ROUNDS"); do
             throttlelab)
                 stress > "$WORK/ops" &
                 sleep 1
-                /usr/bin/time -f "cpu_s %U %S" unshare -m --propagation private "$THROTTLELAB" capture --cgroup "${DIRS[0]}" \
+                /usr/bin/time -f "cpu_s %U %S maxrss_kb %M" unshare -m --propagation private "$THROTTLELAB" capture --cgroup "${DIRS[0]}" \
                     --duration "$SECONDS_RUN" -o "$WORK/c.toml" > "$WORK/out" 2>&1 || true
                 wait
                 ops="$(cat "$WORK/ops")"

@@ -111,9 +111,15 @@ impl From<&str> for Comm {
     }
 }
 
+impl PartialEq<str> for Comm {
+    fn eq(&self, other: &str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
 impl PartialEq<&str> for Comm {
     fn eq(&self, other: &&str) -> bool {
-        self.as_bytes() == other.as_bytes()
+        self == *other
     }
 }
 
