@@ -54,7 +54,7 @@ instance() {
     mkdir "$INST"
     echo 8192 > "$INST/buffer_size_kb"
     echo mono > "$INST/trace_clock"
-    echo "$1" > "$INST/options/record-cmd"
+    [ "$1" = 1 ] || echo norecord-cmd > "$INST/trace_options"  # an instance has no options/record-cmd file
     for e in sched_switch sched_waking sched_process_fork sched_process_exit; do echo 1 > "$INST/events/sched/$e/enable"; done
     [ "$2" = 1 ] && echo 1 > "$INST/events/sched/sched_stat_runtime/enable"
     for s in epoll_wait epoll_pwait epoll_pwait2; do
