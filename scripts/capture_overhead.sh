@@ -5,7 +5,11 @@
 # on `record` on the 6.18 host), runs alternating, ROUNDS of each.
 # Prints one line per run: mode, bogo ops/s, trace events recorded, lost.
 #
-#   sudo bash scripts/capture_overhead.sh [SECONDS [ROUNDS]]    (default 60 3)
+#   sudo bash scripts/capture_overhead.sh [SECONDS [ROUNDS [MODES]]]    (default 60 3)
+#
+# MODES (quoted, space-separated): alone, throttlelab, perf (default all three).
+# Run it from a directory outside /work/wt: tl-measure stops the processes
+# there whose environment lacks TL_MEASURE, and stress-ng rewrites its own.
 #
 # The capture's and perf's own CPU time (user, sys) is printed as cpu_s.
 # Needs root, cgroup v1 or v2, perf, and stress-ng (Debian's package,
@@ -14,6 +18,7 @@
 set -uo pipefail
 SECONDS_RUN="${1:-60}"
 ROUNDS="${2:-3}"
+MODES="${3:-alone throttlelab perf}"
 THROTTLELAB="${THROTTLELAB:-throttlelab}"
 for tool in stress-ng:stress-ng; do
     command -v "${tool%%:*}" >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${tool#*:}" >/dev/null
@@ -55,14 +60,14 @@ EVENTS=(-e sched:sched_switch -e sched:sched_waking -e sched:sched_process_fork 
         -e syscalls:sys_enter_epoll_pwait2)
 
 for round in $(seq "$ROUNDS"); do
-    for mode in alone throttlelab perf; do
+    for mode in $MODES; do
         out=""
         case "$mode" in
             alone) ops="$(stress)" ;;
             throttlelab)
                 stress > "$WORK/ops" &
                 sleep 1
-                /usr/bin/time -f "cpu_s %U %S" unshare -m --propagation private "$THROTTLELAB" capture --cgroup "${DIRS[0]}" \
+                /usr/bin/time -f "cpu_s %U %S maxrss_kb %M" unshare -m --propagation private "$THROTTLELAB" capture --cgroup "${DIRS[0]}" \
                     --duration "$SECONDS_RUN" -o "$WORK/c.toml" > "$WORK/out" 2>&1 || true
                 wait
                 ops="$(cat "$WORK/ops")"

@@ -22,6 +22,7 @@
 //! switch to idle bounds it, or it is not known.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// What the trace marker says where the capture window starts and ends.
 pub const START_MARK: &str = "throttlelab capture start";
@@ -51,9 +52,9 @@ pub struct Event {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
-    Switch { prev_pid: u32, prev_comm: String, preempted: bool, next_pid: u32, next_comm: String },
+    Switch { prev_pid: u32, prev_comm: Comm, preempted: bool, next_pid: u32, next_comm: Comm },
     Waking { pid: u32 },
-    Fork { child_pid: u32, child_comm: String },
+    Fork { child_pid: u32, child_comm: Comm },
     Exit { pid: u32 },
     /// `sched_stat_runtime`: task `pid` ran `runtime_ns` since its last update.
     Runtime { pid: u32, runtime_ns: u64 },
@@ -62,6 +63,64 @@ pub enum Kind {
     /// It returned from it, with something `ready` (a positive count).
     PollExit { ready: bool },
     Mark(String),
+}
+
+/// A task's name as the kernel keeps it (`comm`: TASK_COMM_LEN, 16 bytes
+/// with its NUL), inline: a switch carries two, and a busy host switches
+/// hundreds of thousands of times a second, which allocating them cost the
+/// capture's reader.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Comm {
+    bytes: [u8; 16],
+    len: u8,
+}
+
+impl Comm {
+    /// The bytes up to the first NUL, at most 16.
+    pub fn new(bytes: &[u8]) -> Comm {
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len()).min(16);
+        let mut c = Comm { bytes: [0; 16], len: end as u8 };
+        c.bytes[..end].copy_from_slice(&bytes[..end]);
+        c
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl std::fmt::Display for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.to_string())
+    }
+}
+
+impl From<&str> for Comm {
+    fn from(s: &str) -> Comm {
+        Comm::new(s.as_bytes())
+    }
+}
+
+impl PartialEq<str> for Comm {
+    fn eq(&self, other: &str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for Comm {
+    fn eq(&self, other: &&str) -> bool {
+        self == *other
+    }
 }
 
 /// The value of `key=` in `text` (the last one: a comm may hold anything).
@@ -142,16 +201,16 @@ fn parse_event(head: &str, name: &str, body: &str) -> Result<Event, String> {
             let state = value(prev, "prev_state").ok_or("no prev_state=")?;
             Kind::Switch {
                 prev_pid: number(prev, "prev_pid")?,
-                prev_comm: comm(prev, "prev_comm", "prev_pid").to_string(),
+                prev_comm: comm(prev, "prev_comm", "prev_pid").into(),
                 preempted: state.starts_with('R'),
                 next_pid: number(next, "next_pid")?,
-                next_comm: comm(next, "next_comm", "next_pid").to_string(),
+                next_comm: comm(next, "next_comm", "next_pid").into(),
             }
         }
         "sched_waking" | "sched_wakeup" => Kind::Waking { pid: number(body, "pid")? },
         "sched_process_fork" => Kind::Fork {
             child_pid: number(body, "child_pid")?,
-            child_comm: comm(body, "child_comm", "child_pid").to_string(),
+            child_comm: comm(body, "child_comm", "child_pid").into(),
         },
         "sched_process_exit" => Kind::Exit { pid: number(body, "pid")? },
         // `comm=a pid=1 runtime=5 [ns]` (before 6.8 followed by `vruntime=`).
@@ -392,23 +451,45 @@ pub struct Thread {
     ready_since: Option<u64>,
 }
 
+/// Pids hashed by one multiplication (Fibonacci hashing) rather than
+/// SipHash: the recorder looks up two or three for every event read, and
+/// pids are not chosen by an adversary.
+#[derive(Default)]
+struct PidHasher(u64);
+
+impl Hasher for PidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0 ^ n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 /// Turns the events of a capture window into each thread's phases.
 #[derive(Debug)]
 pub struct Recorder {
     threads: Vec<Thread>,
-    by_pid: HashMap<u32, usize>,
+    by_pid: HashMap<u32, usize, BuildHasherDefault<PidHasher>>,
     /// Start of the window (the start mark), once seen.
     start_ns: Option<u64>,
     end_ns: Option<u64>,
     /// Per CPU, when its last switch in the window went to the idle task
     /// (None: to a task, or none seen yet).
-    idle_since: HashMap<u32, Option<u64>>,
+    idle_since: Vec<Option<u64>>,
 }
 
 impl Recorder {
     /// Capture the threads `pids` (`comm` of each), and those they fork.
     pub fn new(threads: &[(u32, String)]) -> Recorder {
-        let mut r = Recorder { threads: Vec::new(), by_pid: HashMap::new(), start_ns: None, end_ns: None, idle_since: HashMap::new() };
+        let mut r = Recorder { threads: Vec::new(), by_pid: HashMap::default(), start_ns: None, end_ns: None, idle_since: Vec::new() };
         for (pid, comm) in threads {
             r.add(*pid, comm, 0, State::Unknown);
         }
@@ -436,7 +517,11 @@ impl Recorder {
             Kind::Mark(m) if m == END_MARK => self.end_ns = Some(e.ts_ns),
             Kind::Mark(_) => {}
             Kind::Switch { prev_pid, prev_comm, preempted, next_pid, next_comm } => {
-                let idle_since = self.idle_since.insert(e.cpu, (*next_pid == 0).then_some(now)).flatten();
+                let cpu = e.cpu as usize;
+                if self.idle_since.len() <= cpu {
+                    self.idle_since.resize(cpu + 1, None);
+                }
+                let idle_since = std::mem::replace(&mut self.idle_since[cpu], (*next_pid == 0).then_some(now));
                 if let Some(t) = self.thread(*prev_pid, prev_comm) {
                     // The 6.18 host leaves some switches from the idle task
                     // out of the trace (all of CPU 1's on one host). Without
@@ -480,7 +565,7 @@ impl Recorder {
             }
             Kind::Fork { child_pid, child_comm } => {
                 if self.by_pid.contains_key(&e.pid) && !self.by_pid.contains_key(child_pid) {
-                    self.add(*child_pid, child_comm, now, State::Burst);
+                    self.add(*child_pid, &child_comm.to_string(), now, State::Burst);
                 }
             }
             Kind::Exit { pid } => {
@@ -493,12 +578,12 @@ impl Recorder {
     }
 
     /// Thread `pid`, if captured and not exited; `comm` renames it (exec).
-    fn thread(&mut self, pid: u32, comm: &str) -> Option<&mut Thread> {
+    fn thread(&mut self, pid: u32, comm: &Comm) -> Option<&mut Thread> {
         let t = &mut self.threads[*self.by_pid.get(&pid)?];
         if t.state == State::Exited {
             return None;
         }
-        if t.comm != comm && !comm.is_empty() {
+        if t.comm.as_bytes() != comm.as_bytes() && !comm.is_empty() {
             t.comm = comm.to_string();
         }
         Some(t)
