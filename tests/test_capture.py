@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -378,7 +379,9 @@ os.wait()
 
 @needs_root
 def test_an_empty_capture_is_refused_and_children_are_taken_with_children(tmp_path):
-    parent = subprocess.Popen([sys.executable, "-c", PARENT])
+    # A session of its own: the kill at the end takes the child too, which
+    # would otherwise spin on, orphaned, after the test.
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], start_new_session=True)
     try:
         time.sleep(0.3)
         out = tmp_path / "c.toml"
@@ -390,7 +393,7 @@ def test_an_empty_capture_is_refused_and_children_are_taken_with_children(tmp_pa
         cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
         assert cap["threads"] == 1 and cap["source"] == f"pids {parent.pid} and their children", cap
     finally:
-        parent.kill()
+        os.killpg(parent.pid, signal.SIGKILL)
         parent.wait()
 
 
