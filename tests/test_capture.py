@@ -268,15 +268,16 @@ while True:
 def ping_pong():
     """A ping-pong pair in a fresh cgroup of its own, without a limit."""
     dirs = _make_group(f"capture-pp-{os.getpid()}", -1)
-    proc = subprocess.Popen([sys.executable, "-c", PING_PONG])
+    # A session of its own: a child forked before its parent was moved into
+    # the cgroup stays outside it, and the kill by session takes it too.
+    proc = subprocess.Popen([sys.executable, "-c", PING_PONG], start_new_session=True)
     try:
         for d in dirs:
             (d / "cgroup.procs").write_text(str(proc.pid))
         time.sleep(0.2)  # the fork, into the cgroup with its parent
         yield dirs[0]
     finally:
-        for pid in [int(p) for p in (dirs[0] / "cgroup.procs").read_text().split()]:
-            os.kill(pid, 9)
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         time.sleep(0.1)
         for d in reversed(dirs):
