@@ -109,6 +109,8 @@ def test_cpu_stat_between_two_readings():
         (["apply", "--round", "1"], "plan.json: no plan (run the scrape step first)"),
         (["scrape", "--minutes", "1"], "--minutes: at least 1.5"),
         (["apply", "--round", "1,x"], "--round '1,x': expected round numbers"),
+        (["apply", "--round", "1", "--only", "rt-app,redis"], "--only 'redis': not one of"),
+        (["advise"], "no plan.json and samples.json (run the scrape step first)"),
     ],
 )
 def test_the_steps_refuse_in_one_line(tmp_path, args, message):
@@ -122,3 +124,46 @@ def test_table_without_rounds_refuses(tmp_path):
     (tmp_path / "plan.json").write_text(json.dumps(_plan({w.name: 100 for w in live.WORKLOADS})))
     proc = subprocess.run([sys.executable, str(SCRIPT), "table", "-o", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 2 and "no round-K.json" in proc.stderr
+
+
+def test_a_round_of_some_workloads_makes_a_table_of_those(tmp_path):
+    """`apply --only rt-app,stress-ng`: the table holds the rows the rounds ran."""
+    plan = _plan({w.name: 300 for w in live.WORKLOADS})
+    ours = {"rt-app": 0.02, "stress-ng": 0.01}
+    rounds = [_round(ours, 0.5, live.applied(plan)["throttlelab"]) for _ in range(3)]
+    doc = live.table(plan, rounds)
+    assert [r["workload"] for r in doc["rows"]] == ["stress-ng", "rt-app"]
+    assert doc["rows"][1]["throttlelab"]["mean"] == pytest.approx(0.02)
+
+
+def test_apply_without_advise_rows_refuses(tmp_path):
+    plan = _plan({w.name: 100 for w in live.WORKLOADS})
+    del plan["advise"]
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "apply", "-o", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "no advise rows (run the advise step first)" in proc.stderr, proc.stderr
+
+
+def test_the_advise_step_runs_advise_on_the_stored_samples(tmp_path):
+    """samples.json (raw samples, as the scrape step stores them) served as
+    Prometheus answers them: advise's rows land in plan.json."""
+    from throttlelab.prometheus import PERIOD, PERIODS, QUOTA, THREADS, THROTTLED_PERIODS, THROTTLED_SECONDS, USAGE
+
+    cid = "/" + live.PREFIX + "stress-ng"
+    end_s, n = 1_800_000_600, 21
+    values = {USAGE: 0.19, PERIODS: 10, THROTTLED_PERIODS: 5, THROTTLED_SECONDS: 0.3}
+    series = [
+        {"metric": {"__name__": name, "id": cid}, "samples": [[end_s - 600 + 30 * i, rate * 30 * i] for i in range(n)]}
+        for name, rate in values.items()
+    ] + [
+        {"metric": {"__name__": name, "id": cid}, "samples": [[end_s - 600 + 30 * i, v] for i in range(n)]}
+        for name, v in ((QUOTA, 20_000), (PERIOD, 100_000), (THREADS, 2))
+    ]  # fmt: skip
+    (tmp_path / "samples.json").write_text(json.dumps({"series": series}))
+    (tmp_path / "plan.json").write_text(json.dumps({"minutes": 10, "step": "30s", "end_s": end_s, "scraped": {}, "krr": {}}))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "advise", "-o", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    (row,) = plan["advise"]["containers"]
+    assert (row["id"], row["limit_m"], row["windows"]) == (cid, 200, 20)
+    assert plan["advise_command"].startswith("throttlelab advise --prometheus URL --selector")

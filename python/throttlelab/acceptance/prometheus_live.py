@@ -5,12 +5,16 @@ Five programs nobody here wrote (Debian's nginx under h2load, PostgreSQL under
 `pgbench --rate`, stress-ng, sysbench, rt-app) run at once, each in a v1 cgroup of
 its own (cpu, cpuacct and pids, as the kubelet makes them) under a CPU limit,
 while the lab's Prometheus scrapes the lab's cAdvisor (scripts/prometheus_lab.sh).
-Three steps, each its own command so that each can be one `tl-measure` hold:
+Four steps, each its own command; scrape and apply are each one `tl-measure` hold:
 
-- `scrape`: the programs under their first limits for `--minutes`, then
-  `throttlelab advise --prometheus` on that range, and KRR's rule on the same
-  Prometheus (`krr_query`, `krr_limits`); the lab is stopped after. Writes plan.json.
-- `apply --round K`: the programs again, all at once, under advise's limits, then
+- `scrape`: the programs under their first limits for `--minutes`, then KRR's
+  rule on that range on the same Prometheus (`krr_query`, `krr_limits`) and the
+  raw samples advise reads; the lab is stopped after. Writes plan.json and
+  samples.json.
+- `advise`: `throttlelab advise --prometheus` on those samples (served by
+  throttlelab.prometheus_fixture), over the scrape's range: re-run as the model
+  changes, on the same data. Adds its rows to plan.json.
+- `apply --round K [--only NAMES]`: the programs again, all at once, under advise's limits, then
   under KRR's limits, `--run-s` each; each cgroup's cpu.stat (nr_throttled over
   nr_periods) over the run. Writes round-K.json.
 - `table`: acceptance.md and acceptance.json from the plan and the rounds: the
@@ -175,8 +179,10 @@ def throttled_window(before: dict[str, int], after: dict[str, int], seconds: flo
 def run_all(limits_m: dict[str, int], duration_s: float, programs: dict[str, Program]) -> dict[str, dict[str, Any]]:
     """Every workload at once for `duration_s`, each in its own cgroup under its
     limit (`limits_m`, at `PERIOD_US`); each cgroup's cpu.stat from `LEAD_S` in to
-    `TAIL_S` before the end, with its start and end (unix seconds)."""
-    cgroups = {w.name: Cgroup(PREFIX + w.name, PERIOD_US, limits_m[w.name] * PERIOD_US // 1000, 0, pids=True) for w in WORKLOADS}
+    `TAIL_S` before the end, with its start and end (unix seconds). The
+    workloads are those `limits_m` names."""
+    workloads = [w for w in WORKLOADS if w.name in limits_m]
+    cgroups = {w.name: Cgroup(PREFIX + w.name, PERIOD_US, limits_m[w.name] * PERIOD_US // 1000, 0, pids=True) for w in workloads}
     errors: dict[str, str] = {}
 
     def one(w: Workload) -> None:
@@ -188,7 +194,7 @@ def run_all(limits_m: dict[str, int], duration_s: float, programs: dict[str, Pro
     for cg in cgroups.values():
         cg.__enter__()
     try:
-        threads = [threading.Thread(target=one, args=(w,), daemon=True) for w in WORKLOADS]
+        threads = [threading.Thread(target=one, args=(w,), daemon=True) for w in workloads]
         t0 = time.time()
         for t in threads:
             t.start()
@@ -209,10 +215,10 @@ def run_all(limits_m: dict[str, int], duration_s: float, programs: dict[str, Pro
     return out
 
 
-def with_programs(body: Callable[[dict[str, Program]], Any], do_install: bool) -> Any:
-    """`body` with every workload's program set up (and torn down after), under
-    the real backend's lock."""
-    programs = {w.name: w.make() for w in WORKLOADS}
+def with_programs(body: Callable[[dict[str, Program]], Any], do_install: bool, names: Optional[list[str]] = None) -> Any:
+    """`body` with every workload's program (or those `names` names) set up (and
+    torn down after), under the real backend's lock."""
+    programs = {w.name: w.make() for w in WORKLOADS if names is None or w.name in names}
     if do_install:
         install(list(programs.values()))
     with run_lock():
@@ -286,10 +292,28 @@ def _lab(script: Path, action: str) -> str:
     return proc.stdout.strip()
 
 
-def scrape(out: Path, minutes: float, max_throttled: float, do_install: bool, lab: Path) -> dict[str, Any]:
+def samples(url: str, end_s: float, range_s: float, selector: str = SELECTOR) -> dict[str, Any]:
+    """Every raw sample of the counters and gauges advise reads, for our cgroups,
+    over the `range_s` before `end_s` and a minute either side, as a fixture
+    (throttlelab.prometheus_fixture): advise can be run again on exactly these
+    samples after the lab is gone (the `advise` step)."""
+    from prometheus_api_client import PrometheusConnect
+
+    from throttlelab.prometheus import COUNTERS, GAUGES
+
+    prom = PrometheusConnect(url=url, disable_ssl=True)
+    series = []
+    for metric in (*COUNTERS, *GAUGES):
+        for s in prom.custom_query(f"{metric}{{{selector}}}[{round(range_s) + 120}s]", params={"time": end_s + 60}):
+            series.append({"metric": s["metric"], "samples": [[float(t), float(v)] for t, v in s["values"]]})
+    return {"series": series}
+
+
+def scrape(out: Path, minutes: float, do_install: bool, lab: Path) -> dict[str, Any]:
     """The five under their first limits for `minutes` while Prometheus scrapes
-    (the lab started by `lab`, scripts/prometheus_lab.sh); then advise and KRR
-    on that range. Writes plan.json."""
+    (the lab started by `lab`, scripts/prometheus_lab.sh); then KRR's rule on that
+    range and the raw samples advise reads (samples.json); the lab is stopped
+    after. Writes plan.json (advise's rows come from the `advise` step)."""
     range_s = round(minutes * 60)
     url = _lab(lab, "start")
     try:
@@ -298,25 +322,42 @@ def scrape(out: Path, minutes: float, max_throttled: float, do_install: bool, la
         measured = with_programs(lambda programs: run_all(first, range_s + LEAD_S + TAIL_S + 2 * 15, programs), do_install)
         end_s = int(max(m["end_s"] for m in measured.values()))
         time.sleep(20)  # the last samples of the window are scraped
-        advise_argv = [
-            "throttlelab", "advise", "--prometheus", url, "--selector", SELECTOR, "--range", f"{range_s}s", "--step", STEP,
-            "--end", str(end_s), "--max-throttled", f"{max_throttled:g}", "--json",
-        ]  # fmt: skip
-        proc = subprocess.run([sys.executable, "-m", *advise_argv], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise LiveError(f"advise --prometheus exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
-        advised = json.loads(proc.stdout)
         ids = ["/" + PREFIX + w.name for w in WORKLOADS]
         krr_rows = krr(url, ids, end_s - range_s, end_s)
+        raw = samples(url, end_s, range_s)
     finally:
         _lab(lab, "stop")
-    plan = {
-        "max_throttled": max_throttled, "minutes": minutes, "scrape": SCRAPE, "step": STEP, "end_s": end_s,
-        "advise_command": " ".join(a if " " not in a and '"' not in a else f"'{a}'" for a in advise_argv),
-        "scraped": measured, "advise": advised, "krr": krr_rows,
-    }  # fmt: skip
+    plan = {"minutes": minutes, "scrape": SCRAPE, "step": STEP, "end_s": end_s, "scraped": measured, "krr": krr_rows}
     out.mkdir(parents=True, exist_ok=True)
+    (out / "samples.json").write_text(json.dumps(raw) + "\n")
     (out / "plan.json").write_text(json.dumps(plan, indent=1) + "\n")
+    return plan
+
+
+def advise(out: Path, max_throttled: float) -> dict[str, Any]:
+    """`throttlelab advise --prometheus` on the scrape's samples (samples.json,
+    served as Prometheus answers them by throttlelab.prometheus_fixture), over
+    the scrape's range. Adds its rows and command to plan.json."""
+    from throttlelab.prometheus_fixture import Fixture, serve
+
+    plan_path, samples_path = out / "plan.json", out / "samples.json"
+    if not plan_path.is_file() or not samples_path.is_file():
+        raise LiveError(f"{out}: no plan.json and samples.json (run the scrape step first)")
+    plan = json.loads(plan_path.read_text())
+    server, url = serve(Fixture(json.loads(samples_path.read_text())))
+    try:
+        argv = [
+            "throttlelab", "advise", "--prometheus", url, "--selector", SELECTOR, "--range", f"{round(plan['minutes'] * 60)}s",
+            "--step", plan["step"], "--end", str(plan["end_s"]), "--max-throttled", f"{max_throttled:g}", "--json",
+        ]  # fmt: skip
+        proc = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True)
+    finally:
+        server.shutdown()
+    if proc.returncode != 0:
+        raise LiveError(f"advise --prometheus exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+    argv[3] = "URL"  # the fixture's port is not the command's
+    plan.update(max_throttled=max_throttled, advise_command=" ".join(a if " " not in a and '"' not in a else f"'{a}'" for a in argv), advise=json.loads(proc.stdout))
+    plan_path.write_text(json.dumps(plan, indent=1) + "\n")
     return plan
 
 
@@ -348,29 +389,36 @@ def applied(plan: dict[str, Any]) -> dict[str, dict[str, int]]:
     }
 
 
-def apply(out: Path, round_: int, run_s: float, do_install: bool) -> dict[str, Any]:
-    """One round: the five under advise's limits, then under KRR's. Writes round-K.json."""
+def apply(out: Path, round_: int, run_s: float, do_install: bool, only: Optional[list[str]] = None) -> dict[str, Any]:
+    """One round: the five (or those `only` names) under advise's limits, then
+    under KRR's. Writes round-K.json."""
     plan_path = out / "plan.json"
     if not plan_path.is_file():
         raise LiveError(f"{plan_path}: no plan (run the scrape step first)")
-    sides = applied(json.loads(plan_path.read_text()))
+    plan = json.loads(plan_path.read_text())
+    if "advise" not in plan:
+        raise LiveError(f"{plan_path}: no advise rows (run the advise step first)")
+    sides = {side: {n: m for n, m in lim.items() if only is None or n in only} for side, lim in applied(plan).items()}
 
     def body(programs: dict[str, Program]) -> dict[str, Any]:
         return {side: run_all(lim, run_s, programs) for side, lim in sides.items()}
 
-    result = {"round": round_, "run_s": run_s, "sides": with_programs(body, do_install)}
+    result = {"round": round_, "run_s": run_s, "sides": with_programs(body, do_install, only)}
     (out / f"round-{round_}.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
 
 
 def table(plan: dict[str, Any], rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """The acceptance table: per workload, what was scraped, each side's limit and
-    its mean throttled ratio over the rounds, and whether advise met the target."""
+    """The acceptance table: per workload the rounds ran, what was scraped, each
+    side's limit and its mean throttled ratio over the rounds, and whether advise
+    met the target."""
     sides = limits(plan)
     advised = {r["id"]: r for r in plan["advise"]["containers"]}
     target = plan["max_throttled"]
     rows = []
     for w in WORKLOADS:
+        if any(w.name not in r["sides"]["throttlelab"] for r in rounds):
+            continue
         cid = "/" + PREFIX + w.name
         a = advised.get(cid, {})
         row: dict[str, Any] = {
@@ -441,12 +489,13 @@ def write_table(out: Path) -> dict[str, Any]:
 def main(argv: list[str], lab: Path) -> int:
     """scripts/prometheus_acceptance.py's command line; `lab`: scripts/prometheus_lab.sh."""
     parser = argparse.ArgumentParser(prog="prometheus_acceptance.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("scrape", "apply", "table"))
+    parser.add_argument("step", choices=("scrape", "advise", "apply", "table"))
     parser.add_argument("-o", "--out", type=Path, required=True, help="the run's directory (plan.json, round-K.json, acceptance.md/.json)")
     parser.add_argument("--minutes", type=float, default=10.0, help="scrape: how long the five run under their first limits")
-    parser.add_argument("--max-throttled", type=float, default=0.05, help="scrape: advise's target (a ratio)")
+    parser.add_argument("--max-throttled", type=float, default=0.05, help="advise: its target (a ratio)")
     parser.add_argument("--round", default="1", help="apply: which round (1, 2, 3), or several one after the other (1,2)")
     parser.add_argument("--run-s", type=float, default=180.0, help="apply: seconds each side runs")
+    parser.add_argument("--only", help="apply: these workloads only (comma-separated names, e.g. rt-app,stress-ng)")
     parser.add_argument("--install", action="store_true", help="apt-get install the programs' Debian packages that are missing")
     args = parser.parse_args(argv)
     # SIGTERM (tl-measure passes it on) ends the step through its cleanups: the
@@ -456,14 +505,20 @@ def main(argv: list[str], lab: Path) -> int:
         if args.step == "scrape":
             if args.minutes * 60 < 3 * 30:
                 raise LiveError("--minutes: at least 1.5 (three 30 s windows for advise)")
-            scrape(args.out, args.minutes, args.max_throttled, args.install, lab)
+            scrape(args.out, args.minutes, args.install, lab)
+        elif args.step == "advise":
+            advise(args.out, args.max_throttled)
         elif args.step == "apply":
+            only = None if args.only is None else args.only.split(",")
+            unknown = sorted(set(only or ()) - {w.name for w in WORKLOADS})
+            if unknown:
+                raise LiveError(f"--only {unknown[0]!r}: not one of {', '.join(w.name for w in WORKLOADS)}")
             try:
                 rounds = [int(k) for k in args.round.split(",")]
             except ValueError:
                 raise LiveError(f"--round {args.round!r}: expected round numbers such as 1 or 1,2") from None
             for k in rounds:
-                apply(args.out, k, args.run_s, args.install)
+                apply(args.out, k, args.run_s, args.install, only)
         else:
             print(write_table(args.out) and (args.out / "acceptance.md").read_text(), end="")
     except (LiveError, OSError, RuntimeError, subprocess.CalledProcessError) as e:
