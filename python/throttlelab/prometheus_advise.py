@@ -23,7 +23,7 @@ from rich.console import RenderableType
 from throttlelab.metrics import millicores
 from throttlelab.platforms import PLATFORMS
 from throttlelab.prometheus import Container, PrometheusError, Query, containers, workload
-from throttlelab.prometheus_model import MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
+from throttlelab.prometheus_model import DEMAND_FACTORS, MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
 from throttlelab.runner import Run, Runner, document, simulate
 from throttlelab.terminal import table
 
@@ -133,12 +133,9 @@ def advise_prometheus(
         raise PrometheusError(f"--capture {next(iter(captures))}: no container of that name or id matches --selector")
     runner = Batched(runner)  # type: ignore[assignment]
     clock, cpu = time.monotonic(), time.process_time()
-    batch = [f.runs() for _, f in fits]
-    docs = runner.run_many([run for runs in batch for run in runs])
-    k = 0
-    for (row, fit), runs in zip(fits, batch):
-        fit.take(docs[k : k + len(runs)])
-        k += len(runs)
+    _fit(runner, [f for _, f in fits])
+    # Where no independent model reproduces the counters, the aligned family.
+    _fit(runner, [f for _, f in fits if f.widen()])
     fitted, fitted_cpu = time.monotonic(), time.process_time()
     searched = [(row, fit) for row, fit in fits if _consistent(row, fit)]
     _search(runner, searched, max_throttled)
@@ -150,16 +147,33 @@ def advise_prometheus(
     return sorted(rows, key=lambda r: (r["namespace"], r["workload"], r["pod"], r["container"], r["id"]))
 
 
+def _fit(runner: Batched, fits: list[Fit]) -> None:
+    """Every fit's runs at once; each takes its own."""
+    batch = [f.runs() for f in fits]
+    docs = runner.run_many([run for runs in batch for run in runs])
+    k = 0
+    for fit, runs in zip(fits, batch):
+        fit.take(docs[k : k + len(runs)])
+        k += len(runs)
+
+
 def _consistent(row: dict[str, Any], fit: Fit) -> bool:
-    row["models"] = f"{len(fit.consistent_models)}/{len(fit.models)}"
+    row["models"] = f"{len(fit.consistent_models)}/{fit.tried}"
+    if fit.consistent and fit.unbounded:
+        row["status"] = "refused"
+        row["reason"] += (
+            f"at its limit in every window ({100 * row['throttled_now']:.0f} % of periods throttled): its counters fit"
+            f" demand from what the limit let through to {DEMAND_FACTORS[-1]:g}x that, so they cannot say how much it needs;"
+            " raise its limit for a while, or --capture it"
+        )
+        return False
     if fit.consistent:
+        if fit.models[0].aligned:
+            row["reason"] += "no independent bursts reproduce its counters; threads waking together do; "
         return True
     miss, model = fit.closest
     row["status"] = "refused"
-    row["reason"] += (
-        f"no demand model reproduces its counters at its limit (closest: bursts of {model.burst_us / 1000:g} ms"
-        f" on {model.threads} thread(s), {miss:.1f}x its bound off)"
-    )
+    row["reason"] += f"no demand model reproduces its counters at its limit (closest: {model}, {miss:.1f}x its bound off)"
     return False
 
 

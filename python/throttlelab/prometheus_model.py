@@ -36,6 +36,16 @@ from throttlelab.runner import Run
 BURSTS_US = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000)
 #: Thread counts tried where container_threads is 0 (a cgroup without pids).
 THREADS_UNKNOWN = (1, 2, 4)
+#: The aligned family (where no independent model reproduces the counters):
+#: every thread wakes on a timer of TIMERS_US, all together, and runs that
+#: times DUTIES each wake-up; after K wake-ups (K from the demand) all rest
+#: RESTS_US. From a 10 ms control loop to a 100 ms tick, resting a quarter
+#: second to two seconds between busy phases.
+TIMERS_US = (10_000, 25_000, 50_000, 100_000)
+DUTIES = (0.25, 0.5, 0.75)
+RESTS_US = (250_000, 500_000, 1_000_000, 2_000_000)
+#: At most this many wake-ups in a busy phase (more: no rest at all).
+MAX_WAKES = 200
 #: Windows put together by usage: the busiest 10 %, then 15 %, 25 %, 50 %.
 USAGE_BANDS = (0.10, 0.15, 0.25, 0.50)
 #: Simulated seconds per band (at 100 ms periods, 200 periods).
@@ -86,12 +96,51 @@ class Band:
     throttled_ratio: float
     periods: float
     windows: int
+    #: Its windows' seconds: periods / (seconds / period) is the share of periods
+    #: the container had work in (the period timer stops while it sleeps).
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
 class Model:
+    """Independent bursts (``timer_us`` 0): bursts of ``burst_us`` at Poisson
+    times on ``threads`` threads. Aligned (``timer_us`` > 0): ``threads``
+    threads that all wake every ``timer_us`` (on the same multiples of it) and
+    each run ``burst_us``, K times, then all rest ``rest_us``; K is what gives
+    the demand (:func:`wakes`)."""
+
     burst_us: int
     threads: int
+    timer_us: int = 0
+    rest_us: int = 0
+
+    @property
+    def aligned(self) -> bool:
+        return self.timer_us > 0
+
+    def __str__(self) -> str:
+        if not self.aligned:
+            return f"bursts of {self.burst_us / 1000:g} ms on {self.threads} thread(s)"
+        return (
+            f"{self.threads} thread(s) waking together every {self.timer_us / 1000:g} ms for {self.burst_us / 1000:g} ms,"
+            f" resting {self.rest_us / 1e6:g} s between busy phases"
+        )
+
+
+def aligned_models(threads: Sequence[int]) -> list[Model]:
+    """The aligned family: every timer, duty and rest, on each thread count."""
+    return [Model(round(d * t), n, t, r) for n in threads for t in TIMERS_US for d in DUTIES for r in RESTS_US]
+
+
+def wakes(model: Model, demand_cpus: float) -> Optional[int]:
+    """The wake-ups per busy phase that give an aligned model ``demand_cpus``
+    unthrottled (each thread: K x burst_us of CPU in K x timer_us + rest_us),
+    or None where even no rest at all gives less (then it never rests)."""
+    on_cpus = model.threads * model.burst_us / model.timer_us
+    if demand_cpus >= on_cpus:
+        return None
+    k = demand_cpus * model.rest_us / (model.timer_us * (on_cpus - demand_cpus))
+    return None if k > MAX_WAKES else max(1, round(k))
 
 
 def bands(windows: Sequence[Window]) -> list[Band]:
@@ -105,10 +154,11 @@ def bands(windows: Sequence[Window]) -> list[Band]:
         if not group:
             continue
         periods = sum(w.periods for w in group)
-        usage = sum(w.usage_s for w in group) / sum(w.end_s - w.start_s for w in group)
+        seconds = sum(w.end_s - w.start_s for w in group)
+        usage = sum(w.usage_s for w in group) / seconds
         ratio = sum(w.throttled_periods for w in group) / periods if periods else 0.0
         if usage > 0:
-            out.append(Band(usage, ratio, periods, len(group)))
+            out.append(Band(usage, ratio, periods, len(group), seconds))
     return out
 
 
@@ -126,10 +176,47 @@ def node_cpus(c: Container, threads: int) -> int:
     return max(NODE_CPUS, min(64, max(threads, quota_cpus + 1)))
 
 
+ALIGNED_SCENARIO = """\
+# One container's aligned demand model for one band of its windows (throttlelab.prometheus_model).
+name = "prometheus-window-aligned"
+duration_s = 20
+seed = 1
+
+[machine]
+cpus = 8
+hz = 250
+
+[[cgroup]]
+name = "container"
+period_us = 100000
+quota_us = 100000
+
+[[task]]
+name = "aligned"
+cgroup = "container"
+threads = 1
+phases = [{phases}]
+"""
+
+
+def aligned_text(model: Model, demand_cpus: float) -> str:
+    """ALIGNED_SCENARIO with the model's phases at ``demand_cpus``: K x (run,
+    timer) then the rest; or run and timer only, where it never rests."""
+    k = wakes(model, demand_cpus)
+    wake = f"{{ run_us = {model.burst_us} }}, {{ timer_us = {model.timer_us} }}"
+    phases = wake if k is None else ", ".join([wake] * k) + f", {{ sleep_us = {model.rest_us} }}"
+    return ALIGNED_SCENARIO.replace("{phases}", phases)
+
+
 def window_run(model: Model, demand_cpus: float, quota_us: Optional[int], period_us: int, cpus: int, seed: int = 1) -> Run:
     """One simulation of ``demand_cpus`` under ``model`` at cpu.max ``quota_us period_us``."""
-    rate = demand_cpus * 1e6 / model.burst_us
     quota = "max" if quota_us is None else quota_us
+    if model.aligned:
+        return Run(aligned_text(model, demand_cpus), (
+            f"machine.cpus={cpus}", f"duration_s={SIM_S}", f"seed={seed}",
+            f"cgroup.container.period_us={period_us}", f"cgroup.container.quota_us={quota}", f"task.aligned.threads={model.threads}",
+        ))
+    rate = demand_cpus * 1e6 / model.burst_us
     return Run(SCENARIO, (
         f"machine.cpus={cpus}", f"duration_s={SIM_S}", f"seed={seed}",
         f"cgroup.container.period_us={period_us}", f"cgroup.container.quota_us={quota}",
@@ -142,6 +229,14 @@ def _measured(doc: dict[str, Any]) -> tuple[float, float, int]:
     """A simulation's usage (CPUs), throttled ratio and periods."""
     cg = doc["cgroups"]["container"]
     return cg["usage_usec"] / (doc["duration_s"] * 1e6), cg["throttled_ratio"], cg["nr_periods"]
+
+
+def active_miss(band: Band, periods: float, period_us: int) -> float:
+    """How far a simulation's share of periods with work is from the band's,
+    in units of :func:`ratio_bound`."""
+    possible = band.seconds * 1e6 / period_us
+    observed, simulated = min(1.0, band.periods / possible), min(1.0, periods * period_us / (SIM_S * 1e6))
+    return abs(simulated - observed) / ratio_bound(observed, possible, SIM_S * 1e6 / period_us)
 
 
 @dataclass(frozen=True)
@@ -163,8 +258,10 @@ class Fit:
         last = c.windows[-1]
         self.quota_us, self.period_us = last.quota_us, last.period_us
         threads = max(w.threads for w in c.windows)
-        counts = (threads,) if threads > 0 else THREADS_UNKNOWN
+        self.counts = counts = (threads,) if threads > 0 else THREADS_UNKNOWN
         self.models = [Model(b, n) for n in counts for b in BURSTS_US]
+        #: How many models were tried, over the families.
+        self.tried = len(self.models)
         self.cpus = node_cpus(c, max(counts))
         quota_cpus = (self.quota_us or 0) / self.period_us
         #: Each band's demands tried: near the limit, the demand may exceed what it let through.
@@ -172,6 +269,28 @@ class Fit:
         self.slots = [(m, i, f) for m in self.models for i in range(len(self.bands)) for f in self.factors[i]]
         self.consistent: list[Variant] = []
         self.closest: tuple[float, Model] = (math.inf, self.models[0])
+
+    def widen(self) -> bool:
+        """Where no independent model reproduced the counters (after :meth:`take`),
+        the aligned family is next: True when :meth:`runs` now gives its runs."""
+        if self.consistent or self.models[0].aligned:
+            return False
+        self.models = aligned_models(self.counts)
+        self.tried += len(self.models)
+        # Bursts that wake together are throttled at a low mean usage (the
+        # kubernetes-mixin #108 shape): any throttled band may have held demand back.
+        self.factors = [DEMAND_FACTORS if b.throttled_ratio > 0 else f for b, f in zip(self.bands, self.factors)]
+        self.slots = [(m, i, f) for m in self.models for i in range(len(self.bands)) for f in self.factors[i]]
+        return True
+
+    @property
+    def unbounded(self) -> bool:
+        """Some consistent model reproduces every band at the most demand tried
+        (DEMAND_FACTORS[-1] times its usage): the container sat at its limit
+        throughout, and its counters say nothing of how far its demand went
+        above it (the search would take the highest, a guess)."""
+        top = DEMAND_FACTORS[-1] * (1 - 1e-9)
+        return any(all(d >= top * b.usage_cpus for d, b in zip(v.demands, self.bands)) for v in self.consistent)
 
     @property
     def consistent_models(self) -> list[Model]:
@@ -190,7 +309,9 @@ class Fit:
             usage, ratio, periods = _measured(doc)
             usage_miss = abs(usage - band.usage_cpus) / (USAGE_TOLERANCE * band.usage_cpus + 0.01)
             ratio_miss = abs(ratio - band.throttled_ratio) / ratio_bound(band.throttled_ratio, band.periods, periods)
-            misses[m][i][f] = max(usage_miss, ratio_miss)  # in units of its bound
+            # An aligned model rests: it must rest as much as the container did.
+            periods_miss = active_miss(band, periods, self.period_us) if m.aligned else 0.0
+            misses[m][i][f] = max(usage_miss, ratio_miss, periods_miss)  # in units of its bound
         for m in self.models:
             worst = max(min(per_band.values()) for per_band in misses[m])
             if worst < self.closest[0]:
