@@ -176,21 +176,8 @@ def node_cpus(c: Container, threads: int) -> int:
     return max(NODE_CPUS, min(64, max(threads, quota_cpus + 1)))
 
 
-ALIGNED_SCENARIO = """\
-# One container's aligned demand model for one band of its windows (throttlelab.prometheus_model).
-name = "prometheus-window-aligned"
-duration_s = 20
-seed = 1
-
-[machine]
-cpus = 8
-hz = 250
-
-[[cgroup]]
-name = "container"
-period_us = 100000
-quota_us = 100000
-
+#: The aligned family's scenario: SCENARIO's machine and cgroup, a task in place of the service.
+ALIGNED_SCENARIO = SCENARIO[: SCENARIO.index("[[service]]")].replace('"prometheus-window"', '"prometheus-window-aligned"') + """\
 [[task]]
 name = "aligned"
 cgroup = "container"
