@@ -20,6 +20,13 @@ every consistent model at each candidate quota: a candidate meets the target
 when the worst of them, each weighting its bands by their periods, is at most
 ``max_throttled``. The recommendation is advise's HEADROOM over the boundary,
 and its range is the spread of the consistent models' predictions there.
+
+Where no such model is consistent, the aligned family (:func:`aligned_models`,
+:meth:`Fit.widen`) is fitted next: threads that wake together on a timer, K
+wake-ups then a rest, held to the band's share of periods with work as well.
+A fit where some model reproduces every band at the most demand tried
+(:attr:`Fit.unbounded`) says nothing of the demand above the limit: advise
+refuses it.
 """
 
 from __future__ import annotations
