@@ -2,10 +2,11 @@
 """Issue #35's live acceptance (python/throttlelab/acceptance/prometheus_live.py;
 docs/prometheus.md, "Live acceptance"): five Debian programs under limits while the
 lab's Prometheus scrapes cAdvisor, advise --prometheus and KRR's rule from that,
-both applied on the kernel. Each step is one `tl-measure` hold:
+both applied on the kernel. scrape and apply are each one `tl-measure` hold:
 
-    python scripts/prometheus_acceptance.py scrape -o DIR [--minutes 10] [--max-throttled 0.05] [--install]
-    python scripts/prometheus_acceptance.py apply -o DIR --round K [--run-s 180]
+    python scripts/prometheus_acceptance.py scrape -o DIR [--minutes 10] [--install]
+    python scripts/prometheus_acceptance.py advise -o DIR [--max-throttled 0.05]   # on DIR/samples.json
+    python scripts/prometheus_acceptance.py apply -o DIR --round K [--run-s 180] [--only rt-app,stress-ng]
     python scripts/prometheus_acceptance.py table -o DIR
 
 Run it from a directory outside /work/wt and /work/venvs (`cd /tmp`): tl-measure
