@@ -12,7 +12,9 @@
 #
 # MODES (quoted, space-separated) from: alone, kernel (all the capture's
 # events, the instance's options as the kernel makes them), nocmd (the same,
-# `record-cmd` off), noruntime (nocmd without sched_stat_runtime), capture;
+# `record-cmd` off), noruntime (nocmd without sched_stat_runtime), nosys (nocmd
+# without epoll's syscall tracepoints), sched4 (nocmd with neither: the four
+# tracepoints the BPF variants attach to), capture;
 # the in-kernel filters (docs/capture.md, "Filtering in the kernel"): tfilter
 # (nocmd, each event with a tracefs `filter` keeping the cgroup's pids: a
 # switch from or to one, the waking of one), eventpid (nocmd, `set_event_pid`
@@ -51,6 +53,8 @@ stress() { stress_switch $((SECONDS_RUN + 2)); }
 # The BPF variants' object and loader, built once (clang, bpftool, libbpf-dev).
 BPF_DIR="$(cd "$(dirname "$0")" && pwd)/bpf_cost"
 case " $MODES " in *" bpf-"*)
+    command -v clang >/dev/null && command -v bpftool >/dev/null && [ -f /usr/include/bpf/libbpf.h ] ||
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang bpftool libbpf-dev >/dev/null
     bpftool btf dump file /sys/kernel/btf/vmlinux format c > "$WORK/vmlinux.h"
     clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -I"$WORK" -c "$BPF_DIR/capture_cost.bpf.c" -o "$WORK/capture_cost.bpf.o"
     cc -O2 "$BPF_DIR/bpf_cost.c" -o "$WORK/bpf_cost" -lbpf
@@ -87,7 +91,8 @@ pid_filters() {
 }
 
 # The capture's events (crates/throttlelab-real/src/capture.rs) in an instance
-# of its own, overwriting, not read; $1: record-cmd (0/1), $2: with sched_stat_runtime (0/1).
+# of its own, overwriting, not read; $1: record-cmd (0/1), $2: with sched_stat_runtime (0/1),
+# $3: with epoll's syscall tracepoints (0/1; default 1).
 instance() {
     mkdir "$INST"
     echo 8192 > "$INST/buffer_size_kb"
@@ -95,7 +100,7 @@ instance() {
     [ "$1" = 1 ] || echo norecord-cmd > "$INST/trace_options"  # an instance has no options/record-cmd file
     for e in sched_switch sched_waking sched_process_fork sched_process_exit; do echo 1 > "$INST/events/sched/$e/enable"; done
     [ "$2" = 1 ] && echo 1 > "$INST/events/sched/sched_stat_runtime/enable"
-    for s in epoll_wait epoll_pwait epoll_pwait2; do
+    [ "${3:-1}" = 1 ] && for s in epoll_wait epoll_pwait epoll_pwait2; do
         echo 1 > "$INST/events/syscalls/sys_enter_$s/enable" 2>/dev/null
         echo 'ret > 0' > "$INST/events/syscalls/sys_exit_$s/filter" 2>/dev/null && echo 1 > "$INST/events/syscalls/sys_exit_$s/enable" 2>/dev/null
     done
@@ -117,8 +122,11 @@ for round in $(seq "$ROUNDS"); do
         events=""
         case "$mode" in
             alone) ops="$(stress)" ;;
-            kernel|nocmd|noruntime)
-                case "$mode" in kernel) instance 1 1 ;; nocmd) instance 0 1 ;; noruntime) instance 0 0 ;; esac
+            kernel|nocmd|noruntime|nosys|sched4)
+                case "$mode" in
+                    kernel) instance 1 1 ;; nocmd) instance 0 1 ;; noruntime) instance 0 0 ;;
+                    nosys) instance 0 1 0 ;; sched4) instance 0 0 0 ;;
+                esac
                 ops="$(stress)"
                 events="$(written)"
                 rmdir "$INST"

@@ -9,7 +9,9 @@ workload lost (its 2 busy CPUs' time at alone's rate, less what it did) over
 the events written (tracefs: entries and overruns; BPF: the programs' runs,
 counted by the filter and ring variants; `capture`: read and lost) gives the
 ns an event cost. Modes without an event count (bpf-empty, bpf-eswitch) use
-bpf-filter's events per op of the same round: the same tracepoints fire.
+bpf-filter's events per op of the same round (the same tracepoints fire);
+tracefs's filters aimed at another cgroup (tfilter-other, eventpid-other),
+which write none, nocmd's (the same events offered).
 """
 import re
 import sys
@@ -45,10 +47,12 @@ def main():
         alone = modes.get("alone")
         if not alone:
             continue
-        per_op = None
-        if "bpf-filter" in modes and modes["bpf-filter"][1]:
-            ops, ev, _ = modes["bpf-filter"]
-            per_op = ev / (ops * seconds)
+        def per_op_of(mode):
+            if mode in modes and modes[mode][1]:
+                ops, ev, _ = modes[mode]
+                return ev / (ops * seconds)
+            return None
+        offered = {"bpf-empty": per_op_of("bpf-filter"), "tfilter-other": per_op_of("nocmd"), "eventpid-other": per_op_of("nocmd")}
         for mode, (ops, ev, lost) in modes.items():
             if mode == "capture" and ev is None:
                 continue  # the capture refused to run (another run held /run/throttlelab.lock)
@@ -57,8 +61,8 @@ def main():
                 continue
             cost = 1 - ops / alone[0]
             lost_cpu_ns = 2 * seconds * 1e9 * cost
-            if ev is None and mode in ("bpf-empty",) and per_op:
-                ev = per_op * ops * seconds
+            if not ev and offered.get(mode):
+                ev = offered[mode] * ops * seconds
             ns = lost_cpu_ns / ev if ev else None
             rows[mode].append((ops, cost, ev / (ops * seconds) if ev else None, ns, lost))
     print("| mode | ops/s | cost | events per op | ns per event | events lost |")

@@ -1,7 +1,8 @@
 // Loads one variant of capture_cost.bpf.c on the scheduler's tracepoints,
 // for a cgroup, until SIGINT/SIGTERM; drains the ring buffer every 50 ms
 // (variant `ring`); then prints one line: events seen, kept, records read,
-// records lost (ring buffer full), and its own CPU time.
+// records lost (ring buffer full), its own CPU time, and the longest time
+// between two of its reads.
 //
 //   bpf_cost OBJECT VARIANT CGROUP_DIR
 //
@@ -92,10 +93,18 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	fprintf(stderr, "bpf_cost: %s: %d programs attached\n", variant, attached);
+	// The longest time between two reads: a reader kept off its CPU
+	// longer than the ring buffer holds loses records.
+	double max_gap_ms = 0, last = 0;
 	while (!stop) {
-		struct timespec t = {0, 50 * 1000 * 1000};
+		struct timespec t = {0, 50 * 1000 * 1000}, now;
 		nanosleep(&t, NULL);
 		ring_buffer__consume(ring);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		double ms = now.tv_sec * 1e3 + now.tv_nsec / 1e6;
+		if (last && ms - last > max_gap_ms)
+			max_gap_ms = ms - last;
+		last = ms;
 	}
 	ring_buffer__consume(ring);
 	int fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "counts"));
@@ -108,7 +117,7 @@ int main(int argc, char **argv)
 	}
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("seen %llu kept %llu read %llu lost %llu cpu_s %.2f %.2f\n", sum[0], sum[1], records, sum[2],
-	       ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+	printf("seen %llu kept %llu read %llu lost %llu cpu_s %.2f %.2f max_gap_ms %.0f\n", sum[0], sum[1], records, sum[2],
+	       ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, max_gap_ms);
 	return 0;
 }
