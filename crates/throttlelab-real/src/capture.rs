@@ -61,7 +61,9 @@ const READ_MARGIN_NS: u64 = 20_000_000;
 /// are the whole host's: `set_event_pid` would follow forks, but on 6.18 it
 /// drops some switches to a traced thread from one that is not (seen: a
 /// tokio worker's switch back to a throttled spinner), and a missed switch
-/// in loses a burst.
+/// in loses a burst. (scripts/eventpid_check.sh did not see it with
+/// stress-ng or a threaded ping-pong: docs/capture.md, "Filtering in the
+/// kernel"; and set_event_pid would not make stress-ng's capture cheaper.)
 const EVENTS: [&str; 4] = ["sched/sched_switch", "sched/sched_waking", "sched/sched_process_fork", "sched/sched_process_exit"];
 
 /// Read where the kernel has them: `update_curr`'s deltas measure the bursts
