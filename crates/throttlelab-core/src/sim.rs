@@ -10,6 +10,7 @@ use crate::event::{Event, EventQueue, Irq};
 use crate::noise::{self, Stream};
 use crate::output::{self, Output, Request, Requests};
 use crate::phases::TaskPhases;
+use crate::program::Program;
 use crate::profile::{Feature, Profile};
 use crate::scenario::{dl_capacity_bw, secs_to_ns, Scenario};
 use crate::smt::{self, Smt};
@@ -17,6 +18,7 @@ use crate::trace::{Trace, TraceKind, TraceOptions};
 use crate::types::{CpuId, SeId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
 use crate::workload::{Driver, Service};
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Simulated time 0 is uniformly between this and twice this after boot.
 const UPTIME_MIN_NS: u64 = 600 * 1_000_000_000;
@@ -78,7 +80,9 @@ pub struct Thread {
     /// Shared by the threads of a task: a run may have many threads and many CPUs.
     pub allowed: Rc<[CpuId]>,
     pub state: ThreadState,
-    pub phase: usize,
+    /// A task's thread's place in its phases.
+    pub program: Option<Program>,
+    /// Background activity: arrivals drawn so far.
     pub loops_done: i64,
     /// Work left in the current run phase, in ns at nominal speed.
     pub work_left: u64,
@@ -95,19 +99,15 @@ pub struct Thread {
     pub dl: Option<DlEntity>,
     /// When the thread started (its first wake-up).
     pub started_at: Time,
-    /// Each of its task's rt-app timers: the last expiry, until first used.
-    pub timers: Vec<Option<Time>>,
     /// Counts `runtime` phases begun, so that a `RuntimeEnd` meets its own.
     pub runtime_gen: u64,
     /// `Wake`s of siblings not yet met by a `Wait` of this thread.
     pub wakes_pending: u64,
     /// `p->recent_used_cpu`: the CPU it ran on before its previous one.
     pub recent_used_cpu: CpuId,
-    /// When its `CatchUp` or `Schedule` sleep ended, until it next gets a CPU.
+    /// When its `CatchUp` or `Schedule` sleep ended, until it next gets a
+    /// CPU: how late it was then, its program makes up (`Program::woke_late`).
     pub catch_up_woke_at: Option<Time>,
-    /// How late its last `CatchUp` or `Schedule` ended: from then to its next
-    /// time on a CPU (and, for `Schedule`, what no sleep since made up).
-    pub catch_up_late_ns: u64,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.
@@ -214,7 +214,7 @@ pub struct Sim<'s> {
     pub(crate) features: Features,
     pub(crate) hw: Smt,
     /// What each task's threads run (`phases`, or trace windows expanded).
-    pub(crate) task_phases: Vec<TaskPhases>,
+    pub(crate) task_phases: Vec<Arc<TaskPhases>>,
     /// Each task's first thread: a `Wake` phase's target.
     pub(crate) task_threads: Vec<ThreadId>,
     /// Runnable, not throttled deadline threads (running or waiting).
@@ -280,7 +280,7 @@ impl<'s> Sim<'s> {
             .iter()
             .enumerate()
             .map(|(ti, t)| {
-                TaskPhases::replayed(t, TaskPhases::threads(t), |cycle_ns| noise::uniform(scenario.seed, Stream::CyclePhase(ti), 0, cycle_ns))
+                Arc::new(TaskPhases::replayed(t, TaskPhases::threads(t), |cycle_ns| noise::uniform(scenario.seed, Stream::CyclePhase(ti), 0, cycle_ns)))
             })
             .collect();
         let task_requests = task_phases.iter().map(|p| p.has_requests().then(Requests::default)).collect();
@@ -368,6 +368,20 @@ impl<'s> Sim<'s> {
     /// first) and collect the output, and the trace if one was asked for.
     pub fn run(mut self) -> (Output, Option<Trace>) {
         let wall = std::time::Instant::now();
+        let end = self.run_events();
+        for cpu in 0..self.nr_cpus() {
+            self.account_thread_time(cpu);
+        }
+        let out = output::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
+        let trace = self.trace.take().map(|mut trace| {
+            trace.finish((out.duration_s * 1e9).round() as Time);
+            trace
+        });
+        (out, trace)
+    }
+
+    /// Dispatch the events to the end; returns when that is.
+    pub(crate) fn run_events(&mut self) -> Time {
         let until_done = self.scenario.duration_s.is_none();
         while let Some(t) = self.events.peek_time() {
             if t > self.end || (until_done && self.finite_left == 0) {
@@ -380,15 +394,7 @@ impl<'s> Sim<'s> {
         }
         let end = if until_done && self.finite_left == 0 { self.now } else { self.end };
         self.now = end;
-        for cpu in 0..self.nr_cpus() {
-            self.account_thread_time(cpu);
-        }
-        let out = output::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
-        let trace = self.trace.take().map(|mut trace| {
-            trace.finish((out.duration_s * 1e9).round() as Time);
-            trace
-        });
-        (out, trace)
+        end
     }
 
     /// Start recording the bandwidth trace as `options` say, and end the run
@@ -414,10 +420,14 @@ impl<'s> Sim<'s> {
             Event::Start(tid) => {
                 self.threads[tid].started_at = self.now;
                 self.sched_setattr_dl(tid);
-                self.advance(tid, true, false)
+                self.advance(tid, true)
             }
-            Event::Wake(tid) => self.advance(tid, true, true),
-            Event::Signal(tid) => self.advance(tid, true, false),
+            Event::Wake(tid) => self.advance(tid, true),
+            Event::Signal(tid) => {
+                // It takes the wake it was woken for.
+                self.threads[tid].wakes_pending -= 1;
+                self.advance(tid, true)
+            }
             Event::RuntimeEnd { tid, gen } => self.runtime_end(tid, gen),
             Event::RunDone { cpu, gen } => {
                 if self.rqs[cpu].run_gen == gen {
