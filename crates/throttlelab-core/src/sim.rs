@@ -280,7 +280,7 @@ impl<'s> Sim<'s> {
             .iter()
             .enumerate()
             .map(|(ti, t)| {
-                Arc::new(TaskPhases::replayed(t, TaskPhases::threads(t), |cycle_ns| noise::uniform(scenario.seed, Stream::CyclePhase(ti), 0, cycle_ns)))
+                Arc::new(TaskPhases::seeded(t, ti, TaskPhases::threads(t), scenario.seed))
             })
             .collect();
         let task_requests = task_phases.iter().map(|p| p.has_requests().then(Requests::default)).collect();

@@ -49,10 +49,32 @@ pub struct TaskPlan {
     pub dl: Option<DlPlan>,
     /// The task's number in the scenario: what a captured `Wake` names.
     pub index: usize,
+    /// The scenario's seed: where a captured thread on timers starts in
+    /// its cycle, as in the simulator ([`TaskPhases::seeded`]).
+    pub seed: u64,
     /// A captured thread's phases (`spec.captured`, which the spec's own
     /// serialization leaves out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub captured: Option<Vec<Phase>>,
+}
+
+impl WorkerSpec {
+    /// The spec as the controller sends it, one line of JSON, with each
+    /// captured task's phases back in its scenario task.
+    pub fn from_json(line: &str) -> Result<WorkerSpec, String> {
+        let mut spec: WorkerSpec = serde_json::from_str(line).map_err(|e| format!("bad worker spec: {e}"))?;
+        for task in &mut spec.tasks {
+            task.spec.captured = task.captured.take().map(Arc::from);
+        }
+        Ok(spec)
+    }
+}
+
+impl TaskPlan {
+    /// What its threads run: the simulator's phases for the same seed.
+    pub(crate) fn phases(&self) -> TaskPhases {
+        TaskPhases::seeded(&self.spec, self.index, self.threads.len(), self.seed)
+    }
 }
 
 /// `sched_setattr(SCHED_DEADLINE)` for every thread of a task as it starts;
@@ -526,8 +548,7 @@ fn task_thread(
 /// task a job is a run phase released by the end of a sleep; it misses when
 /// it ends later than its relative deadline after it began.
 fn run_phases(run: &Run, task: &TaskPlan, going: bool) -> Result<ThreadResult, String> {
-    let phases = TaskPhases::replayed(&task.spec, task.threads.len(), |_| 0);
-    let mut program = Program::new(Arc::new(phases), task.spec.effective_loops(), task.spec.timer_names().len());
+    let mut program = Program::new(Arc::new(task.phases()), task.spec.effective_loops(), task.spec.timer_names().len());
     let mut r = ThreadResult::default();
     if going {
         drive(run, task, &mut program, &mut r)?;
@@ -914,11 +935,7 @@ pub fn worker_main() -> Result<(), Failure> {
 }
 
 fn serve() -> Result<(), String> {
-    let mut spec: WorkerSpec =
-        serde_json::from_str(&read_line()?).map_err(|e| format!("bad worker spec: {e}"))?;
-    for task in &mut spec.tasks {
-        task.spec.captured = task.captured.take().map(Arc::from);
-    }
+    let spec = WorkerSpec::from_json(&read_line()?)?;
     set_exact_timers()?;
     say("ready")?;
     let go = read_line()?;
@@ -1010,7 +1027,7 @@ fn serve() -> Result<(), String> {
             &task.spec.name,
             &run,
             &res,
-            TaskPhases::replayed(&task.spec, res.len(), |_| 0).has_requests(),
+            task.phases().has_requests(),
             task.dl.is_some(),
         ));
     }
@@ -1056,7 +1073,7 @@ mod tests {
         let mut spec: TaskSpec = serde_json::from_str(&format!(r#"{{"name": "t{index}", "loop": 1}}"#)).unwrap();
         spec.captured = Some(Arc::from(phases));
         let threads = vec![ThreadPlan { start_ns: 0, start_cpu: 0, cpus: None }];
-        TaskPlan { spec, threads, dl: None, index, captured: None }
+        TaskPlan { spec, threads, dl: None, index, seed: 1, captured: None }
     }
 
     #[test]
@@ -1172,6 +1189,7 @@ mod tests {
             ],
             dl,
             index: 0,
+            seed: 1,
             captured: None,
         }
     }
