@@ -24,29 +24,18 @@ THROTTLELAB="${THROTTLELAB:-throttlelab}"
 command -v stress-ng >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q stress-ng >/dev/null
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 
-ROOT=/sys/fs/cgroup
-NAME="capture-cost-$$"
-if [ -f "$ROOT/cgroup.controllers" ]; then DIRS=("$ROOT/$NAME"); else DIRS=("$ROOT/cpu/$NAME" "$ROOT/cpuacct/$NAME"); fi
-for d in "${DIRS[@]}"; do mkdir "$d"; done
+source "$(dirname "$0")/measure_cgroup.sh"
+cgroup_make "capture-cost-$$"
 INST=/sys/kernel/tracing/instances/capture-cost-$$
 WORK="$(mktemp -d)"
 cleanup() {
-    for d in "${DIRS[@]}"; do
-        for p in $(cat "$d/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-    done
-    sleep 0.5
-    for d in "${DIRS[@]}"; do rmdir "$d" 2>/dev/null || true; done
+    cgroup_remove
     [ -d "$INST" ] && rmdir "$INST"
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-stress() {
-    local procs=""
-    for d in "${DIRS[@]}"; do procs="$procs $d/cgroup.procs"; done
-    sh -c "for f in $procs; do echo \$\$ > \$f; done; exec stress-ng --switch 2 -t $((SECONDS_RUN + 2)) --metrics-brief" \
-        2>&1 | awk '$4 == "switch" && $5 ~ /^[0-9]+$/ {print $9}'
-}
+stress() { stress_switch $((SECONDS_RUN + 2)); }
 
 # The capture's events (crates/throttlelab-real/src/capture.rs) in an instance
 # of its own, overwriting, not read; $1: record-cmd (0/1), $2: with sched_stat_runtime (0/1).
@@ -88,7 +77,7 @@ for round in $(seq "$ROUNDS"); do
             capture)
                 stress > "$WORK/ops" &
                 sleep 1
-                /usr/bin/time -f "cpu_s %U %S" "$THROTTLELAB" capture --cgroup "${DIRS[0]}" \
+                /usr/bin/time -f "cpu_s %U %S" "$THROTTLELAB" capture --cgroup "${CG_DIRS[0]}" \
                     --duration "$SECONDS_RUN" -o "$WORK/c.toml" > "$WORK/out" 2>&1 || true
                 wait
                 ops="$(cat "$WORK/ops")"

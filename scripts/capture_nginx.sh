@@ -21,20 +21,14 @@ for tool in nginx:nginx-light wrk:wrk; do
 done
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 
-ROOT=/sys/fs/cgroup
-NAME="capture-nginx-$$"
-if [ -f "$ROOT/cgroup.controllers" ]; then DIRS=("$ROOT/$NAME"); else DIRS=("$ROOT/cpu/$NAME" "$ROOT/cpuacct/$NAME"); fi
-for d in "${DIRS[@]}"; do mkdir "$d"; done
+source "$(dirname "$0")/measure_cgroup.sh"
+cgroup_make "capture-nginx-$$"
 WORK="$(mktemp -d)"
 PORT=18080
 cleanup() {
     [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null
     sleep 1
-    for d in "${DIRS[@]}"; do
-        for p in $(cat "$d/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-    done
-    sleep 0.5
-    for d in "${DIRS[@]}"; do rmdir "$d" 2>/dev/null || true; done
+    cgroup_remove
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -53,14 +47,12 @@ http {
     server { listen 127.0.0.1:$PORT; root $WORK/html; }
 }
 EOF
-procs=""
-for d in "${DIRS[@]}"; do procs="$procs $d/cgroup.procs"; done
-sh -c "for f in $procs; do echo \$\$ > \$f; done; exec nginx -c $WORK/nginx.conf" &
+cgroup_exec nginx -c "$WORK/nginx.conf" &
 sleep 1
 wrk -t2 -c32 -d"$((SECONDS_RUN + 10))s" "http://127.0.0.1:$PORT/" > "$WORK/wrk" 2>&1 &
 WRK=$!
 sleep 3
-/usr/bin/time -f "capture cpu_s %U %S maxrss_kb %M" "$THROTTLELAB" capture --cgroup "${DIRS[0]}" --duration "$SECONDS_RUN" -o "$OUT" 2>&1 | tail -5
+/usr/bin/time -f "capture cpu_s %U %S maxrss_kb %M" "$THROTTLELAB" capture --cgroup "${CG_DIRS[0]}" --duration "$SECONDS_RUN" -o "$OUT" 2>&1 | tail -5
 wait "$WRK"
 grep -E "Requests/sec|requests in" "$WORK/wrk"
 grep -E '^(duration_s|threads|usage_usec|cpu_usec|untraced_switches|lost_events|trace_events|trace_buffer_kb) =' "$OUT" | tr '\n' ' '

@@ -28,32 +28,17 @@ done
 # (run this script in a mount namespace of its own: unshare -m --propagation private).
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 
-ROOT=/sys/fs/cgroup
-NAME="capture-overhead-$$"
-if [ -f "$ROOT/cgroup.controllers" ]; then
-    DIRS=("$ROOT/$NAME")
-else
-    DIRS=("$ROOT/cpu/$NAME" "$ROOT/cpuacct/$NAME")
-fi
-for d in "${DIRS[@]}"; do mkdir "$d"; done
+source "$(dirname "$0")/measure_cgroup.sh"
+cgroup_make "capture-overhead-$$"
 WORK="$(mktemp -d)"
 cleanup() {
-    for d in "${DIRS[@]}"; do
-        for p in $(cat "$d/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-    done
-    sleep 0.5
-    for d in "${DIRS[@]}"; do rmdir "$d" 2>/dev/null || true; done
+    cgroup_remove
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 # stress-ng in the cgroup, for SECONDS_RUN + 2 s; its bogo ops/s (real time) on stdout.
-stress() {
-    local procs=""
-    for d in "${DIRS[@]}"; do procs="$procs $d/cgroup.procs"; done
-    sh -c "for f in $procs; do echo \$\$ > \$f; done; exec stress-ng --switch 2 -t $((SECONDS_RUN + 2)) --metrics-brief" \
-        2>&1 | awk '$4 == "switch" && $5 ~ /^[0-9]+$/ {print $9}'
-}
+stress() { stress_switch $((SECONDS_RUN + 2)); }
 
 EVENTS=(-e sched:sched_switch -e sched:sched_waking -e sched:sched_process_fork -e sched:sched_process_exit
         -e sched:sched_stat_runtime -e syscalls:sys_enter_epoll_wait -e syscalls:sys_enter_epoll_pwait
@@ -67,7 +52,7 @@ for round in $(seq "$ROUNDS"); do
             throttlelab)
                 stress > "$WORK/ops" &
                 sleep 1
-                /usr/bin/time -f "cpu_s %U %S maxrss_kb %M" unshare -m --propagation private "$THROTTLELAB" capture --cgroup "${DIRS[0]}" \
+                /usr/bin/time -f "cpu_s %U %S maxrss_kb %M" unshare -m --propagation private "$THROTTLELAB" capture --cgroup "${CG_DIRS[0]}" \
                     --duration "$SECONDS_RUN" -o "$WORK/c.toml" > "$WORK/out" 2>&1 || true
                 wait
                 ops="$(cat "$WORK/ops")"

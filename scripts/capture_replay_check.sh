@@ -13,9 +13,9 @@ program=$1 quota_us=$2 runs=${3:-3} out=${4:-capture-replay-$1}
 period_us=100000 window_s=${WINDOW_S:-10} warm_s=3
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-# The cgroup in v1's cpu hierarchy, and in cpuacct's for its usage.
-cg=/sys/fs/cgroup/cpu/replay39-$$ acct=/sys/fs/cgroup/cpuacct/replay39-$$
-cleanup() { [ -d "$cg" ] && stop || true; }
+source "$(dirname "$0")/measure_cgroup.sh"
+name=replay39-$$
+cleanup() { [ -n "${CG_DIRS:-}" ] && cgroup_remove || true; }
 trap cleanup EXIT
 
 case $program in
@@ -32,25 +32,26 @@ esac
 
 # Start the program in the cgroup at QUOTA [PERIOD [BURST]] (-1: unlimited).
 start() {
-  mkdir -p "$cg" "$acct"
+  cgroup_make "$name"
+  local cg=${CG_DIRS[0]}
   echo -1 > "$cg/cpu.cfs_quota_us"
   echo "${2:-$period_us}" > "$cg/cpu.cfs_period_us"
   echo "${3:-0}" > "$cg/cpu.cfs_burst_us"
   echo "$1" > "$cg/cpu.cfs_quota_us"
-  sh -c "echo \$\$ > $cg/cgroup.procs; echo \$\$ > $acct/cgroup.procs; exec $(printf '%q ' "${cmd[@]}")" > /dev/null 2>&1 &
+  cgroup_exec "${cmd[@]}" > /dev/null 2>&1 &
   sleep $warm_s
 }
-stop() { cat "$cg/cgroup.procs" | xargs -r kill -9 2>/dev/null || true; sleep 0.3; rmdir "$cg" "$acct"; }
+stop() { cgroup_remove; CG_DIRS=(); }
 stat() { awk -v k="$2" '$1 == k { print $2 }' "$1/cpu.stat"; }
-usage_ns() { cat "$acct/cpuacct.usage"; }
+usage_ns() { cat "${CG_DIRS[1]}/cpuacct.usage"; }
 
 # A window at QUOTA [PERIOD [BURST]]: "CPUs nr_throttled nr_periods".
 window() {
   start "$@"
   local u0 p0 t0 u1 p1 t1
-  u0=$(usage_ns); p0=$(stat "$cg" nr_periods); t0=$(stat "$cg" nr_throttled)
+  u0=$(usage_ns); p0=$(stat "${CG_DIRS[0]}" nr_periods); t0=$(stat "${CG_DIRS[0]}" nr_throttled)
   sleep $window_s
-  u1=$(usage_ns); p1=$(stat "$cg" nr_periods); t1=$(stat "$cg" nr_throttled)
+  u1=$(usage_ns); p1=$(stat "${CG_DIRS[0]}" nr_periods); t1=$(stat "${CG_DIRS[0]}" nr_throttled)
   stop
   python3 -c "print(f'{($u1 - $u0) / 1e9 / $window_s:.4f} $((t1 - t0)) $((p1 - p0))')"
 }
@@ -67,9 +68,8 @@ kernel_cpus=$(mean_cpus < "$out/unlimited.txt")
 
 echo "## $program: capture at $quota_us/$period_us" >&2
 start "$quota_us"
-unshare -m --propagation private throttlelab capture --cgroup "$cg" --duration $window_s -o "$out/cap.toml" | tee "$out/capture.txt" >&2
+unshare -m --propagation private throttlelab capture --cgroup "${CG_DIRS[0]}" --duration $window_s -o "$out/cap.toml" | tee "$out/capture.txt" >&2
 stop
-name=$(basename "$cg")
 replay_cpus=$(throttlelab run "$out/cap.toml" --set "cgroup.$name.quota_us=-1" --json |
   python3 -c "import json,sys; d=json.load(sys.stdin); g=d['cgroups']['$name']; print(f\"{g['usage_usec']/1e6/d['duration_s']:.4f}\")")
 demand_ms=$(throttlelab explain "$out/cap.toml" --json | tee "$out/explain.json" |

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -267,15 +268,16 @@ while True:
 def ping_pong():
     """A ping-pong pair in a fresh cgroup of its own, without a limit."""
     dirs = _make_group(f"capture-pp-{os.getpid()}", -1)
-    proc = subprocess.Popen([sys.executable, "-c", PING_PONG])
+    # A session of its own: a child forked before its parent was moved into
+    # the cgroup stays outside it, and the kill by session takes it too.
+    proc = subprocess.Popen([sys.executable, "-c", PING_PONG], start_new_session=True)
     try:
         for d in dirs:
             (d / "cgroup.procs").write_text(str(proc.pid))
         time.sleep(0.2)  # the fork, into the cgroup with its parent
         yield dirs[0]
     finally:
-        for pid in [int(p) for p in (dirs[0] / "cgroup.procs").read_text().split()]:
-            os.kill(pid, 9)
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         time.sleep(0.1)
         for d in reversed(dirs):
@@ -378,7 +380,9 @@ os.wait()
 
 @needs_root
 def test_an_empty_capture_is_refused_and_children_are_taken_with_children(tmp_path):
-    parent = subprocess.Popen([sys.executable, "-c", PARENT])
+    # A session of its own: the kill at the end takes the child too, which
+    # would otherwise spin on, orphaned, after the test.
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], start_new_session=True)
     try:
         time.sleep(0.3)
         out = tmp_path / "c.toml"
@@ -390,7 +394,7 @@ def test_an_empty_capture_is_refused_and_children_are_taken_with_children(tmp_pa
         cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
         assert cap["threads"] == 1 and cap["source"] == f"pids {parent.pid} and their children", cap
     finally:
-        parent.kill()
+        os.killpg(parent.pid, signal.SIGKILL)
         parent.wait()
 
 
