@@ -13,12 +13,13 @@ mod vocab;
 mod format;
 mod engine;
 
-pub use format::{phases_file, rt_app, scenario};
+pub use format::{phases_file, program, rt_app, scenario};
 pub use vocab::{noise, output, trace};
 
 pub use format::error::ScenarioError;
 pub use format::load::{load, parse_value, rebase_paths, Document};
 pub use format::phases::TaskPhases;
+pub use format::program::{Program, Step};
 pub use format::scenario::Scenario;
 pub use engine::sim::{Sim, SimOptions};
 pub use vocab::output::Output;

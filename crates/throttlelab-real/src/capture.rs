@@ -140,7 +140,7 @@ pub fn capture(target: &Target, options: &Options, out: &Path) -> Result<Capture
 }
 
 /// `capture` once its output files are open.
-fn record(target: &Target, options: &Options, out: &Path, mut scenario_file: fs::File, phases_path: &Path,
+fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::File, phases_path: &Path,
           phases_file: fs::File) -> Result<Captured> {
     let signals = signals::Guard::install()?;
     let layout = Layout::detect(&cgroup_root())?;

@@ -154,6 +154,7 @@ fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
             threads,
             dl,
             index,
+            seed: s.seed,
             captured: t.captured.as_deref().map(<[Phase]>::to_vec),
         };
         plans[g.map_or(0, |i| i + 1)].spec.tasks.push(task);
@@ -1009,6 +1010,34 @@ profile_ms = 200
             (dl.profile_ns, dl.retry_ns),
             (Some(200_000_000), 100_000_000)
         );
+    }
+
+    #[test]
+    fn a_seed_starts_a_captured_thread_where_the_simulator_does() {
+        // stress-ng's published capture: workers on timers, each begun where
+        // the seed draws in its cycle.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/acceptance-captures");
+        let text = std::fs::read_to_string(dir.join("stress-ng.toml")).unwrap();
+        let first_steps = |seed: u64| {
+            let mut s = load(&throttlelab_core::rebase_paths(&text, &dir));
+            (s.seed, s.duration_s) = (seed, Some(0.5));
+            assert!(s.tasks.iter().any(|t| TaskPhases::of(t, 1).independent_cycle_ns().is_some()));
+            let simulated: Vec<_> = throttlelab_core::Sim::new(&s, Default::default()).run_steps().iter().map(|steps| steps[0]).collect();
+            // Through the worker's pipe.
+            let plans = plan(&s, 100.0).unwrap();
+            assert_eq!(plans.len(), 1, "one cgroup");
+            let spec = WorkerSpec::from_json(&serde_json::to_string(&plans[0].spec).unwrap()).unwrap();
+            let mut worker = Vec::new();
+            for task in &spec.tasks {
+                for thread in &task.threads {
+                    let mut program = throttlelab_core::Program::new(task.phases().into(), task.spec.effective_loops(), 0);
+                    worker.push(program.next(thread.start_ns, None));
+                }
+            }
+            assert_eq!(worker, simulated, "seed {seed}");
+            worker
+        };
+        assert_ne!(first_steps(1), first_steps(2), "each seed draws again");
     }
 
     #[test]

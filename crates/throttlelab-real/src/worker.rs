@@ -21,8 +21,8 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 use throttlelab_core::noise;
 use throttlelab_core::output::{Request, Requests};
-use throttlelab_core::scenario::{dl_runtime_at_rate, Arrival, OnRefused, Phase, TaskSpec, TimerMode};
-use throttlelab_core::TaskPhases;
+use throttlelab_core::scenario::{dl_runtime_at_rate, Arrival, OnRefused, Phase, TaskSpec};
+use throttlelab_core::{Program, Step, TaskPhases};
 
 /// Calibrated work runs in chunks of this many us between checks for the end.
 const CHUNK_US: f64 = 50.0;
@@ -49,10 +49,32 @@ pub struct TaskPlan {
     pub dl: Option<DlPlan>,
     /// The task's number in the scenario: what a captured `Wake` names.
     pub index: usize,
+    /// The scenario's seed: where a captured thread on timers starts in
+    /// its cycle, as in the simulator ([`TaskPhases::seeded`]).
+    pub seed: u64,
     /// A captured thread's phases (`spec.captured`, which the spec's own
     /// serialization leaves out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub captured: Option<Vec<Phase>>,
+}
+
+impl WorkerSpec {
+    /// The spec as the controller sends it, one line of JSON, with each
+    /// captured task's phases back in its scenario task.
+    pub fn from_json(line: &str) -> Result<WorkerSpec, String> {
+        let mut spec: WorkerSpec = serde_json::from_str(line).map_err(|e| format!("bad worker spec: {e}"))?;
+        for task in &mut spec.tasks {
+            task.spec.captured = task.captured.take().map(Arc::from);
+        }
+        Ok(spec)
+    }
+}
+
+impl TaskPlan {
+    /// What its threads run: the simulator's phases for the same seed.
+    pub(crate) fn phases(&self) -> TaskPhases {
+        TaskPhases::seeded(&self.spec, self.index, self.threads.len(), self.seed)
+    }
 }
 
 /// `sched_setattr(SCHED_DEADLINE)` for every thread of a task as it starts;
@@ -525,113 +547,71 @@ fn task_thread(
 /// A task thread's phases, `loops` times or until the end. For a deadline
 /// task a job is a run phase released by the end of a sleep; it misses when
 /// it ends later than its relative deadline after it began.
-fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResult, String> {
-    let phases = TaskPhases::replayed(&task.spec, task.threads.len(), |_| 0);
+fn run_phases(run: &Run, task: &TaskPlan, going: bool) -> Result<ThreadResult, String> {
+    let mut program = Program::new(Arc::new(task.phases()), task.spec.effective_loops(), task.spec.timer_names().len());
+    let mut r = ThreadResult::default();
+    if going {
+        drive(run, task, &mut program, &mut r)?;
+    }
+    r.cpu_ns = thread_cpu_ns();
+    Ok(r)
+}
+
+/// Take `program`'s steps by blocking until it is done or the run ends.
+fn drive(run: &Run, task: &TaskPlan, program: &mut Program, r: &mut ThreadResult) -> Result<(), String> {
     let local = run.local(task.index);
-    let loops = task.spec.effective_loops();
     let deadline_ns = task.dl.as_ref().map(|d| d.params.deadline_ns);
     let mut reservation = task
         .dl
         .as_ref()
         .map(|dl| Reservation::new(&task.spec.name, dl));
-    let mut r = ThreadResult::default();
-    let mut loops_done = 0;
-    let mut released = false;
-    let started_ns = now_ns();
-    let mut timers = vec![None; task.spec.timer_names().len()];
-    // A captured thread's request being answered (times since the start),
-    // and how late its last catch-up sleep ended, as the simulator's.
-    let mut request: Option<Request> = None;
-    let mut late_ns = 0;
+    // Times since the start, as the program counts them.
     let since_start = || now_ns().saturating_sub(run.start_ns);
-    while going {
-        for i in 0..phases.len() {
-            if let Some(res) = reservation.as_mut() {
-                res.at_phase(phases.window_entry(i))?;
-            }
-            let phase = phases.get(i);
-            if phase.blocks() {
-                if let Some(answered) = request.take() {
-                    r.requests.answered(answered, since_start());
-                }
-            }
-            going = match phase {
-                Phase::Run(ns) => {
-                    let start = now_ns();
-                    let done = run.work(ns, &mut r.iters);
-                    r.misses += u64::from(done && released && deadline_ns.is_some_and(|d| now_ns() > start + d));
-                    done
-                }
-                Phase::Runtime(ns) => {
-                    let start = now_ns();
-                    let done = run.work_until(start + ns, &mut r.iters);
-                    r.misses += u64::from(done && released && deadline_ns.is_some_and(|d| now_ns() > start + d));
-                    done
-                }
-                Phase::Sleep(ns) => {
-                    released = true;
-                    run.sleep_until(now_ns() + ns)
-                }
-                Phase::Timer(period) => {
-                    released = true;
-                    let since = now_ns().saturating_sub(run.start_ns);
-                    run.sleep_until(run.start_ns + (since / period + 1) * period)
-                }
-                Phase::RtTimer { period, timer, mode } => {
-                    released = true;
-                    let expiry = timers[timer].unwrap_or(started_ns) + period;
-                    let now = now_ns();
-                    // Late: no sleep (rt-app's `timer` event).
-                    timers[timer] = Some(match mode {
-                        TimerMode::Relative if now >= expiry => now,
-                        _ => expiry,
-                    });
-                    run.sleep_until(expiry)
-                }
-                Phase::CatchUp(_) | Phase::Schedule(_) => {
-                    let (sleep, carried) = phase.catch_up(late_ns);
-                    late_ns = carried;
-                    match sleep {
-                        None => true,
-                        Some(ns) => {
-                            let at = now_ns() + ns;
-                            let going = run.sleep_until(at);
-                            late_ns = now_ns().saturating_sub(at);
-                            going
-                        }
-                    }
-                }
-                Phase::SleepUntil(at_ns) => {
-                    let going = run.sleep_until(run.start_ns + at_ns);
-                    request = Some(Request { arrived_ns: at_ns, started_ns: since_start() });
-                    going
-                }
-                Phase::Wait => {
-                    let going = run.wait(local.expect("a captured task is its worker's"));
-                    let now = since_start();
-                    request = Some(Request { arrived_ns: now, started_ns: now });
-                    going
-                }
-                Phase::Wake(index) => {
-                    run.wake(index);
-                    true
-                }
+    loop {
+        let step = program.next(since_start(), Some(&mut r.requests));
+        if let Some(res) = reservation.as_mut() {
+            let entry = match step {
+                Step::Run { window_rate, .. } => window_rate,
+                _ => None,
             };
-            if !going {
-                break;
-            }
+            res.at_phase(entry)?;
         }
-        if going {
-            loops_done += 1;
-            if loops >= 0 && loops_done >= loops {
-                r.finished_ns = Some(now_ns() - run.start_ns);
-                break;
+        let going = match step {
+            Step::Run { work_ns, .. } => {
+                let start = now_ns();
+                let done = run.work(work_ns, &mut r.iters);
+                r.misses += u64::from(done && program.released() && deadline_ns.is_some_and(|d| now_ns() > start + d));
+                done
             }
+            Step::Busy { wall_ns } => {
+                let start = now_ns();
+                let done = run.work_until(start + wall_ns, &mut r.iters);
+                r.misses += u64::from(done && program.released() && deadline_ns.is_some_and(|d| now_ns() > start + d));
+                done
+            }
+            Step::SleepUntil { at, catch_up } => {
+                let going = run.sleep_until(run.start_ns + at);
+                if catch_up {
+                    program.woke_late(since_start().saturating_sub(at));
+                }
+                going
+            }
+            Step::Wait => run.wait(local.expect("a captured task is its worker's")),
+            Step::Wake(index) => {
+                run.wake(index);
+                true
+            }
+            Step::Done => {
+                r.finished_ns = Some(since_start());
+                r.refusals = reservation.map_or(0, |res| res.refusals);
+                return Ok(());
+            }
+        };
+        if !going {
+            r.refusals = reservation.map_or(0, |res| res.refusals);
+            return Ok(());
         }
     }
-    r.refusals = reservation.map_or(0, |res| res.refusals);
-    r.cpu_ns = thread_cpu_ns();
-    Ok(r)
 }
 
 /// A deadline thread's parameters through a trace's windows, as the
@@ -955,11 +935,7 @@ pub fn worker_main() -> Result<(), Failure> {
 }
 
 fn serve() -> Result<(), String> {
-    let mut spec: WorkerSpec =
-        serde_json::from_str(&read_line()?).map_err(|e| format!("bad worker spec: {e}"))?;
-    for task in &mut spec.tasks {
-        task.spec.captured = task.captured.take().map(Arc::from);
-    }
+    let spec = WorkerSpec::from_json(&read_line()?)?;
     set_exact_timers()?;
     say("ready")?;
     let go = read_line()?;
@@ -1051,7 +1027,7 @@ fn serve() -> Result<(), String> {
             &task.spec.name,
             &run,
             &res,
-            TaskPhases::replayed(&task.spec, res.len(), |_| 0).has_requests(),
+            task.phases().has_requests(),
             task.dl.is_some(),
         ));
     }
@@ -1097,7 +1073,7 @@ mod tests {
         let mut spec: TaskSpec = serde_json::from_str(&format!(r#"{{"name": "t{index}", "loop": 1}}"#)).unwrap();
         spec.captured = Some(Arc::from(phases));
         let threads = vec![ThreadPlan { start_ns: 0, start_cpu: 0, cpus: None }];
-        TaskPlan { spec, threads, dl: None, index, captured: None }
+        TaskPlan { spec, threads, dl: None, index, seed: 1, captured: None }
     }
 
     #[test]
@@ -1154,6 +1130,49 @@ mod tests {
         assert!(b.finished_ns.unwrap() >= 33 * ms && r.finished_ns.unwrap() >= 32 * ms);
     }
 
+    #[test]
+    fn the_worker_takes_the_steps_the_simulator_takes() {
+        // Phases whose steps do not depend on how late a wake-up comes
+        // (tests/program.rs covers those): a request taken from a sibling's
+        // wake, work, busy time, sleeps, an empty one, a timer.
+        let ms = 1_000_000;
+        let a = vec![Phase::Run(ms), Phase::Wake(1), Phase::Sleep(0), Phase::Sleep(2 * ms), Phase::Runtime(ms), Phase::Timer(5 * ms), Phase::Run(ms)];
+        let b = vec![Phase::Wait, Phase::Run(2 * ms), Phase::Sleep(ms), Phase::Wake(0), Phase::Run(0), Phase::Run(ms)];
+        let text = "name = \"steps\"\n[machine]\ncpus = 2\n[[task]]\nname = \"t0\"\nloop = 1\nphases = [{ run_us = 1 }]\n[[task]]\nname = \"t1\"\nloop = 1\nphases = [{ run_us = 1 }]\n";
+        let mut scenario = throttlelab_core::load(text, &[]).unwrap();
+        for (t, phases) in scenario.tasks.iter_mut().zip([&a, &b]) {
+            (t.loops, t.captured) = (1, Some(Arc::from(phases.clone())));
+        }
+        let simulated = throttlelab_core::Sim::new(&scenario, Default::default()).run_steps();
+
+        let (a, b) = (captured_task(0, a), captured_task(1, b));
+        let now = now_ns();
+        let run = Arc::new(Run::new(now, now + 5_000_000_000, calibrate(), vec![0, 1]));
+        let drive_logged = |run: Arc<Run>, task: TaskPlan| {
+            let mut program = Program::new(Arc::new(TaskPhases::of(&task.spec, 1)), task.spec.effective_loops(), 0).logged();
+            let mut r = ThreadResult::default();
+            drive(&run, &task, &mut program, &mut r).unwrap();
+            (program.steps().unwrap().to_vec(), r.requests.count())
+        };
+        let woken = {
+            let run = run.clone();
+            thread::spawn(move || drive_logged(run, b))
+        };
+        let (steps_a, requests_a) = drive_logged(run, a);
+        let (steps_b, requests_b) = woken.join().unwrap();
+        // Times differ between the backends; the steps do not.
+        let untimed = |steps: &[Step]| -> Vec<Step> {
+            steps.iter().map(|&s| if let Step::SleepUntil { catch_up, .. } = s { Step::SleepUntil { at: 0, catch_up } } else { s }).collect()
+        };
+        assert_eq!(simulated.len(), 2);
+        assert_eq!(untimed(&steps_a), untimed(&simulated[0]));
+        assert_eq!(untimed(&steps_b), untimed(&simulated[1]));
+        assert_eq!(steps_a.len(), 7, "{steps_a:?}");
+        assert_eq!(steps_b.len(), 6, "{steps_b:?}");
+        // B's request from A's wake, answered at its sleep.
+        assert_eq!((requests_a, requests_b), (0, 1));
+    }
+
     fn trace_task(windows: &str, dl: Option<DlPlan>) -> TaskPlan {
         let text = format!(r#"{{"name": "t", "windows": {windows}}}"#);
         let spec: TaskSpec = serde_json::from_str(&text).unwrap();
@@ -1170,6 +1189,7 @@ mod tests {
             ],
             dl,
             index: 0,
+            seed: 1,
             captured: None,
         }
     }

@@ -50,8 +50,8 @@ impl Sim<'_> {
         if let Some(t) = next {
             let th = &mut self.threads[t];
             th.stall_left += pending;
-            if let Some(woke_at) = th.catch_up_woke_at.take() {
-                th.catch_up_late_ns = self.now - woke_at;
+            if let (Some(woke_at), Some(program)) = (th.catch_up_woke_at.take(), th.program.as_mut()) {
+                program.woke_late(self.now - woke_at);
             }
         }
         if prev_busy != next.is_some() {

@@ -5,6 +5,7 @@
 use crate::engine::cfs_bandwidth::CfsBandwidth;
 use crate::engine::deadline::DlEntity;
 use crate::engine::workload::Driver;
+use crate::format::program::Program;
 use crate::format::scenario::Scenario;
 use crate::vocab::output::Request;
 use crate::vocab::profile::Feature;
@@ -68,7 +69,9 @@ pub struct Thread {
     /// Shared by the threads of a task: a run may have many threads and many CPUs.
     pub allowed: Rc<[CpuId]>,
     pub state: ThreadState,
-    pub phase: usize,
+    /// A task's thread's place in its phases.
+    pub program: Option<Program>,
+    /// Background activity: arrivals drawn so far.
     pub loops_done: i64,
     /// Work left in the current run phase, in ns at nominal speed.
     pub work_left: u64,
@@ -85,19 +88,15 @@ pub struct Thread {
     pub dl: Option<DlEntity>,
     /// When the thread started (its first wake-up).
     pub started_at: Time,
-    /// Each of its task's rt-app timers: the last expiry, until first used.
-    pub timers: Vec<Option<Time>>,
     /// Counts `runtime` phases begun, so that a `RuntimeEnd` meets its own.
     pub runtime_gen: u64,
     /// `Wake`s of siblings not yet met by a `Wait` of this thread.
     pub wakes_pending: u64,
     /// `p->recent_used_cpu`: the CPU it ran on before its previous one.
     pub recent_used_cpu: CpuId,
-    /// When its `CatchUp` or `Schedule` sleep ended, until it next gets a CPU.
+    /// When its `CatchUp` or `Schedule` sleep ended, until it next gets a
+    /// CPU: how late it was then, its program makes up (`Program::woke_late`).
     pub catch_up_woke_at: Option<Time>,
-    /// How late its last `CatchUp` or `Schedule` ended: from then to its next
-    /// time on a CPU (and, for `Schedule`, what no sleep since made up).
-    pub catch_up_late_ns: u64,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.

@@ -20,6 +20,7 @@ use crate::vocab::output::{Output, Requests};
 use crate::vocab::profile::Profile;
 use crate::vocab::trace::{Trace, TraceKind, TraceOptions};
 use crate::vocab::types::{secs_to_ns, CpuId, ThreadId, Time, NSEC_PER_MSEC};
+use std::sync::Arc;
 
 /// Simulated time 0 is uniformly between this and twice this after boot.
 const UPTIME_MIN_NS: u64 = 600 * 1_000_000_000;
@@ -65,7 +66,7 @@ pub struct Sim<'s> {
     pub(crate) features: Features,
     pub(crate) hw: Smt,
     /// What each task's threads run (`phases`, or trace windows expanded).
-    pub(crate) task_phases: Vec<TaskPhases>,
+    pub(crate) task_phases: Vec<Arc<TaskPhases>>,
     /// Each task's first thread: a `Wake` phase's target.
     pub(crate) task_threads: Vec<ThreadId>,
     /// Runnable, not throttled deadline threads (running or waiting).
@@ -130,7 +131,7 @@ impl<'s> Sim<'s> {
             .iter()
             .enumerate()
             .map(|(ti, t)| {
-                TaskPhases::replayed(t, TaskPhases::threads(t), |cycle_ns| noise::uniform(scenario.seed, Stream::CyclePhase(ti), 0, cycle_ns))
+                Arc::new(TaskPhases::seeded(t, ti, TaskPhases::threads(t), scenario.seed))
             })
             .collect();
         let task_requests = task_phases.iter().map(|p| p.has_requests().then(Requests::default)).collect();
@@ -223,6 +224,20 @@ impl<'s> Sim<'s> {
     /// first) and collect the output, and the trace if one was asked for.
     pub fn run(mut self) -> (Output, Option<Trace>) {
         let wall = std::time::Instant::now();
+        let end = self.run_events();
+        for cpu in 0..self.nr_cpus() {
+            self.account_thread_time(cpu);
+        }
+        let out = crate::engine::collect::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
+        let trace = self.trace.take().map(|mut trace| {
+            trace.finish((out.duration_s * 1e9).round() as Time);
+            trace
+        });
+        (out, trace)
+    }
+
+    /// Dispatch the events to the end; returns when that is.
+    pub(crate) fn run_events(&mut self) -> Time {
         let until_done = self.scenario.duration_s.is_none();
         while let Some(t) = self.events.peek_time() {
             if t > self.end || (until_done && self.finite_left == 0) {
@@ -235,15 +250,7 @@ impl<'s> Sim<'s> {
         }
         let end = if until_done && self.finite_left == 0 { self.now } else { self.end };
         self.now = end;
-        for cpu in 0..self.nr_cpus() {
-            self.account_thread_time(cpu);
-        }
-        let out = crate::engine::collect::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
-        let trace = self.trace.take().map(|mut trace| {
-            trace.finish((out.duration_s * 1e9).round() as Time);
-            trace
-        });
-        (out, trace)
+        end
     }
 
     /// Start recording the bandwidth trace as `options` say, and end the run
@@ -269,10 +276,14 @@ impl<'s> Sim<'s> {
             Event::Start(tid) => {
                 self.threads[tid].started_at = self.now;
                 self.sched_setattr_dl(tid);
-                self.advance(tid, true, false)
+                self.advance(tid, true)
             }
-            Event::Wake(tid) => self.advance(tid, true, true),
-            Event::Signal(tid) => self.advance(tid, true, false),
+            Event::Wake(tid) => self.advance(tid, true),
+            Event::Signal(tid) => {
+                // It takes the wake it was woken for.
+                self.threads[tid].wakes_pending -= 1;
+                self.advance(tid, true)
+            }
             Event::RuntimeEnd { tid, gen } => self.runtime_end(tid, gen),
             Event::RunDone { cpu, gen } => {
                 if self.rqs[cpu].run_gen == gen {

@@ -8,7 +8,7 @@ use crate::engine::event::Event;
 use crate::vocab::noise::{self, Arrival, Stream};
 use crate::vocab::output::{Request, Requests};
 use crate::format::phases::TaskPhases;
-use crate::vocab::phase::{Phase, TimerMode};
+use crate::format::program::{Program, Step};
 use crate::format::scenario::Policy;
 use crate::engine::rq::{Thread, ThreadState};
 use crate::engine::sim::Sim;
@@ -62,7 +62,7 @@ impl Sim<'_> {
             cpu,
             allowed,
             state: ThreadState::NotStarted,
-            phase: 0,
+            program: None,
             loops_done: 0,
             work_left: 0,
             cpu_ns: 0,
@@ -72,12 +72,10 @@ impl Sim<'_> {
             stall_left: 0,
             dl: None,
             started_at: 0,
-            timers: Vec::new(),
             runtime_gen: 0,
             wakes_pending: 0,
             recent_used_cpu: cpu,
             catch_up_woke_at: None,
-            catch_up_late_ns: 0,
         });
         tid
     }
@@ -91,6 +89,7 @@ impl Sim<'_> {
             for i in 0..TaskPhases::threads(t) {
                 let cpus = if t.pin { Rc::from([allowed[i % allowed.len()]]) } else { allowed.clone() };
                 let tid = self.add_thread(Driver::Task(ti), tg, cpus);
+                self.threads[tid].program = Some(Program::new(self.task_phases[ti].clone(), t.effective_loops(), t.timer_names().len()));
                 if t.policy == Policy::Deadline {
                     let (runtime, deadline, period) = t.dl_params_ns().expect("validated");
                     let profile_ns = t.profile_ms.map(|ms| ms * NSEC_PER_MSEC);
@@ -148,6 +147,17 @@ impl Sim<'_> {
         }
     }
 
+    /// Run to the end with every task thread's program logged
+    /// ([`Program::logged`]); returns their steps, threads in order: how the
+    /// simulator drives a program, to compare with the real backend's worker.
+    pub fn run_steps(mut self) -> Vec<Vec<Step>> {
+        for th in &mut self.threads {
+            th.program = th.program.take().map(Program::logged);
+        }
+        self.run_events();
+        self.threads.iter().filter_map(|th| Some(th.program.as_ref()?.steps()?.to_vec())).collect()
+    }
+
     /// When the next request arrives at service `si`.
     fn interarrival(&mut self, si: usize) -> Time {
         let svc = &mut self.services[si];
@@ -159,7 +169,7 @@ impl Sim<'_> {
     pub(crate) fn arrival(&mut self, si: usize) {
         self.services[si].queue.push_back(self.now);
         if let Some(tid) = self.services[si].idle_workers.pop() {
-            self.advance(tid, true, false);
+            self.advance(tid, true);
         }
         let next = self.interarrival(si);
         self.events.push(next, Event::Arrival(si));
@@ -202,15 +212,14 @@ impl Sim<'_> {
         self.account_thread_time(cpu);
         let tid = self.rqs[cpu].curr.expect("RunDone on an idle CPU");
         self.dl_job_done(tid);
-        self.advance(tid, false, true);
+        self.advance(tid, false);
     }
 
     /// Move a thread on from where it stands. `waking`: it is not on a
     /// runqueue (start, end of sleep, new request); otherwise it is running.
-    /// `completed`: the phase it was in is over.
-    pub(crate) fn advance(&mut self, tid: ThreadId, waking: bool, completed: bool) {
+    pub(crate) fn advance(&mut self, tid: ThreadId, waking: bool) {
         let runnable = match self.threads[tid].driver {
-            Driver::Task(ti) => self.next_phase(tid, ti, completed),
+            Driver::Task(ti) => self.next_phase(tid, ti),
             Driver::Worker(si) => self.next_request(tid, si),
             Driver::Background => self.next_background(tid, waking),
         };
@@ -224,126 +233,60 @@ impl Sim<'_> {
         }
     }
 
-    /// Step a phase-driven thread; returns whether it now has work to run.
-    fn next_phase(&mut self, tid: ThreadId, ti: usize, completed: bool) -> bool {
-        let task = &self.scenario.tasks[ti];
-        let phases = &self.task_phases[ti];
-        // A `SleepUntil` woken at its time is passed below, which notes its request.
-        if completed && !matches!(phases.get(self.threads[tid].phase), Phase::SleepUntil(_)) {
-            self.threads[tid].phase += 1;
-        }
+    /// Step a phase-driven thread's program (its step before is over);
+    /// returns whether it now has work to run.
+    fn next_phase(&mut self, tid: ThreadId, ti: usize) -> bool {
         self.threads[tid].state = ThreadState::Runnable;
         loop {
+            let now = self.now;
             let th = &mut self.threads[tid];
-            if th.phase >= phases.len() {
-                th.phase = 0;
-                th.loops_done += 1;
-                if task.effective_loops() >= 0 && th.loops_done >= task.effective_loops() {
-                    th.state = ThreadState::Done;
-                    th.finished_at = Some(self.now);
-                    self.finite_left -= 1;
-                    return false;
-                }
-            }
-            let phase = phases.get(th.phase);
-            if phase.blocks() {
-                // The request it was woken for is answered: a captured
-                // thread blocked here, after sending its response.
-                if let (Some(request), Some(requests)) = (th.request, &mut self.task_requests[ti]) {
-                    requests.answered(request, self.now);
-                    th.request = None;
-                }
-            }
-            match phase {
-                Phase::Run(0) | Phase::Runtime(0) | Phase::Sleep(0) => th.phase += 1,
-                Phase::Run(w) => {
-                    th.work_left = w;
+            let program = th.program.as_mut().expect("a task's thread");
+            match program.next(now, self.task_requests[ti].as_mut()) {
+                Step::Run { work_ns, window_rate } => {
+                    th.work_left = work_ns;
                     // 004 3.3: a deadline thread's runtime follows each window's rate.
-                    if let Some(rate) = phases.window_entry(th.phase) {
+                    if let Some(rate) = window_rate {
                         self.dl_window_entry(tid, rate);
                     }
                     return true;
                 }
-                Phase::Sleep(d) => {
-                    th.state = ThreadState::Sleeping;
-                    self.events.push(self.now + d, Event::Wake(tid));
-                    return false;
-                }
-                Phase::CatchUp(_) | Phase::Schedule(_) => {
-                    let (sleep, carried) = phase.catch_up(th.catch_up_late_ns);
-                    th.catch_up_late_ns = carried;
-                    match sleep {
-                        None => th.phase += 1,
-                        Some(d) => {
-                            th.state = ThreadState::Sleeping;
-                            th.catch_up_woke_at = Some(self.now + d);
-                            self.events.push(self.now + d, Event::Wake(tid));
-                            return false;
-                        }
-                    }
-                }
-                Phase::Runtime(ns) => {
-                    // Work it cannot finish in `ns` of wall time; `RuntimeEnd` ends it.
-                    th.work_left = ns.saturating_mul(RUNTIME_WORK_BOUND);
+                Step::Busy { wall_ns } => {
+                    // Work it cannot finish in `wall_ns`; `RuntimeEnd` ends it.
+                    th.work_left = wall_ns.saturating_mul(RUNTIME_WORK_BOUND);
                     th.runtime_gen += 1;
-                    self.events.push(self.now + ns, Event::RuntimeEnd { tid, gen: th.runtime_gen });
+                    self.events.push(now + wall_ns, Event::RuntimeEnd { tid, gen: th.runtime_gen });
                     return true;
                 }
-                Phase::Timer(p) => {
+                Step::SleepUntil { at, catch_up } => {
                     th.state = ThreadState::Sleeping;
-                    self.events.push((self.now / p + 1) * p, Event::Wake(tid));
-                    return false;
-                }
-                Phase::RtTimer { period, timer, mode } => {
-                    if th.timers.is_empty() {
-                        th.timers = vec![None; task.timer_names().len()];
+                    if catch_up {
+                        th.catch_up_woke_at = Some(at);
                     }
-                    let expiry = th.timers[timer].unwrap_or(th.started_at) + period;
-                    if self.now < expiry {
-                        th.timers[timer] = Some(expiry);
-                        th.state = ThreadState::Sleeping;
-                        self.events.push(expiry, Event::Wake(tid));
-                        return false;
-                    }
-                    // Late: no sleep (rt-app's `timer` event).
-                    th.timers[timer] = Some(match mode {
-                        TimerMode::Relative => self.now,
-                        TimerMode::Absolute => expiry,
-                    });
-                    th.phase += 1;
-                }
-                Phase::SleepUntil(at) if at > self.now => {
-                    th.state = ThreadState::Sleeping;
                     self.events.push(at, Event::Wake(tid));
                     return false;
                 }
-                Phase::SleepUntil(at) => {
-                    // A request arrived at `at` (later than now if the thread was busy).
-                    th.request = Some(Request { arrived_ns: at, started_ns: self.now });
-                    th.phase += 1;
-                }
-                Phase::Wait if th.wakes_pending > 0 => {
-                    // A sibling's request, from when this thread takes it up.
-                    th.wakes_pending -= 1;
-                    th.request = Some(Request { arrived_ns: self.now, started_ns: self.now });
-                    th.phase += 1;
-                }
-                Phase::Wait => {
+                // A sibling's wake, taken now: the program goes on.
+                Step::Wait if th.wakes_pending > 0 => th.wakes_pending -= 1,
+                Step::Wait => {
                     th.state = ThreadState::Sleeping;
                     return false;
                 }
-                Phase::Wake(target_task) => {
-                    th.phase += 1;
+                Step::Wake(target_task) => {
                     let target = self.task_threads[target_task];
                     let t = &mut self.threads[target];
                     t.wakes_pending += 1;
                     // The first wake of a thread that waits wakes it; later
                     // ones wait for its next `Wait`.
-                    let target_phases = &self.task_phases[target_task];
-                    let waits = t.phase < target_phases.len() && target_phases.get(t.phase) == Phase::Wait;
+                    let waits = t.program.as_ref().is_some_and(Program::waits);
                     if t.state == ThreadState::Sleeping && waits && t.wakes_pending == 1 {
-                        self.events.push(self.now, Event::Signal(target));
+                        self.events.push(now, Event::Signal(target));
                     }
+                }
+                Step::Done => {
+                    th.state = ThreadState::Done;
+                    th.finished_at = Some(now);
+                    self.finite_left -= 1;
+                    return false;
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! a captured thread's (`phases_file`), or measurement windows expanded as
 //! 004's Algorithm 1.
 
+use crate::vocab::noise::{self, Stream};
 use crate::vocab::phase::{runs_on_timers, Phase};
 use crate::format::scenario::TaskSpec;
 use std::sync::Arc;
@@ -59,12 +60,19 @@ impl TaskPhases {
         TaskPhases::Windows(stretches)
     }
 
+    /// What the threads of `task`, the scenario's task number `ti`, run
+    /// under `seed`, in both backends: [`TaskPhases::replayed`], begun where
+    /// the seed's draw puts a captured thread that keeps time by itself in
+    /// its cycle ([`Stream::CyclePhase`]).
+    pub fn seeded(task: &TaskSpec, ti: usize, threads: usize, seed: u64) -> Self {
+        Self::replayed(task, threads, |cycle_ns| noise::uniform(seed, Stream::CyclePhase(ti), 0, cycle_ns))
+    }
+
     /// What `task`'s threads replay: [`TaskPhases::of`], and for a captured
     /// thread that keeps time by itself, begun `offset(cycle)` into its
-    /// phases ([`TaskPhases::rotated`]; the simulator draws it by seed, the
-    /// kernel replay takes 0). Rotated, a sleep begun before the capture
-    /// is a plain sleep, as it is again each time the thread goes round
-    /// ([`TaskSpec::effective_loops`]).
+    /// phases ([`TaskPhases::rotated`]; [`TaskPhases::seeded`] draws it).
+    /// Rotated, a sleep begun before the capture is a plain sleep, as it is
+    /// again each time the thread goes round ([`TaskSpec::effective_loops`]).
     pub fn replayed(task: &TaskSpec, threads: usize, offset: impl FnOnce(u64) -> u64) -> Self {
         let phases = TaskPhases::of(task, threads);
         match task.captured.as_ref().and(phases.independent_cycle_ns()) {
