@@ -543,6 +543,7 @@ fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResul
     // and how late its last catch-up sleep ended, as the simulator's.
     let mut request: Option<Request> = None;
     let mut late_ns = 0;
+    let mut schedule_due = None;
     let since_start = || now_ns().saturating_sub(run.start_ns);
     while going {
         for i in 0..phases.len() {
@@ -588,18 +589,20 @@ fn run_phases(run: &Run, task: &TaskPlan, mut going: bool) -> Result<ThreadResul
                     });
                     run.sleep_until(expiry)
                 }
-                Phase::CatchUp(_) | Phase::Schedule(_) => {
-                    let (sleep, carried) = phase.catch_up(late_ns);
-                    late_ns = carried;
-                    match sleep {
-                        None => true,
-                        Some(ns) => {
-                            let at = now_ns() + ns;
-                            let going = run.sleep_until(at);
-                            late_ns = now_ns().saturating_sub(at);
-                            going
-                        }
+                Phase::CatchUp(_) => match phase.catch_up(std::mem::take(&mut late_ns)) {
+                    None => true,
+                    Some(ns) => {
+                        let at = now_ns() + ns;
+                        let going = run.sleep_until(at);
+                        late_ns = now_ns().saturating_sub(at);
+                        going
                     }
+                },
+                Phase::Schedule(_) => {
+                    // Due times from the run's start, as the simulator's.
+                    let (due, ahead) = phase.schedule_due(since_start(), schedule_due).expect("a Schedule");
+                    schedule_due = Some(due);
+                    !ahead || run.sleep_until(run.start_ns + due)
                 }
                 Phase::SleepUntil(at_ns) => {
                     let going = run.sleep_until(run.start_ns + at_ns);

@@ -93,11 +93,12 @@ pub struct Thread {
     pub wakes_pending: u64,
     /// `p->recent_used_cpu`: the CPU it ran on before its previous one.
     pub recent_used_cpu: CpuId,
-    /// When its `CatchUp` or `Schedule` sleep ended, until it next gets a CPU.
+    /// When its `CatchUp` sleep ended, until it next gets a CPU.
     pub catch_up_woke_at: Option<Time>,
-    /// How late its last `CatchUp` or `Schedule` ended: from then to its next
-    /// time on a CPU (and, for `Schedule`, what no sleep since made up).
+    /// How late its last `CatchUp` ended: from then to its next time on a CPU.
     pub catch_up_late_ns: u64,
+    /// When its last `Schedule` was due.
+    pub schedule_due: Option<Time>,
 }
 
 /// A task group (cgroup) and its `cfs_bandwidth`.

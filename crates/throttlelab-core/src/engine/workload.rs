@@ -78,6 +78,7 @@ impl Sim<'_> {
             recent_used_cpu: cpu,
             catch_up_woke_at: None,
             catch_up_late_ns: 0,
+            schedule_due: None,
         });
         tid
     }
@@ -269,17 +270,24 @@ impl Sim<'_> {
                     self.events.push(self.now + d, Event::Wake(tid));
                     return false;
                 }
-                Phase::CatchUp(_) | Phase::Schedule(_) => {
-                    let (sleep, carried) = phase.catch_up(th.catch_up_late_ns);
-                    th.catch_up_late_ns = carried;
-                    match sleep {
-                        None => th.phase += 1,
-                        Some(d) => {
-                            th.state = ThreadState::Sleeping;
-                            th.catch_up_woke_at = Some(self.now + d);
-                            self.events.push(self.now + d, Event::Wake(tid));
-                            return false;
-                        }
+                Phase::CatchUp(_) => match phase.catch_up(std::mem::take(&mut th.catch_up_late_ns)) {
+                    None => th.phase += 1,
+                    Some(d) => {
+                        th.state = ThreadState::Sleeping;
+                        th.catch_up_woke_at = Some(self.now + d);
+                        self.events.push(self.now + d, Event::Wake(tid));
+                        return false;
+                    }
+                },
+                Phase::Schedule(_) => {
+                    let (due, ahead) = phase.schedule_due(self.now, th.schedule_due).expect("a Schedule");
+                    th.schedule_due = Some(due);
+                    if !ahead {
+                        th.phase += 1;
+                    } else {
+                        th.state = ThreadState::Sleeping;
+                        self.events.push(due, Event::Wake(tid));
+                        return false;
                     }
                 }
                 Phase::Runtime(ns) => {
