@@ -384,7 +384,7 @@ fn catch_up(threads: &mut [Thread]) {
     for (i, t) in threads.iter().enumerate() {
         by_comm.entry(&t.comm).or_default().push(i);
     }
-    let mut converted = Vec::new();
+    let (mut converted, mut scheduled) = (Vec::new(), Vec::new());
     for ids in by_comm.values() {
         let pairs: Vec<Vec<LatePair>> = ids.iter().map(|&i| late_pairs(&threads[i].phases)).collect();
         let sleeps_ns = || -> Vec<u64> {
@@ -393,26 +393,102 @@ fn catch_up(threads: &mut [Thread]) {
                 _ => None,
             })).collect()
         };
-        let kind: Option<fn(u64) -> Phase> = if makes_up(&pairs.concat()) {
-            Some(|ns| Phase::CatchUp { ns })
+        if makes_up(&pairs.concat()) {
+            converted.extend(ids.iter().copied().zip(pairs));
         } else if exponential(&mut sleeps_ns()) {
-            Some(|ns| Phase::Schedule { ns })
-        } else {
-            None
-        };
-        if let Some(kind) = kind {
-            converted.extend(ids.iter().copied().zip(pairs).map(|(i, pairs)| (i, pairs, kind)));
+            scheduled.extend(ids.iter().copied());
         }
     }
-    for (i, pairs, kind) in converted {
+    scheduled.into_iter().for_each(|i| schedule(&mut threads[i]));
+    for (i, pairs) in converted {
         let mut pairs = pairs.into_iter().peekable();
         for (at, p) in threads[i].phases.iter_mut().enumerate() {
             if let Phase::Sleep { ns, .. } = *p {
                 let late = pairs.next_if(|&(pair_at, ..)| pair_at == at).map_or(0, |(_, late, ..)| late as u64);
-                *p = kind(ns + late);
+                *p = Phase::CatchUp { ns: ns + late };
             }
         }
     }
+}
+
+/// A thread that keeps a schedule of due times gets [`Phase::Schedule`]s of
+/// the time from one timed wake-up to the next (the first: its sleep): each
+/// wake-up is when one was due, and the program (sysbench's generator: its
+/// next due time less the clock) takes off its next sleep all the time since,
+/// its wake-up's lateness and any waiting for a CPU after (a throttle in the
+/// middle of its burst) alike. Skipped sleeps (due times already past while
+/// it was behind) leave no event; their time stays within the interval.
+fn schedule(t: &mut Thread) {
+    let mut last_ended = None;
+    for &(at, ended) in &t.sleeps_ended {
+        if let Phase::Sleep { ns, .. } = t.phases[at] {
+            t.phases[at] = Phase::Schedule { ns: last_ended.map_or(ns, |last| ended - last) };
+            last_ended = Some(ended);
+        }
+    }
+}
+
+/// Bursts after a sibling's wake-up, at least this many, tell whether a
+/// thread takes requests of one cost from a queue.
+const QUEUE_BURSTS: usize = 50;
+/// Of those at least half the median long, the share within a fifth of the
+/// median of a whole multiple of it (uniform lengths give 2/5).
+const QUEUE_MULTIPLES: f64 = 0.9;
+
+/// A worker that takes requests from a queue a sibling fills (sysbench's
+/// `--rate` workers: the generator enqueues an event and signals a condition
+/// variable, which wakes a waiting worker if there is one) blocks only when
+/// the queue is empty: a request that came while it was busy is taken up in
+/// the same burst, with no scheduler event, and the burst is several
+/// requests long. Under a throttled limit most of them queue so (sysbench at
+/// 35/100 ms: 640 of 2090 events). Replayed as one burst from the wake-up,
+/// their work would all come at the first's time under a looser limit. When
+/// a thread's bursts after a sibling's wake are whole multiples of one cost
+/// (`QUEUE_MULTIPLES`), a burst k times that long is k requests: the first
+/// at the wake-up, and the others, whose arrivals no event tells, where k-1
+/// arrivals of a Poisson stream in the burst's span are expected: at i/k of
+/// it (`until_us`, as an event loop's requests taken up without sleeping).
+fn queued_requests(t: &mut Thread) {
+    let after_wait: Vec<(usize, u64)> = t.phases.windows(2).enumerate().filter_map(|(i, w)| match w {
+        [Phase::Wait, Phase::Run { ns }] => Some((i + 1, *ns)),
+        _ => None,
+    }).collect();
+    if after_wait.len() < QUEUE_BURSTS {
+        return;
+    }
+    let mut lengths: Vec<u64> = after_wait.iter().map(|&(_, ns)| ns).collect();
+    lengths.sort_unstable();
+    let unit = lengths[lengths.len() / 2] as f64;
+    let counted: Vec<f64> = lengths.iter().map(|&ns| ns as f64 / unit).filter(|&k| k >= 0.5).collect();
+    let whole = counted.iter().filter(|&&k| (k - k.round()).abs() <= 0.2).count();
+    if unit == 0.0 || (whole as f64) < QUEUE_MULTIPLES * counted.len() as f64 {
+        return;
+    }
+    let spans: HashMap<usize, (u64, u64)> = t.run_spans.iter().map(|&(i, from, to)| (i, (from, to))).collect();
+    let split: HashMap<usize, u64> = after_wait.iter().filter_map(|&(i, ns)| {
+        let k = (ns as f64 / unit).round() as u64;
+        (k >= 2 && spans.contains_key(&i)).then_some((i, k))
+    }).collect();
+    if split.is_empty() {
+        return;
+    }
+    let phases = std::mem::take(&mut t.phases);
+    for (i, p) in phases.into_iter().enumerate() {
+        match (p, split.get(&i)) {
+            (Phase::Run { ns }, Some(&k)) => {
+                let (from, to) = spans[&i];
+                for j in 0..k {
+                    if j > 0 {
+                        t.phases.push(Phase::Until { ns: from + (to - from) * j / k });
+                    }
+                    t.phases.push(Phase::Run { ns: ns * (j + 1) / k - ns * j / k });
+                }
+            }
+            (p, _) => t.phases.push(p),
+        }
+    }
+    t.run_spans.clear();
+    t.sleeps_ended.clear();
 }
 
 /// One captured thread.
@@ -449,6 +525,14 @@ pub struct Thread {
     polling: bool,
     /// Its last wake-up, or request taken up without one.
     ready_since: Option<u64>,
+    /// The time each of its timed sleeps ended (the phase's index, the time).
+    sleeps_ended: Vec<(usize, u64)>,
+    /// When its current burst (or what is left of it after a sibling's
+    /// wake split it) began, if seen.
+    burst_since: Option<u64>,
+    /// The wall time each of its runs took (the phase's index, its start
+    /// and end): waiting for a CPU in the middle included.
+    run_spans: Vec<(usize, u64, u64)>,
 }
 
 /// Pids hashed by one multiplication (Fibonacci hashing) rather than
@@ -620,10 +704,14 @@ impl Recorder {
         };
         let t = &mut self.threads[i];
         t.late_sleep = matches!(phase, Phase::Sleep { .. }).then_some((t.phases.len(), now));
+        if matches!(phase, Phase::Sleep { .. }) {
+            t.sleeps_ended.push((t.phases.len(), now));
+        }
         t.phases.push(phase);
         t.state = State::Burst;
         t.woken_ns = Some(now);
         t.ready_since = Some(now);
+        t.burst_since = Some(now);
     }
 
     /// The captured threads once the trace is read, their last bursts closed
@@ -637,13 +725,14 @@ impl Recorder {
             }
         }
         catch_up(&mut self.threads);
+        self.threads.iter_mut().for_each(queued_requests);
         Ok((self.threads, end))
     }
 }
 
 impl Thread {
     fn new(pid: u32, comm: &str, start_ns: u64, state: State) -> Thread {
-        Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, stint_segments_ns: 0, burst_ns: 0, runtime_ns: None, woken_ns: None, late_sleep: None, polling: false, ready_since: None }
+        Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, stint_segments_ns: 0, burst_ns: 0, runtime_ns: None, woken_ns: None, late_sleep: None, polling: false, ready_since: None, sleeps_ended: Vec::new(), burst_since: None, run_spans: Vec::new() }
     }
 
     /// Off its CPU at `now`: preempted (the burst goes on) or blocked. A
@@ -672,7 +761,7 @@ impl Thread {
         self.burst_ns += ran_ns;
         self.cpu_ns += ran_ns;
         if !preempted && self.state == State::Burst {
-            self.push_run();
+            self.push_run(now);
             self.state = State::Sleeping(now);
         }
         self.polling &= preempted;
@@ -707,7 +796,8 @@ impl Thread {
         };
         self.burst_ns += ran_ns;
         self.cpu_ns += ran_ns;
-        self.push_run();
+        self.push_run(now);
+        self.burst_since = Some(now);
     }
 
     /// In a burst when the capture began, first seen at `now` leaving its CPU
@@ -726,8 +816,11 @@ impl Thread {
         }
     }
 
-    fn push_run(&mut self) {
+    fn push_run(&mut self, now: u64) {
         if self.burst_ns > 0 {
+            if let Some(since) = self.burst_since.take() {
+                self.run_spans.push((self.phases.len(), since, now));
+            }
             self.phases.push(Phase::Run { ns: self.burst_ns });
             self.burst_ns = 0;
         }
@@ -1045,36 +1138,98 @@ mod tests {
 
     #[test]
     fn threads_whose_sleeps_are_exponential_keep_a_schedule() {
-        // `n` cycles of a 1 ms run and a sleep of the `n`-quantiles of
-        // `gap`'s lengths, shuffled, woken 0-7 ms late.
+        // A generator keeping due times `n` gaps apart (the `n`-quantiles
+        // of `gap`'s lengths, shuffled): woken at each due time, 0-7 ms
+        // late, 1 ms of work, 0-2 ms waiting in the middle of it, then a
+        // sleep to the next due time, none if that is past (its work goes
+        // on). What it replays, and the due gaps of the sleeps it made.
         let cycles = |n: u64, gap: fn(f64) -> f64| {
-            (0..n).flat_map(|i| {
-                let ns = (gap(((i * 37 % n) as f64 + 0.5) / n as f64) * 1e6) as u64;
-                [Phase::Run { ns: 1_000_000 }, Phase::Sleep { ns, late_ns: (i * 7 % 8) * 1_000_000 }]
-            }).collect::<Vec<_>>()
+            let (mut t, mut due, mut now) = (Thread::new(1, "gen", 0, State::Burst), 0, 0);
+            let mut gaps = Vec::new();
+            let mut last_due = None;
+            for i in 0..n {
+                due += (gap(((i * 37 % n) as f64 + 0.5) / n as f64) * 1e6) as u64;
+                if due > now {
+                    t.sleeps_ended.push((t.phases.len(), due));
+                    t.phases.push(Phase::Sleep { ns: due - now, late_ns: (i * 7 % 8) * 1_000_000 });
+                    gaps.push(last_due.map_or(due - now, |last| due - last));
+                    last_due = Some(due);
+                    now = due + (i * 7 % 8) * 1_000_000;
+                }
+                match t.phases.last_mut() {
+                    Some(Phase::Run { ns }) => *ns += 1_000_000,
+                    _ => t.phases.push(Phase::Run { ns: 1_000_000 }),
+                }
+                now += 1_000_000 + i % 3 * 1_000_000;
+            }
+            (t, gaps)
         };
-        let told = |phases: Vec<Phase>| {
-            let mut threads = vec![Thread { phases, ..Thread::new(1, "gen", 0, State::Burst) }];
+        let told = |t: Thread| {
+            let mut threads = vec![t];
             catch_up(&mut threads);
             threads.remove(0).phases
         };
         let exponential = |u: f64| -20.0 * (1.0 - u).ln();
-        let got = told(cycles(200, exponential));
-        // Each the sleep plus the lateness before it, the first's none.
-        let asked: Vec<u64> = cycles(200, exponential).iter().scan(0, |late_before, p| Some(match *p {
-            Phase::Sleep { ns, late_ns } => Some(ns + std::mem::replace(late_before, late_ns)),
-            _ => None,
-        })).flatten().collect();
+        let (t, gaps) = cycles(200, exponential);
+        assert!(gaps.len() < 200, "some sleeps skipped");
+        let got = told(t);
         let schedule: Vec<u64> = got.iter().filter_map(|p| match *p {
             Phase::Schedule { ns } => Some(ns),
             _ => None,
         }).collect();
-        assert_eq!(schedule, asked, "{got:?}");
-        // Too few to tell; uniform lengths; two fixed lengths whose spread
-        // (1 and 39 ms: a coefficient of variation of 0.95) is an exponential's.
-        for plain in [cycles(40, exponential), cycles(200, |u| 10.0 + 20.0 * u), cycles(200, |u| if u < 0.5 { 1.0 } else { 39.0 })] {
-            assert_eq!(told(plain.clone()), plain);
+        assert_eq!(schedule, gaps, "{got:?}");
+        // Replayed from the first sleep, due to due, the sleeps end at the
+        // due times, however late each wake-up and burst.
+        assert_eq!(schedule.iter().sum::<u64>(), cycles(200, exponential).0.sleeps_ended.last().unwrap().1 - cycles(200, exponential).0.sleeps_ended[0].1 + schedule[0]);
+        // Plain sleeps of those lengths, taking off no lateness: too few to
+        // tell; uniform lengths; two fixed lengths whose spread (1 and 39 ms:
+        // a coefficient of variation of 0.95) is an exponential's.
+        let plain = |n: u64, gap: fn(f64) -> f64| {
+            let mut t = Thread::new(1, "gen", 0, State::Burst);
+            for i in 0..n {
+                t.phases.push(Phase::Run { ns: 1_000_000 });
+                t.sleeps_ended.push((t.phases.len(), i * 100_000_000));
+                t.phases.push(Phase::Sleep { ns: (gap(((i * 37 % n) as f64 + 0.5) / n as f64) * 1e6) as u64, late_ns: (i * 7 % 8) * 1_000_000 });
+            }
+            t
+        };
+        for t in [plain(40, exponential), plain(200, |u| 10.0 + 20.0 * u), plain(200, |u| if u < 0.5 { 1.0 } else { 39.0 })] {
+            let phases = t.phases.clone();
+            assert_eq!(told(t), phases);
         }
+    }
+
+    #[test]
+    fn a_worker_fed_by_a_queue_takes_each_request_at_its_expected_arrival() {
+        // A worker woken by a sibling 60 times: bursts of one request of
+        // 1.6 ms (+-3 %), every fifth three of them, in a span of 30 ms.
+        let worker = |cost: fn(u64) -> u64| {
+            let mut t = Thread::new(2, "w", 0, State::Burst);
+            for i in 0..60u64 {
+                t.phases.push(Phase::Wait);
+                t.run_spans.push((t.phases.len(), i * 100_000_000, i * 100_000_000 + 30_000_000));
+                t.phases.push(Phase::Run { ns: cost(i) });
+            }
+            t
+        };
+        fn one(i: u64) -> u64 {
+            1_600_000 + i % 3 * 48_000 - 48_000
+        }
+        let mut t = worker(|i| if i % 5 == 0 { 3 * one(i) } else { one(i) });
+        queued_requests(&mut t);
+        // Burst 5 (three requests) is now three, the second and third due at
+        // a third and two thirds of its span.
+        let at = t.phases.iter().position(|p| *p == Phase::Until { ns: 510_000_000 }).expect("split");
+        let third = 3 * one(5) / 3;
+        assert_eq!(t.phases[at - 2..at + 4], [Phase::Wait, Phase::Run { ns: third }, Phase::Until { ns: 510_000_000 }, Phase::Run { ns: third }, Phase::Until { ns: 520_000_000 }, Phase::Run { ns: third }]);
+        assert_eq!(t.phases.iter().filter(|p| matches!(p, Phase::Until { .. })).count(), 2 * 12);
+        let cpu = |t: &Thread| t.phases.iter().map(|p| if let Phase::Run { ns } = p { *ns } else { 0 }).sum::<u64>();
+        assert_eq!(cpu(&t), cpu(&worker(|i| if i % 5 == 0 { 3 * one(i) } else { one(i) })));
+        // Bursts of any length (not whole multiples of one cost) stay whole.
+        let mut any = worker(|i| 1_000_000 + i * i * 7_919 % 2_000_000);
+        let phases = any.phases.clone();
+        queued_requests(&mut any);
+        assert_eq!(any.phases, phases);
     }
 
     #[test]

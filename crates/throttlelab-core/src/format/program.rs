@@ -3,7 +3,8 @@
 //! asks again when it is done: the simulator from events (`workload.rs`),
 //! the real backend's worker by blocking (`worker.rs`). The cursor keeps
 //! the phase, the loops, rt-app's timers, a captured thread's request and
-//! the lateness a `CatchUp` or `Schedule` makes up; the driver keeps time.
+//! the lateness a `CatchUp` makes up, a `Schedule`'s due time; the driver
+//! keeps time.
 
 use crate::vocab::output::{Request, Requests};
 use crate::format::phases::TaskPhases;
@@ -48,9 +49,10 @@ pub struct Program {
     timers: Vec<Option<u64>>,
     /// The request it was woken for (`SleepUntil`, `Wait`), until it blocks.
     request: Option<Request>,
-    /// How late its last `CatchUp`/`Schedule` ended (and, for `Schedule`,
-    /// what no sleep since made up).
+    /// How late its last `CatchUp` ended.
     late_ns: u64,
+    /// When its last `Schedule` was due.
+    schedule_due: Option<u64>,
     /// It has slept (`Sleep`, `Timer`, a timer): its runs are jobs released
     /// by a sleep's end, which a deadline can be missed by.
     released: bool,
@@ -72,6 +74,7 @@ impl Program {
             timers: vec![None; timers],
             request: None,
             late_ns: 0,
+            schedule_due: None,
             released: false,
             log: None,
         }
@@ -135,10 +138,13 @@ impl Program {
                 Phase::Run(work_ns) => Some(Step::Run { work_ns, window_rate: self.phases.window_entry(self.phase) }),
                 Phase::Runtime(wall_ns) => Some(Step::Busy { wall_ns }),
                 Phase::Sleep(ns) => Some(Step::SleepUntil { at: now + ns, catch_up: false }),
-                Phase::CatchUp(_) | Phase::Schedule(_) => {
-                    let (sleep, carried) = phase.catch_up(self.late_ns);
-                    self.late_ns = carried;
-                    sleep.map(|ns| Step::SleepUntil { at: now + ns, catch_up: true })
+                Phase::CatchUp(_) => {
+                    phase.catch_up(std::mem::take(&mut self.late_ns)).map(|ns| Step::SleepUntil { at: now + ns, catch_up: true })
+                }
+                Phase::Schedule(_) => {
+                    let (due, ahead) = phase.schedule_due(now, self.schedule_due).expect("a Schedule");
+                    self.schedule_due = Some(due);
+                    ahead.then_some(Step::SleepUntil { at: due, catch_up: false })
                 }
                 Phase::Timer(period) => Some(Step::SleepUntil { at: (now / period + 1) * period, catch_up: false }),
                 Phase::RtTimer { period, timer, mode } => {
@@ -172,7 +178,7 @@ impl Program {
         }
     }
 
-    /// Its last `CatchUp` or `Schedule` sleep ended `late_ns` before it got
+    /// Its last `CatchUp` sleep ended `late_ns` before it got
     /// a CPU (the driver measures it: a [`Step::SleepUntil`] with `catch_up`).
     pub fn woke_late(&mut self, late_ns: u64) {
         self.late_ns = late_ns;
@@ -219,17 +225,28 @@ mod tests {
     }
 
     #[test]
-    fn a_catch_up_makes_up_lateness_and_a_schedule_carries_it() {
-        let mut p = program(vec![Phase::Run(5), Phase::Schedule(10)], -1);
+    fn a_catch_up_makes_up_lateness_once() {
+        let mut p = program(vec![Phase::Run(5), Phase::CatchUp(10)], -1);
         assert_eq!(p.next(0, None), Step::Run { work_ns: 5, window_rate: None });
         assert_eq!(p.next(5, None), Step::SleepUntil { at: 15, catch_up: true });
         // Woken at 15, on a CPU at 40: 25 late, more than the next sleep.
         p.woke_late(25);
         assert_eq!(p.next(40, None), Step::Run { work_ns: 5, window_rate: None });
-        // No sleep, 15 carried on: none again, 5 carried; then 5 of 10.
         assert_eq!(p.next(45, None), Step::Run { work_ns: 5, window_rate: None });
-        assert_eq!(p.next(50, None), Step::Run { work_ns: 5, window_rate: None });
-        assert_eq!(p.next(55, None), Step::SleepUntil { at: 60, catch_up: true });
+        // The lateness was made up: a whole sleep again.
+        assert_eq!(p.next(50, None), Step::SleepUntil { at: 60, catch_up: true });
+    }
+
+    #[test]
+    fn a_schedule_sleeps_until_its_next_due_time_and_not_while_behind() {
+        let mut p = program(vec![Phase::Run(5), Phase::Schedule(10)], -1);
+        assert_eq!(p.next(0, None), Step::Run { work_ns: 5, window_rate: None });
+        assert_eq!(p.next(5, None), Step::SleepUntil { at: 15, catch_up: false });
+        // Due at 15, on a CPU at 40: due again at 25, 35, 45, 55, 65, all past.
+        for now in [40, 45, 50, 55, 60, 65] {
+            assert_eq!(p.next(now, None), Step::Run { work_ns: 5, window_rate: None }, "at {now}");
+        }
+        assert_eq!(p.next(70, None), Step::SleepUntil { at: 75, catch_up: false });
     }
 
     #[test]

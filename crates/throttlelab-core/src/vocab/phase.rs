@@ -30,10 +30,11 @@ pub enum Phase {
     /// program that makes up for late wake-ups, as stress-ng's `--cpu-load`
     /// workers do (their `bias`).
     CatchUp(u64),
-    /// As `CatchUp`, and lateness that no sleep made up carries on to the
-    /// next: a captured thread that keeps a schedule (each wake-up due a
-    /// while after the last was due, no sleep while behind), as sysbench's
-    /// `--rate` event generator does.
+    /// Sleep until this many ns after the thread's last `Schedule` was due
+    /// (the first: after now); no sleep if that is past: a captured thread
+    /// that keeps a schedule of due times (each wake-up due a while after
+    /// the last was due, whatever held it back since, no sleep while
+    /// behind), as sysbench's `--rate` event generator does.
     Schedule(u64),
     /// Sleep until the next multiple of this many ns.
     Timer(u64),
@@ -73,15 +74,27 @@ impl Phase {
         }
     }
 
-    /// A `CatchUp` or `Schedule` sleep after its thread's last one ended
-    /// `late_ns` late: how long to sleep (None: later than the whole sleep,
-    /// so no sleep), and the lateness carried on to the next (a `Schedule`'s
-    /// that no sleep made up). Both backends replay them by this rule.
-    pub fn catch_up(self, late_ns: u64) -> (Option<u64>, u64) {
+    /// A `CatchUp` sleep after its thread's last one ended `late_ns` late:
+    /// how long to sleep (None: later than the whole sleep, so no sleep).
+    /// Both backends replay it by this rule.
+    pub fn catch_up(self, late_ns: u64) -> Option<u64> {
         match self {
-            Phase::CatchUp(ns) | Phase::Schedule(ns) if ns > late_ns => (Some(ns - late_ns), 0),
-            Phase::Schedule(ns) => (None, late_ns - ns),
-            _ => (None, 0),
+            Phase::CatchUp(ns) if ns > late_ns => Some(ns - late_ns),
+            _ => None,
+        }
+    }
+
+    /// A `Schedule` at `now_ns` whose thread's last one was due at
+    /// `last_due_ns` (None: none yet): when this one is due, and whether
+    /// that is still to come (a sleep until then) or past (no sleep). Both
+    /// backends replay it by this rule.
+    pub fn schedule_due(self, now_ns: u64, last_due_ns: Option<u64>) -> Option<(u64, bool)> {
+        match self {
+            Phase::Schedule(ns) => {
+                let due = last_due_ns.unwrap_or(now_ns) + ns;
+                Some((due, due > now_ns))
+            }
+            _ => None,
         }
     }
 
