@@ -10,4 +10,6 @@ export PIP_ROOT_USER_ACTION=ignore
 "$PYTHON" -m pip install -q -c constraints.txt maturin
 "$PYTHON" -m pip install -q -c constraints.txt --no-build-isolation ".[test,ray]"
 cargo test -p throttlelab-core -p throttlelab-real --release -q
+# The event loop's Criterion benchmark, each load run once (--test), so that it cannot rot unseen.
+cargo bench -p throttlelab-core --bench event_loop -q -- --test
 "$PYTHON" -m pytest -q

@@ -78,13 +78,22 @@ def test_bench_json():
     assert record["events_per_s"] > 0 and record["speedup"] > 0
     assert record["sim_s_per_wall_s"] == pytest.approx(6.0 / record["wall_s"])
     assert record["events_per_s"] == pytest.approx(record["events"] / record["wall_s"])
-    assert record["peak_rss_mb"] > 1
+    # ru_maxrss of a fresh process per scenario: before its first run, and after its runs.
+    assert record["peak_rss_mb"] >= record["base_rss_mb"] > 1
+    assert record["runs"] == 1
 
 
 def test_bench_busy_builtins_cover_8_64_and_256_cpus():
     for cpus in (8, 64, 256):
         doc = json.loads(_native.validate(throttlelab.load_scenario_text(f"bench-busy-{cpus}cpu")[0], []))
         assert doc["machine"]["cpus"] == cpus
+
+
+def test_bench_refuses_a_bad_name_or_runs():
+    for args, word in ((("no-such-scenario",), "no-such-scenario"), (("--runs", "0", "two-spinners"), "--runs")):
+        result = cli("bench", *args)
+        assert result.exit_code == 2 and word in result.stderr, args
+        assert result.stderr.startswith("throttlelab: error:") and result.stderr.count("\n") == 1, result.stderr
 
 
 def test_bench_table():

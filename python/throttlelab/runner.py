@@ -9,7 +9,8 @@ in the order of the runs, whichever executor ran them:
 
 - ``local``: a process pool over this machine's cores (``workers`` processes),
   kept for the runner's life, so that a search that asks for runs round after
-  round does not start a pool per round;
+  round does not start a pool per round (processes, not threads: within a few per cent at 2
+  workers, measured in docs/engine.md, and a run whose worker is killed can run again);
 - ``ray``: a local Ray instance (``workers`` CPUs), or a cluster at ``address``
   (needs ``pip install '.[ray]'``).
 
