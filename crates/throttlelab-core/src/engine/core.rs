@@ -44,6 +44,9 @@ impl Sim<'_> {
         let rq = &mut self.rqs[cpu];
         rq.curr = next;
         rq.since = self.now;
+        if self.profile.has_sis_util() {
+            self.util_changed(cpu);
+        }
         self.update_rq_masks(cpu);
         let rq = &mut self.rqs[cpu];
         let pending = std::mem::take(&mut rq.pending_stall);

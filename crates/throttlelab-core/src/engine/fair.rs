@@ -21,7 +21,7 @@ use smallvec::SmallVec;
 /// `MIN_SHARES`: the smallest weight a group entity can get.
 const MIN_SHARES: u64 = 2;
 /// PELT's half-life: 32 periods of 1024 us.
-const PELT_HALF_LIFE_NS: f64 = 32.0 * 1024.0 * 1000.0;
+pub(crate) const PELT_HALF_LIFE_NS: f64 = 32.0 * 1024.0 * 1000.0;
 /// `imbalance_pct` of the LLC's (MC) domain, which SIS_UTIL's scan depth uses.
 const SIS_UTIL_PCT: u64 = 117;
 /// `NICE_0_LOAD` (without the fixed-point shift).
@@ -495,12 +495,22 @@ impl Sim<'_> {
         // With none idle the scan depth does not matter (and SIS_UTIL's, a
         // pass over every CPU, is not computed).
         let Some(first) = idle.next() else { return prev };
-        let scan = if self.profile.has_sis_util() { n.min(self.nr_idle_scan()) } else { n };
+        // SIS_UTIL's depth lies between bounds known without a pass over
+        // every CPU (`util_sum`); the pass is made only for a CPU between them.
+        let (scan_lo, scan_hi) = match self.profile.has_sis_util() {
+            true => {
+                let (sum_lo, sum_hi) = self.util_sum.truncated_bounds(self.now);
+                (self.idle_scan_of(sum_hi), self.idle_scan_of(sum_lo))
+            }
+            false => (n, n),
+        };
+        let exact = std::cell::OnceCell::new();
+        let scanned = |i: usize| i < scan_lo || (i < scan_hi && i < *exact.get_or_init(|| self.nr_idle_scan()));
         // The first idle CPU on the least busy core: one on a wholly idle
         // core is the least, so the scan stops there.
         let busy_siblings = |c: CpuId| self.hw.siblings(c).filter(|&s| !self.is_idle(s)).count();
         let mut best: Option<(usize, CpuId)> = None;
-        for (_, c) in std::iter::once(first).chain(idle).take_while(|&(i, _)| i < scan) {
+        for (_, c) in std::iter::once(first).chain(idle).take_while(|&(i, _)| scanned(i)) {
             let busy = busy_siblings(c);
             if best.map_or(true, |(b, _)| busy < b) {
                 best = Some((busy, c));
@@ -529,8 +539,18 @@ impl Sim<'_> {
     /// The kernel refreshes it at each periodic balance; the simulator at
     /// each wake-up.
     fn nr_idle_scan(&self) -> usize {
-        let llc_weight = self.nr_cpus() as u64;
         let sum_util: u64 = (0..self.nr_cpus()).map(|c| self.cpu_util(c) as u64).sum();
+        debug_assert!({
+            let (lo, hi) = self.util_sum.truncated_bounds(self.now);
+            lo <= sum_util && sum_util <= hi
+        });
+        self.idle_scan_of(sum_util)
+    }
+
+    /// `nr_idle_scan` for the CPUs' truncated utilization sum `sum_util`
+    /// (smaller for a larger sum).
+    fn idle_scan_of(&self, sum_util: u64) -> usize {
+        let llc_weight = self.nr_cpus() as u64;
         let x = sum_util / llc_weight;
         let tmp = (x * x * SIS_UTIL_PCT * SIS_UTIL_PCT / (10_000 * 1024)).min(1024);
         ((1024 - tmp) * llc_weight / 1024) as usize
@@ -656,6 +676,7 @@ mod tests {
         let mut sim = Sim::new(&s, SimOptions::default());
         for (cpu, util) in utils.into_iter().enumerate() {
             (sim.rqs[cpu].util_avg, sim.rqs[cpu].util_at) = (util, sim.now);
+            sim.util_changed(cpu);
         }
         f(&mut sim);
     }

@@ -15,4 +15,5 @@ pub mod rq;
 pub mod sim;
 pub mod smt;
 pub mod tick;
+pub mod util_sum;
 pub mod workload;

@@ -11,6 +11,7 @@ use crate::engine::fair::{CfsRq, Se};
 use crate::engine::rq::{Features, Rq, TaskGroup, Thread, Tunables};
 use crate::engine::smt::{self, Smt};
 use crate::engine::tick::TickGrid;
+use crate::engine::util_sum::UtilSum;
 use crate::engine::workload::{Driver, Service};
 use crate::format::phases::TaskPhases;
 use crate::format::scenario::Scenario;
@@ -60,6 +61,8 @@ pub struct Sim<'s> {
     /// A bit per CPU, set while more than one task is runnable on it
     /// (`is_overloaded`), for newly idle balancing.
     pub(crate) overload_mask: Vec<u64>,
+    /// The CPUs' utilization sum in closed form, for SIS_UTIL's scan depth.
+    pub(crate) util_sum: UtilSum,
     /// Phase-driven threads that have not finished (ends a run without `duration_s`).
     pub(crate) finite_left: usize,
     pub(crate) trace: Option<Trace>,
@@ -153,6 +156,7 @@ impl<'s> Sim<'s> {
             dirty: Vec::new(),
             idle_mask: (0..nr_cpus.div_ceil(64)).map(|w| if (w + 1) * 64 <= nr_cpus { u64::MAX } else { (1u64 << (nr_cpus % 64)) - 1 }).collect(),
             overload_mask: vec![0; nr_cpus.div_ceil(64)],
+            util_sum: UtilSum::new(nr_cpus),
             finite_left: 0,
             trace: None,
             features: Features::of(&scenario.kernel.features),

@@ -59,6 +59,11 @@ impl TickGrid {
     pub fn first_at_or_after(&self, cpu: CpuId, t: Time, from: u64) -> u64 {
         let tick = self.tick_ns;
         let mut k = (t.saturating_sub(self.phase_ns + self.jitter_ns + tick) / tick).max(from);
+        // Skip, without computing their latency, the ticks that run before
+        // `t` even at the largest latency (`jitter_ns - 1`): the loop below
+        // would pass them, so the answer is the same.
+        let latest = self.base(cpu) + self.jitter_ns.saturating_sub(1);
+        k = k.max(t.saturating_sub(latest).div_ceil(tick));
         while self.tick_time(cpu, k) < t {
             k += 1;
         }
