@@ -84,7 +84,7 @@ WORKLOADS = {
     "spin": "{ run_us = 1_000_000_000 }",
     "run6-sleep4": "{ run_us = 6000 }, { sleep_us = 4000 }",
     # The edge grid's: issue #34's knife-edge thread, whose sleep outlasts a 10 ms period.
-    "run10-sleep18.6": "{ run_us = 10000 }, { sleep_us = 18600 }",
+    "run10000-sleep18600": "{ run_us = 10000 }, { sleep_us = 18600 }",
 }
 
 
@@ -112,7 +112,7 @@ GRIDS = {
 EDGE_CPUS = 2
 EDGE_SPIN_THREADS = (1, 2, 3, 4)
 EDGE_SPIN_PERIODS_MS = (10, 20, 25, 30, 40, 50, 100)
-EDGE_RUN_SLEEP = "run10-sleep18.6"
+EDGE_RUN_SLEEP = "run10000-sleep18600"
 EDGE_RUN_SLEEP_DUTY = 10.0 / 28.6
 EDGE_RATIOS = (0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25)
 EDGE_RUN_SLEEP_THREADS = (1, 2, 4)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from throttlelab import _native
 from throttlelab.runner import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +31,7 @@ def test_the_edge_grid_is_the_issues():
     assert len(spin) == 4 * 7 * 2
     # A spinner's demand is a CPU, at most the machine's two: the quota.
     assert all(c["quota_us"] == min(c["threads"], 2) * c["period_us"] for c in spin)
-    run_sleep = [c for c in configs if c["workload"] == "run10-sleep18.6"]
+    run_sleep = [c for c in configs if c["workload"] == "run10000-sleep18600"]
     assert sorted({c["demand_ratio"] for c in run_sleep}) == [0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25]
     for c in run_sleep:
         demand_us = c["threads"] * 10_000 / 28_600 * c["period_us"]
@@ -38,8 +39,10 @@ def test_the_edge_grid_is_the_issues():
     assert all(c["burst_us"] in (0, c["quota_us"]) for c in configs)
     assert all(c["quota_us"] >= 1000 for c in configs), "the kernel's smallest quota"
     # The issue's knife edge: 2 threads of 10 ms run / 18.6 ms sleep under 70/100 ms.
-    assert {"workload": "run10-sleep18.6", "threads": 2, "period_us": 100_000, "quota_us": 69930, "burst_us": 0,
+    assert {"workload": "run10000-sleep18600", "threads": 2, "period_us": 100_000, "quota_us": 69930, "burst_us": 0,
             "demand_ratio": 1.0} in configs
+    for c in configs:  # each a scenario the real backend takes
+        _native.validate(grid.SCENARIO.format(duration_s=2, phases=grid.WORKLOADS[c["workload"]], **c), [])
     first = sorted(configs, key=grid.measured_first)
     assert [c["workload"] for c in first[:56]] == ["spin"] * 56
     assert {c["demand_ratio"] for c in first[56:56 + 4 * 24]} == {0.95, 1.0, 1.05, 1.1}
@@ -96,9 +99,9 @@ def test_stored_rows_set_the_simulator_up_like_their_host():
     assert "period_timer_offset_us" not in runs[1]["host"]
 
 
-@pytest.mark.parametrize("seeds", [3])
-def test_an_edge_row_holds_both_columns_against_the_kernel(seeds):
-    config = grid.edge_configurations()[2]
+@pytest.mark.parametrize("at", [2, -1])
+def test_an_edge_row_holds_both_columns_against_the_kernel(at):
+    seeds, config = 3, grid.edge_configurations()[at]
     text = grid.SCENARIO.format(duration_s=0.5, phases=grid.WORKLOADS[config["workload"]], **config)
     kernel = [json.loads(d) for d in _kernel_run(text, range(3), 0)]
     measurement = grid.measured(kernel)
@@ -110,4 +113,4 @@ def test_an_edge_row_holds_both_columns_against_the_kernel(seeds):
     assert plain(alone[1]) == plain(simulate(text, ["seed=2"])), "alone: the scenario as it is, [machine]'s defaults"
     assert plain(like_host[1]) == plain(simulate(text, ["seed=2"], like_host=json.dumps({**kernel[0]["host"], **grid.mean_host([d["host"] for d in kernel])})))
     md = grid.edge_markdown([row], 3, seeds, 0.5, kernel[0]["host"], 224)
-    assert "1 of the 224 configurations measured" in md and md.count("\n| spin |") == 1
+    assert "1 of the 224 configurations measured" in md and md.count(f"\n| {config['workload']} |") == 1
