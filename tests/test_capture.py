@@ -415,3 +415,62 @@ def test_without_cap_sys_admin_the_tracefs_error_says_root_is_needed(tmp_path):
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "tracefs not mounted and cannot be mounted" in lines[0], done.stderr
     assert lines[0].endswith("(capture needs root with CAP_SYS_ADMIN, as a privileged container has)"), lines[0]
+
+
+def _spinner(cpu: int) -> subprocess.Popen:
+    """A process spinning on CPU ``cpu`` until killed."""
+    return subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"])
+
+
+@needs_root
+def test_a_capture_on_a_busy_host_records_a_busier_background(tmp_path):
+    """A spinner in an unlimited cgroup, pinned to one CPU, captured twice: as
+    the host is, then with three more spinners on its CPU in the root cgroup
+    (each a scheduling entity beside the target's group, as the host's other
+    groups are: on cgroup v1 the test's own cgroup may be one of them).
+    Each capture writes the preemptions its threads met into [machine] (and
+    their distribution into [capture]); the busy one's take more of the
+    target's CPU. The share they take is the measure, not the count alone:
+    spinners preempt the target at every slice, a quiet host's kworkers more
+    often and for far less."""
+    cpu = min(os.sched_getaffinity(0))
+    dirs = _make_group(f"capture-bg-{os.getpid()}", -1)
+    target = _spinner(cpu)
+    others: list[subprocess.Popen] = []
+    try:
+        for d in dirs:
+            (d / "cgroup.procs").write_text(str(target.pid))
+
+        def captured(name: str) -> tuple[dict, dict]:
+            out = tmp_path / f"{name}.toml"
+            result = cli("capture", "--cgroup", str(dirs[0]), "--duration", "2s", "-o", str(out))
+            assert result.exit_code == 0, result.stderr
+            resolved = json.loads(_native.validate(load_scenario_text(str(out))[0]))
+            assert "background_per_s" in out.read_text(), "measured, not the defaults"
+            return resolved["machine"], resolved["capture"]
+
+        quiet, quiet_capture = captured("quiet")
+        others = [_spinner(cpu) for _ in range(3)]
+        for p in others:
+            for h in _hierarchies():
+                (h / "cgroup.procs").write_text(str(p.pid))
+        time.sleep(0.2)
+        busy, busy_capture = captured("busy")
+    finally:
+        for p in [target, *others]:
+            p.kill()
+            p.wait()
+        time.sleep(0.1)
+        for d in reversed(dirs):
+            d.rmdir()
+    share = lambda m: m["background_per_s"] * m["background_us"] / 1e6  # noqa: E731  the target's CPU-second lost
+    print("quiet", quiet, quiet_capture, "busy", busy, busy_capture)
+    # Three spinners on its CPU leave the target a quarter of it: each second
+    # it wanted lost about 3/4 s (a preemption lasts until the target is
+    # back); more where other work shares the CPU too (k other entities as
+    # busy leave it 1/(k+4), against 1/(k+1) when captured quiet).
+    assert share(busy) > 0.6, busy
+    assert share(busy) > share(quiet) + 0.1, (quiet, busy)
+    # Each of them a slice or more (ms), not a kworker's microseconds.
+    assert busy_capture["background_preemptions"] > 0 and busy_capture["background_p50_us"] > 500, busy_capture
+    assert busy_capture["background_p50_us"] <= busy_capture["background_p90_us"] <= busy_capture["background_max_us"]

@@ -117,6 +117,20 @@ pub struct CaptureSpec {
     /// The kernel memory the trace took: every CPU's ring buffer, KiB.
     #[serde(default)]
     pub trace_buffer_kb: u64,
+    /// Other tasks' preemptions of the captured threads, the host's
+    /// background as the target met it, where the threads wanted a CPU long
+    /// enough to tell: then `[machine]`'s `background_per_s` and
+    /// `background_us` (their mean) are the capture's. Absent otherwise, and
+    /// in captures from before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_preemptions: Option<u64>,
+    /// Their lengths' median, 90th percentile and longest, us.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_p50_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_p90_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_max_us: Option<f64>,
 }
 
 fn default_seed() -> u64 {
@@ -780,6 +794,14 @@ impl Scenario {
         // over 10 ms (10.9 ms with two compilers on this 2-CPU machine).
         if !(m.background_us >= 0.0 && m.background_us <= 1_000_000.0) {
             return err("machine.background_us".into(), format!("must be in [0, 1000000] (1 s), got {}", m.background_us));
+        }
+        if let Some(c) = &self.capture {
+            let lengths = [("capture.background_p50_us", c.background_p50_us), ("capture.background_p90_us", c.background_p90_us), ("capture.background_max_us", c.background_max_us)];
+            for (key, v) in lengths {
+                if let Some(v) = v.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                    return err(key.into(), format!("must be a length >= 0, got {v}"));
+                }
+            }
         }
         if let Some(u) = m.uptime_s {
             if !(1.0..=1e7).contains(&u) {
