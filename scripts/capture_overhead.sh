@@ -5,7 +5,11 @@
 # on `record` on the 6.18 host), runs alternating, ROUNDS of each.
 # Prints one line per run: mode, bogo ops/s, trace events recorded, lost.
 #
-#   sudo bash scripts/capture_overhead.sh [SECONDS [ROUNDS]]    (default 60 3)
+#   sudo bash scripts/capture_overhead.sh [SECONDS [ROUNDS [MODES]]]    (default 60 3)
+#
+# MODES (quoted, space-separated): alone, throttlelab, perf (default all three).
+# Run it from a directory outside /work/wt: tl-measure stops the processes
+# there whose environment lacks TL_MEASURE, and stress-ng rewrites its own.
 #
 # The capture's and perf's own CPU time (user, sys) is printed as cpu_s.
 # Needs root, cgroup v1 or v2, perf, and stress-ng (Debian's package,
@@ -14,6 +18,7 @@
 set -uo pipefail
 SECONDS_RUN="${1:-60}"
 ROUNDS="${2:-3}"
+MODES="${3:-alone throttlelab perf}"
 THROTTLELAB="${THROTTLELAB:-throttlelab}"
 for tool in stress-ng:stress-ng; do
     command -v "${tool%%:*}" >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${tool#*:}" >/dev/null
@@ -23,46 +28,31 @@ done
 # (run this script in a mount namespace of its own: unshare -m --propagation private).
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 
-ROOT=/sys/fs/cgroup
-NAME="capture-overhead-$$"
-if [ -f "$ROOT/cgroup.controllers" ]; then
-    DIRS=("$ROOT/$NAME")
-else
-    DIRS=("$ROOT/cpu/$NAME" "$ROOT/cpuacct/$NAME")
-fi
-for d in "${DIRS[@]}"; do mkdir "$d"; done
+source "$(dirname "$0")/measure_cgroup.sh"
+cgroup_make "capture-overhead-$$"
 WORK="$(mktemp -d)"
 cleanup() {
-    for d in "${DIRS[@]}"; do
-        for p in $(cat "$d/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-    done
-    sleep 0.5
-    for d in "${DIRS[@]}"; do rmdir "$d" 2>/dev/null || true; done
+    cgroup_remove
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 # stress-ng in the cgroup, for SECONDS_RUN + 2 s; its bogo ops/s (real time) on stdout.
-stress() {
-    local procs=""
-    for d in "${DIRS[@]}"; do procs="$procs $d/cgroup.procs"; done
-    sh -c "for f in $procs; do echo \$\$ > \$f; done; exec stress-ng --switch 2 -t $((SECONDS_RUN + 2)) --metrics-brief" \
-        2>&1 | awk '$4 == "switch" && $5 ~ /^[0-9]+$/ {print $9}'
-}
+stress() { stress_switch $((SECONDS_RUN + 2)); }
 
 EVENTS=(-e sched:sched_switch -e sched:sched_waking -e sched:sched_process_fork -e sched:sched_process_exit
         -e sched:sched_stat_runtime -e syscalls:sys_enter_epoll_wait -e syscalls:sys_enter_epoll_pwait
         -e syscalls:sys_enter_epoll_pwait2)
 
 for round in $(seq "$ROUNDS"); do
-    for mode in alone throttlelab perf; do
+    for mode in $MODES; do
         out=""
         case "$mode" in
             alone) ops="$(stress)" ;;
             throttlelab)
                 stress > "$WORK/ops" &
                 sleep 1
-                /usr/bin/time -f "cpu_s %U %S" unshare -m --propagation private "$THROTTLELAB" capture --cgroup "${DIRS[0]}" \
+                /usr/bin/time -f "cpu_s %U %S maxrss_kb %M" unshare -m --propagation private "$THROTTLELAB" capture --cgroup "${CG_DIRS[0]}" \
                     --duration "$SECONDS_RUN" -o "$WORK/c.toml" > "$WORK/out" 2>&1 || true
                 wait
                 ops="$(cat "$WORK/ops")"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -267,15 +268,16 @@ while True:
 def ping_pong():
     """A ping-pong pair in a fresh cgroup of its own, without a limit."""
     dirs = _make_group(f"capture-pp-{os.getpid()}", -1)
-    proc = subprocess.Popen([sys.executable, "-c", PING_PONG])
+    # A session of its own: a child forked before its parent was moved into
+    # the cgroup stays outside it, and the kill by session takes it too.
+    proc = subprocess.Popen([sys.executable, "-c", PING_PONG], start_new_session=True)
     try:
         for d in dirs:
             (d / "cgroup.procs").write_text(str(proc.pid))
         time.sleep(0.2)  # the fork, into the cgroup with its parent
         yield dirs[0]
     finally:
-        for pid in [int(p) for p in (dirs[0] / "cgroup.procs").read_text().split()]:
-            os.kill(pid, 9)
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         time.sleep(0.1)
         for d in reversed(dirs):
@@ -378,7 +380,9 @@ os.wait()
 
 @needs_root
 def test_an_empty_capture_is_refused_and_children_are_taken_with_children(tmp_path):
-    parent = subprocess.Popen([sys.executable, "-c", PARENT])
+    # A session of its own: the kill at the end takes the child too, which
+    # would otherwise spin on, orphaned, after the test.
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], start_new_session=True)
     try:
         time.sleep(0.3)
         out = tmp_path / "c.toml"
@@ -390,7 +394,7 @@ def test_an_empty_capture_is_refused_and_children_are_taken_with_children(tmp_pa
         cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
         assert cap["threads"] == 1 and cap["source"] == f"pids {parent.pid} and their children", cap
     finally:
-        parent.kill()
+        os.killpg(parent.pid, signal.SIGKILL)
         parent.wait()
 
 
@@ -415,6 +419,29 @@ def test_without_cap_sys_admin_the_tracefs_error_says_root_is_needed(tmp_path):
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "tracefs not mounted and cannot be mounted" in lines[0], done.stderr
     assert lines[0].endswith("(capture needs root with CAP_SYS_ADMIN, as a privileged container has)"), lines[0]
+
+
+@needs_root
+@pytest.mark.skipif(subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0, reason="needs a mount namespace")
+def test_a_capture_on_a_full_disk_is_kept_in_a_spare_directory(workload, tmp_path):
+    """The output's directory fills up (a tmpfs with no room, in a private
+    mount namespace) while the capture runs: what was captured is written to
+    a spare directory ($TMPDIR here), one line says where, exit 2."""
+    group, _ = workload
+    full, spare = tmp_path / "full", tmp_path / "spare"
+    full.mkdir()
+    spare.mkdir()
+    script = (f"mount -t tmpfs -o size=4k tmpfs {full} && head -c 4096 /dev/zero > {full}/filler; "
+              f"exec {sys.executable} -m throttlelab capture --cgroup {group} --duration 1 -o {full}/c.toml")
+    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, TMPDIR=str(spare)))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"throttlelab: error: cannot write {full}/c.phases.gz: No space left on device (os error 28); "
+                           f"the capture is kept in {spare}/c.toml (its phases beside it): move both where you want them\n")
+    assert proc.stdout.startswith(f"{spare}/c.toml: ")
+    assert sorted(p.name for p in spare.iterdir()) == ["c.phases.gz", "c.toml"]
+    cap = json.loads(_native.validate(load_scenario_text(str(spare / "c.toml"))[0]))["capture"]
+    assert cap["threads"] > 0 and 0.9 < cap["duration_s"] < 1.1, cap
 
 
 def _spinner(cpu: int) -> subprocess.Popen:

@@ -18,7 +18,8 @@ use std::process::Command;
 const EXECUTABLES: [&str; 2] = ["throttlelab-worker", "throttlelab-real"];
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // At run time: a build script compiled in a checkout since moved keeps its old path in env!.
+    let root = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..");
     println!("cargo:rerun-if-changed=build.rs");
     // What the executables are built from (not the crates' tests).
     let inputs = [

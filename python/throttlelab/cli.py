@@ -185,7 +185,9 @@ class Seconds(click.ParamType):
 
 @main.command(epilog="Exit codes: 0 captured (a Ctrl-C, SIGINT, ends the capture early and keeps it); "
                      "128 + the signal's number when SIGTERM (143), SIGHUP (129) or SIGQUIT (131) ended it, "
-                     "after writing what was captured; 2 bad input, a refusal, or lost events with --strict.")
+                     "after writing what was captured; 2 bad input, a refusal, lost events with --strict, or an output "
+                     "directory that could not take the capture (a full disk: it is kept in $TMPDIR, /var/tmp or /dev/shm, "
+                     "and the line says where).")
 @click.option("--cgroup", "cgroup", metavar="PATH", help="The cgroup's directory (or its path below the hierarchy's root).")
 @click.option("--pid", "pids", multiple=True, type=click.IntRange(min=1), metavar="PID", help="A process to capture, with its threads (repeatable); the cgroup is the first's.")
 @click.option("--children", is_flag=True, help="With --pid: the processes' descendants too.")
@@ -209,8 +211,12 @@ def capture(cgroup: Optional[str], pids: tuple[int, ...], children: bool, durati
     spec = json.loads(_native.capture(out_path, duration_s, cgroup, list(pids), children, buffer_kb, strict))
     usage = "" if spec.get("usage_usec") is None else f", usage {spec['usage_usec'] / 1e6:.3f} s"
     lost = f", {spec['lost_events']} trace events lost" if spec["lost_events"] else ""
-    click.echo(f"{out_path}: {spec['threads']} threads over {spec['duration_s']:.3f} s{usage}, "
+    kept = spec.get("kept_elsewhere")
+    click.echo(f"{kept['scenario'] if kept else out_path}: {spec['threads']} threads over {spec['duration_s']:.3f} s{usage}, "
                f"throttled {spec['nr_throttled']} of {spec['nr_periods']} periods ({spec['throttled_usec'] / 1e3:.1f} ms){lost}")
+    if kept:  # a full disk: the capture went to a spare directory rather than be lost
+        raise click.UsageError(f"{kept['cause']}; the capture is kept in {kept['scenario']} "
+                         "(its phases beside it): move both where you want them")
     signal = spec.get("signal")
     if signal is not None and signal != 2:  # SIGINT is how a capture is meant to end: 0
         sys.exit(128 + signal)

@@ -8,39 +8,22 @@
 //! println!("{}", serde_json::to_string(&out).unwrap());
 //! ```
 
-mod bandwidth;
-mod core;
-mod cpulist;
-mod deadline;
-mod error;
-mod event;
-mod fair;
-mod hard_limits;
-mod like_host;
-mod load;
-pub mod noise;
-mod phases;
-pub mod phases_file;
-pub mod output;
-mod profile;
-pub mod rt_app;
-pub mod scenario;
-mod sim;
-mod smt;
-mod tick;
-pub mod trace;
-mod types;
-mod usage_csv;
-mod workload;
+// Three layers, each importing only those above it (tests/layers.rs).
+mod vocab;
+mod format;
+mod engine;
 
-pub use error::ScenarioError;
-pub use load::{load, parse_value, rebase_paths, Document};
-pub use output::Output;
-pub use phases::TaskPhases;
-pub use profile::{Feature, Profile};
-pub use scenario::Scenario;
-pub use sim::{Sim, SimOptions};
-pub use types::Quota;
+pub use format::{phases_file, rt_app, scenario};
+pub use vocab::{noise, output, trace};
+
+pub use format::error::ScenarioError;
+pub use format::load::{load, parse_value, rebase_paths, Document};
+pub use format::phases::TaskPhases;
+pub use format::scenario::Scenario;
+pub use engine::sim::{Sim, SimOptions};
+pub use vocab::output::Output;
+pub use vocab::profile::{Feature, Profile};
+pub use vocab::types::Quota;
 
 /// Simulate a validated scenario to its end.
 pub fn simulate(scenario: &Scenario) -> Output {

@@ -228,6 +228,9 @@ fn capture(py: Python<'_>, out: PathBuf, duration_s: Option<f64>, cgroup: Option
     let captured = py.detach(|| throttlelab_real::capture::capture(&target, &options, &out)).map_err(|e| real_err(py, e))?;
     let mut json = serde_json::to_value(&captured.spec).expect("the capture serialises");
     json["signal"] = captured.signal.into();
+    if let Some(kept) = &captured.kept_elsewhere {
+        json["kept_elsewhere"] = serde_json::json!({ "scenario": kept.scenario, "cause": kept.cause });
+    }
     Ok(json.to_string())
 }
 

@@ -22,6 +22,7 @@
 //! switch to idle bounds it, or it is not known.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// What the trace marker says where the capture window starts and ends.
 pub const START_MARK: &str = "throttlelab capture start";
@@ -51,9 +52,9 @@ pub struct Event {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
-    Switch { prev_pid: u32, prev_comm: String, preempted: bool, next_pid: u32, next_comm: String },
+    Switch { prev_pid: u32, prev_comm: Comm, preempted: bool, next_pid: u32, next_comm: Comm },
     Waking { pid: u32 },
-    Fork { child_pid: u32, child_comm: String },
+    Fork { child_pid: u32, child_comm: Comm },
     Exit { pid: u32 },
     /// `sched_stat_runtime`: task `pid` ran `runtime_ns` since its last update.
     Runtime { pid: u32, runtime_ns: u64 },
@@ -62,6 +63,64 @@ pub enum Kind {
     /// It returned from it, with something `ready` (a positive count).
     PollExit { ready: bool },
     Mark(String),
+}
+
+/// A task's name as the kernel keeps it (`comm`: TASK_COMM_LEN, 16 bytes
+/// with its NUL), inline: a switch carries two, and a busy host switches
+/// hundreds of thousands of times a second, which allocating them cost the
+/// capture's reader.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Comm {
+    bytes: [u8; 16],
+    len: u8,
+}
+
+impl Comm {
+    /// The bytes up to the first NUL, at most 16.
+    pub fn new(bytes: &[u8]) -> Comm {
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len()).min(16);
+        let mut c = Comm { bytes: [0; 16], len: end as u8 };
+        c.bytes[..end].copy_from_slice(&bytes[..end]);
+        c
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl std::fmt::Display for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.to_string())
+    }
+}
+
+impl From<&str> for Comm {
+    fn from(s: &str) -> Comm {
+        Comm::new(s.as_bytes())
+    }
+}
+
+impl PartialEq<str> for Comm {
+    fn eq(&self, other: &str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for Comm {
+    fn eq(&self, other: &&str) -> bool {
+        self == *other
+    }
 }
 
 /// The value of `key=` in `text` (the last one: a comm may hold anything).
@@ -142,16 +201,16 @@ fn parse_event(head: &str, name: &str, body: &str) -> Result<Event, String> {
             let state = value(prev, "prev_state").ok_or("no prev_state=")?;
             Kind::Switch {
                 prev_pid: number(prev, "prev_pid")?,
-                prev_comm: comm(prev, "prev_comm", "prev_pid").to_string(),
+                prev_comm: comm(prev, "prev_comm", "prev_pid").into(),
                 preempted: state.starts_with('R'),
                 next_pid: number(next, "next_pid")?,
-                next_comm: comm(next, "next_comm", "next_pid").to_string(),
+                next_comm: comm(next, "next_comm", "next_pid").into(),
             }
         }
         "sched_waking" | "sched_wakeup" => Kind::Waking { pid: number(body, "pid")? },
         "sched_process_fork" => Kind::Fork {
             child_pid: number(body, "child_pid")?,
-            child_comm: comm(body, "child_comm", "child_pid").to_string(),
+            child_comm: comm(body, "child_comm", "child_pid").into(),
         },
         "sched_process_exit" => Kind::Exit { pid: number(body, "pid")? },
         // `comm=a pid=1 runtime=5 [ns]` (before 6.8 followed by `vruntime=`).
@@ -392,22 +451,51 @@ pub struct Thread {
     ready_since: Option<u64>,
 }
 
+/// Pids hashed by one multiplication (Fibonacci hashing) rather than
+/// SipHash: the recorder looks up two or three for every event read, and
+/// pids are not chosen by an adversary.
+#[derive(Default)]
+struct PidHasher(u64);
+
+impl Hasher for PidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0 ^ n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 /// Turns the events of a capture window into each thread's phases.
 #[derive(Debug)]
 pub struct Recorder {
     threads: Vec<Thread>,
-    by_pid: HashMap<u32, usize>,
+    by_pid: HashMap<u32, usize, BuildHasherDefault<PidHasher>>,
     /// Start of the window (the start mark), once seen.
     start_ns: Option<u64>,
     end_ns: Option<u64>,
-    /// Per CPU, when its last switch in the window went to the idle task
-    /// (None: to a task, or none seen yet).
-    idle_since: HashMap<u32, Option<u64>>,
-    /// Per CPU, since when other tasks have held it from a captured thread
-    /// they preempted (see [`Preempted`]).
-    others_since: HashMap<u32, u64>,
+    /// Per CPU, by its number.
+    cpus: Vec<CpuSeen>,
     /// The preemptions that ended, each one's length.
     preempted_ns: Vec<u64>,
+}
+
+/// What the recorder keeps of one CPU.
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuSeen {
+    /// When its last switch in the window went to the idle task (None: to a
+    /// task, or none seen yet).
+    idle_since: Option<u64>,
+    /// Since when other tasks have held it from a captured thread they
+    /// preempted (see [`Preempted`]).
+    others_since: Option<u64>,
 }
 
 /// Other tasks' preemptions of the captured threads, the host's background
@@ -451,15 +539,7 @@ impl Preempted {
 impl Recorder {
     /// Capture the threads `pids` (`comm` of each), and those they fork.
     pub fn new(threads: &[(u32, String)]) -> Recorder {
-        let mut r = Recorder {
-            threads: Vec::new(),
-            by_pid: HashMap::new(),
-            start_ns: None,
-            end_ns: None,
-            idle_since: HashMap::new(),
-            others_since: HashMap::new(),
-            preempted_ns: Vec::new(),
-        };
+        let mut r = Recorder { threads: Vec::new(), by_pid: HashMap::default(), start_ns: None, end_ns: None, cpus: Vec::new(), preempted_ns: Vec::new() };
         for (pid, comm) in threads {
             r.add(*pid, comm, 0, State::Unknown);
         }
@@ -487,13 +567,17 @@ impl Recorder {
             Kind::Mark(m) if m == END_MARK => self.end_ns = Some(e.ts_ns),
             Kind::Mark(_) => {}
             Kind::Switch { prev_pid, prev_comm, preempted, next_pid, next_comm } => {
-                let idle_since = self.idle_since.insert(e.cpu, (*next_pid == 0).then_some(now)).flatten();
+                let cpu = e.cpu as usize;
+                if self.cpus.len() <= cpu {
+                    self.cpus.resize(cpu + 1, CpuSeen::default());
+                }
+                let idle_since = std::mem::replace(&mut self.cpus[cpu].idle_since, (*next_pid == 0).then_some(now));
                 if *next_pid == 0 || self.captured(*next_pid) {
-                    if let Some(since) = self.others_since.remove(&e.cpu) {
+                    if let Some(since) = self.cpus[cpu].others_since.take() {
                         self.preempted_ns.push(now.saturating_sub(since));
                     }
                 } else if *preempted && self.captured(*prev_pid) {
-                    self.others_since.entry(e.cpu).or_insert(now);
+                    self.cpus[cpu].others_since.get_or_insert(now);
                 }
                 if let Some(t) = self.thread(*prev_pid, prev_comm) {
                     // The 6.18 host leaves some switches from the idle task
@@ -538,7 +622,7 @@ impl Recorder {
             }
             Kind::Fork { child_pid, child_comm } => {
                 if self.by_pid.contains_key(&e.pid) && !self.by_pid.contains_key(child_pid) {
-                    self.add(*child_pid, child_comm, now, State::Burst);
+                    self.add(*child_pid, &child_comm.to_string(), now, State::Burst);
                 }
             }
             Kind::Exit { pid } => {
@@ -559,18 +643,18 @@ impl Recorder {
     /// far; those still going on end at the end mark (or the last event).
     pub fn preempted(&self, last_ns: u64) -> Preempted {
         let end = self.end_ns.unwrap_or(last_ns).saturating_sub(self.start_ns.unwrap_or(0));
-        let mut lengths_ns: Vec<u64> = self.preempted_ns.iter().copied().chain(self.others_since.values().map(|&since| end.saturating_sub(since))).collect();
+        let mut lengths_ns: Vec<u64> = self.preempted_ns.iter().copied().chain(self.cpus.iter().filter_map(|c| c.others_since).map(|since| end.saturating_sub(since))).collect();
         lengths_ns.sort_unstable();
         Preempted { lengths_ns }
     }
 
     /// Thread `pid`, if captured and not exited; `comm` renames it (exec).
-    fn thread(&mut self, pid: u32, comm: &str) -> Option<&mut Thread> {
+    fn thread(&mut self, pid: u32, comm: &Comm) -> Option<&mut Thread> {
         let t = &mut self.threads[*self.by_pid.get(&pid)?];
         if t.state == State::Exited {
             return None;
         }
-        if t.comm != comm && !comm.is_empty() {
+        if t.comm.as_bytes() != comm.as_bytes() && !comm.is_empty() {
             t.comm = comm.to_string();
         }
         Some(t)

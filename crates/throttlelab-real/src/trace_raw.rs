@@ -12,7 +12,7 @@
 //! (`sched_stat_runtime` lost `vruntime` in 6.8; its comm became a
 //! `__data_loc` string).
 
-use crate::sched_trace::{Context, Event, Kind};
+use crate::sched_trace::{Comm, Context, Event, Kind};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -97,10 +97,11 @@ enum Decoder {
     PollExit { ret: Field },
 }
 
-/// The decoders of the events read, by id.
+/// The decoders of the events read, indexed by id (a few thousand at most:
+/// a lookup per event, without hashing).
 #[derive(Debug, Clone, Default)]
 pub struct Formats {
-    by_id: HashMap<u16, Decoder>,
+    by_id: Vec<Option<Decoder>>,
 }
 
 impl Formats {
@@ -125,7 +126,11 @@ impl Formats {
             _ if name.starts_with("syscalls/sys_exit_epoll_") => Decoder::PollExit { ret: f("ret")? },
             _ => return Err(format!("{name}: not an event the capture reads")),
         };
-        self.by_id.insert(format.id, decoder);
+        let at = format.id as usize;
+        if self.by_id.len() <= at {
+            self.by_id.resize(at + 1, None);
+        }
+        self.by_id[at] = Some(decoder);
         Ok(())
     }
 
@@ -177,16 +182,15 @@ impl Field {
         Some(if bits < 64 { ((v << (64 - bits)) as i64) >> (64 - bits) } else { v as i64 })
     }
 
-    /// The field as a NUL-terminated string (inline, or where its `__data_loc` points).
-    fn text(&self, record: &[u8]) -> Option<String> {
+    /// The field as a NUL-terminated task name (inline, or where its `__data_loc` points).
+    fn comm(&self, record: &[u8]) -> Option<Comm> {
         let bytes = if self.data_loc {
             let loc = le_u32(record, self.offset)? as usize;
             record.get(loc & 0xffff..(loc & 0xffff) + (loc >> 16))?
         } else {
             record.get(self.offset..self.offset + self.size)?
         };
-        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-        Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
+        Some(Comm::new(bytes))
     }
 }
 
@@ -196,13 +200,13 @@ impl Decoder {
         Some(match self {
             Decoder::Switch { prev_comm, prev_pid, prev_state, next_comm, next_pid } => Kind::Switch {
                 prev_pid: pid(prev_pid)?,
-                prev_comm: prev_comm.text(record)?,
+                prev_comm: prev_comm.comm(record)?,
                 preempted: prev_state.uint(record)? & TASK_STATE_MASK == 0,
                 next_pid: pid(next_pid)?,
-                next_comm: next_comm.text(record)?,
+                next_comm: next_comm.comm(record)?,
             },
             Decoder::Waking { pid: p } => Kind::Waking { pid: pid(p)? },
-            Decoder::Fork { child_comm, child_pid } => Kind::Fork { child_pid: pid(child_pid)?, child_comm: child_comm.text(record)? },
+            Decoder::Fork { child_comm, child_pid } => Kind::Fork { child_pid: pid(child_pid)?, child_comm: child_comm.comm(record)? },
             Decoder::Exit { pid: p } => Kind::Exit { pid: pid(p)? },
             Decoder::Runtime { pid: p, runtime } => Kind::Runtime { pid: pid(p)?, runtime_ns: runtime.uint(record)? },
             Decoder::PollEnter => Kind::PollEnter,
@@ -265,7 +269,7 @@ pub fn decode_page(page: &[u8], commit_size: usize, cpu: u32, formats: &Formats,
                 let record = data.get(record_at..record_at + record_len).ok_or("an event past the page's data")?;
                 at = record_at + record_len;
                 let id = COMMON_TYPE.uint(record).ok_or("a record with no type")? as u16;
-                let Some(decoder) = formats.by_id.get(&id) else { continue };
+                let Some(Some(decoder)) = formats.by_id.get(id as usize) else { continue };
                 let kind = decoder.kind(record).ok_or_else(|| format!("a record of event {id} is too short ({record_len} bytes)"))?;
                 let flags = COMMON_FLAGS.uint(record).unwrap_or(0) as u8;
                 let context = if flags & (FLAG_HARDIRQ | FLAG_NMI) != 0 {

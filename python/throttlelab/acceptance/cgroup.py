@@ -53,13 +53,18 @@ def _v2() -> bool:
     return (CGROUP_ROOT / "cgroup.controllers").is_file() and not (CGROUP_ROOT / "cpu").is_dir()
 
 
+#: v1 hierarchies beside cpu that a cgroup of ours may have a twin in: cpuacct
+#: holds its usage, pids its thread count (what cAdvisor's `container_threads` reads).
+TWINS = ("cpuacct", "pids")
+
+
 def cgroup_dirs(cgroup: Path) -> list[Path]:
-    """`cgroup` and, on v1 with cpuacct mounted apart from cpu, the cpuacct
-    directory of the same name, which holds its usage."""
+    """`cgroup` and, on v1 with cpuacct (or pids) mounted apart from cpu, the
+    directories of the same name there that exist."""
     if _v2() or (cgroup / "cpuacct.usage").exists() or not cgroup.is_relative_to(CGROUP_ROOT / "cpu"):
         return [cgroup]
-    twin = CGROUP_ROOT / "cpuacct" / cgroup.relative_to(CGROUP_ROOT / "cpu")
-    return [cgroup, twin] if twin.is_dir() else [cgroup]
+    twins = [CGROUP_ROOT / h / cgroup.relative_to(CGROUP_ROOT / "cpu") for h in TWINS]
+    return [cgroup, *(t for t in twins if t.is_dir())]
 
 
 def attach(cgroup: Path, pid: int) -> None:
@@ -92,12 +97,14 @@ def stop(proc: subprocess.Popen) -> None:
 class Cgroup:
     """A cgroup of our own under the cpu hierarchy (and its cpuacct twin on v1),
     limited to `quota_us` (-1: no limit) per `period_us` with `burst_us`;
-    removed, with anything left in it killed, on exit."""
+    removed, with anything left in it killed, on exit. `pids`: on v1, a twin in
+    the pids hierarchy too (as the kubelet makes), so that cAdvisor counts its
+    threads."""
 
-    def __init__(self, name: str, period_us: int, quota_us: int, burst_us: int) -> None:
+    def __init__(self, name: str, period_us: int, quota_us: int, burst_us: int, pids: bool = False) -> None:
         self.v2 = _v2()
         self.path = CGROUP_ROOT / name if self.v2 else CGROUP_ROOT / "cpu" / name
-        self.dirs = [self.path] if self.v2 else [self.path, CGROUP_ROOT / "cpuacct" / name]
+        self.dirs = [self.path] if self.v2 else [self.path, *(CGROUP_ROOT / h / name for h in TWINS[: 1 + pids])]
         self.limit = (period_us, quota_us, burst_us)
 
     def __enter__(self) -> "Cgroup":

@@ -1,0 +1,203 @@
+//! The scheduler core (`kernel/sched/core.c`): switching (`__schedule`),
+//! waking (`try_to_wake_up`), the tick (`sched_tick`) and the helpers they
+//! share, over whichever class runs a thread. The classes are `fair`,
+//! `bandwidth` and `deadline`.
+
+use crate::engine::rq::ThreadState;
+use crate::engine::sim::Sim;
+use crate::vocab::trace::TraceKind;
+use crate::vocab::types::{CpuId, ThreadId};
+use smallvec::SmallVec;
+
+impl Sim<'_> {
+    /// `__schedule`: put the running thread back, pick the next one, pull
+    /// work from a busy CPU when there is none.
+    pub(crate) fn schedule(&mut self, cpu: CpuId) {
+        self.touch(cpu);
+        self.rqs[cpu].need_resched = false;
+        self.account_thread_time(cpu);
+        if self.profile.has_sis_util() {
+            // Only SIS_UTIL's wake-ups read the utilization.
+            let util = self.cpu_util(cpu);
+            let rq = &mut self.rqs[cpu];
+            (rq.util_avg, rq.util_at) = (util, self.now);
+        }
+        let prev_busy = self.rqs[cpu].curr.is_some();
+        if let Some(prev) = self.rqs[cpu].curr.take() {
+            // A fair thread (or one that just left the fair class) is still
+            // its runqueue's current entity until put back.
+            let se = self.threads[prev].se;
+            if self.cfs_rqs[self.ses[se].cfs_rq].curr == Some(se) {
+                self.put_prev_task(prev);
+            }
+        }
+        let next = match self.rqs[cpu].dl {
+            Some(dl) => Some(dl),
+            None => loop {
+                match self.pick_next_task_fair(cpu) {
+                    Some(t) => break Some(t),
+                    None if self.newidle_balance(cpu) => continue,
+                    None => break None,
+                }
+            },
+        };
+        let rq = &mut self.rqs[cpu];
+        rq.curr = next;
+        rq.since = self.now;
+        self.update_rq_masks(cpu);
+        let rq = &mut self.rqs[cpu];
+        let pending = std::mem::take(&mut rq.pending_stall);
+        if let Some(t) = next {
+            let th = &mut self.threads[t];
+            th.stall_left += pending;
+            if let Some(woke_at) = th.catch_up_woke_at.take() {
+                th.catch_up_late_ns = self.now - woke_at;
+            }
+        }
+        if prev_busy != next.is_some() {
+            self.core_load_changed(cpu, next.is_some());
+        }
+        self.arm_run_done(cpu);
+        if let Some(t) = next {
+            self.record(Some(cpu), self.threads[t].tg, TraceKind::Switch(Some(t)));
+        } else {
+            self.record(Some(cpu), 0, TraceKind::Switch(None));
+        }
+    }
+
+    /// A hardware thread became busy or idle: its running siblings change
+    /// speed, so their work so far is accounted and their completion re-armed.
+    fn core_load_changed(&mut self, cpu: CpuId, busy: bool) {
+        if self.hw.is_uniform() {
+            self.hw.set_busy(cpu, busy);
+            return;
+        }
+        let siblings: SmallVec<[CpuId; 8]> = self.hw.siblings(cpu).filter(|&c| self.rqs[c].curr.is_some()).collect();
+        for &c in &siblings {
+            self.account_thread_time(c);
+        }
+        self.hw.set_busy(cpu, busy);
+        for &c in &siblings {
+            self.arm_run_done(c);
+        }
+    }
+
+    /// The running thread on its CPU sleeps or exits.
+    pub(crate) fn block(&mut self, tid: ThreadId) {
+        let cpu = self.threads[tid].cpu;
+        self.touch(cpu);
+        self.dequeue_task(tid);
+        self.resched_curr(cpu);
+    }
+
+    pub(crate) fn is_idle(&self, cpu: CpuId) -> bool {
+        let rq = &self.rqs[cpu];
+        rq.curr.is_none() && rq.dl.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running == 0
+    }
+
+    /// Whether more than one task is runnable on `cpu` (`rq->nr_running > 1`,
+    /// the kernel's `rd->overload`): the CPUs an idle one may pull from.
+    pub(crate) fn is_overloaded(&self, cpu: CpuId) -> bool {
+        self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running >= 2
+    }
+
+    /// Bring `cpu`'s bits in the idle and overload masks up to date: after
+    /// its running thread, deadline thread or root `h_nr_running` changed.
+    pub(crate) fn update_rq_masks(&mut self, cpu: CpuId) {
+        let (w, bit) = (cpu / 64, 1u64 << (cpu % 64));
+        let (idle, overloaded) = (self.is_idle(cpu), self.is_overloaded(cpu));
+        self.idle_mask[w] = if idle { self.idle_mask[w] | bit } else { self.idle_mask[w] & !bit };
+        self.overload_mask[w] = if overloaded { self.overload_mask[w] | bit } else { self.overload_mask[w] & !bit };
+    }
+
+    /// The idle CPUs in `lo..hi`, ascending, from the idle mask: the idle-CPU
+    /// search costs a word per 64 CPUs, not a look at each.
+    pub(crate) fn idle_cpus(&self, lo: CpuId, hi: CpuId) -> impl Iterator<Item = CpuId> + '_ {
+        set_bits(&self.idle_mask, lo, hi).inspect(|&c| debug_assert!(self.is_idle(c), "idle mask out of date for CPU {c}"))
+    }
+
+    /// The overloaded CPUs in `lo..hi`, ascending, from the overload mask.
+    pub(crate) fn overloaded_cpus(&self, lo: CpuId, hi: CpuId) -> impl Iterator<Item = CpuId> + '_ {
+        set_bits(&self.overload_mask, lo, hi).inspect(|&c| debug_assert!(self.is_overloaded(c), "overload mask out of date for CPU {c}"))
+    }
+
+    /// `set_task_cpu`: move a (not queued) thread's entity to another CPU,
+    /// carrying its vruntime relative to the runqueues' min_vruntime.
+    pub(crate) fn set_task_cpu(&mut self, tid: ThreadId, dst: CpuId) {
+        let src = self.threads[tid].cpu;
+        if src == dst {
+            return;
+        }
+        // Both min_vruntimes as the ticks so far left them.
+        self.touch(src);
+        self.touch(dst);
+        let th = &self.threads[tid];
+        let (tg, se) = (th.tg, th.se);
+        let src_rq = self.cfs_rq_id(tg, th.cpu);
+        let dst_rq = self.cfs_rq_id(tg, dst);
+        let v = self.ses[se].vruntime.saturating_sub(self.cfs_rqs[src_rq].min_vruntime) + self.cfs_rqs[dst_rq].min_vruntime;
+        let parent = self.group_se(dst_rq);
+        let s = &mut self.ses[se];
+        s.vruntime = v;
+        s.cfs_rq = dst_rq;
+        s.parent = parent;
+        self.threads[tid].cpu = dst;
+    }
+
+    /// `try_to_wake_up`: place the thread, enqueue it, maybe preempt.
+    pub(crate) fn try_to_wake_up(&mut self, tid: ThreadId) {
+        let initial = self.threads[tid].cpu_ns == 0 && self.threads[tid].state != ThreadState::Runnable;
+        let cpu = self.select_task_rq(tid);
+        self.set_task_cpu(tid, cpu);
+        self.touch(cpu);
+        self.threads[tid].state = ThreadState::Runnable;
+        self.enqueue_task(tid, true, initial);
+        self.check_preempt_wakeup(cpu, tid);
+    }
+
+    /// `sched_tick` (`scheduler_tick` before 6.10) → `task_tick_fair`: charge
+    /// every level of the running hierarchy, bottom-up, and check for preemption.
+    pub(crate) fn sched_tick(&mut self, cpu: CpuId, index: u64) {
+        self.touch(cpu);
+        self.rqs[cpu].next_tick = index + 1;
+        let Some(tid) = self.fair_curr(cpu) else { return };
+        for se in self.hierarchy(self.threads[tid].se) {
+            let rq = self.ses[se].cfs_rq;
+            self.update_curr(rq, self.now);
+            if !self.profile.has_eevdf() && self.cfs_rqs[rq].nr_running > 1 {
+                self.check_preempt_tick(rq);
+            }
+        }
+        self.record(Some(cpu), self.threads[tid].tg, TraceKind::Tick);
+    }
+
+    pub(crate) fn resched_curr(&mut self, cpu: CpuId) {
+        if !self.rqs[cpu].need_resched {
+            self.rqs[cpu].need_resched = true;
+            self.resched.push(cpu);
+        }
+    }
+}
+
+/// The set bits of a CPU mask in `lo..hi`, ascending: a word per 64 CPUs.
+fn set_bits(mask: &[u64], lo: CpuId, hi: CpuId) -> impl Iterator<Item = CpuId> + '_ {
+    let mut c = lo;
+    std::iter::from_fn(move || {
+        while c < hi {
+            let w = c / 64;
+            let bits = mask[w] >> (c % 64);
+            if bits == 0 {
+                c = (w + 1) * 64;
+                continue;
+            }
+            let found = c + bits.trailing_zeros() as usize;
+            if found >= hi {
+                break;
+            }
+            c = found + 1;
+            return Some(found);
+        }
+        c = hi;
+        None
+    })
+}

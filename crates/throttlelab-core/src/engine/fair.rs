@@ -1,0 +1,681 @@
+//! The fair scheduling class (`kernel/sched/fair.c`, minus bandwidth control,
+//! which is in `bandwidth.rs`).
+//!
+//! Modelled: hierarchical group scheduling (a `cfs_rq` per group per CPU, a
+//! group entity per group per CPU whose weight follows `calc_group_shares`),
+//! `update_curr`, enqueue/dequeue along the hierarchy with the throttle checks
+//! of the kernel, tick and wake-up preemption, wake-up placement and idle
+//! pulling.
+//!
+//! Approximations (documented in docs/engine.md):
+//! - group shares use instantaneous runnable weights, not PELT averages;
+//! - profiles >= 6.6 pick by EEVDF (eligible entity with the earliest virtual
+//!   deadline, lag ignored on placement, no delayed dequeue);
+//! - load balancing is limited to wake-up placement and pulling by CPUs that
+//!   go idle.
+
+use crate::engine::sim::Sim;
+use crate::vocab::types::{CfsRqId, CpuId, SeId, ThreadId, Time, NSEC_PER_USEC};
+use smallvec::SmallVec;
+
+/// `MIN_SHARES`: the smallest weight a group entity can get.
+const MIN_SHARES: u64 = 2;
+/// PELT's half-life: 32 periods of 1024 us.
+const PELT_HALF_LIFE_NS: f64 = 32.0 * 1024.0 * 1000.0;
+/// `imbalance_pct` of the LLC's (MC) domain, which SIS_UTIL's scan depth uses.
+const SIS_UTIL_PCT: u64 = 117;
+/// `NICE_0_LOAD` (without the fixed-point shift).
+pub(crate) const NICE_0_LOAD: u64 = 1024;
+
+/// A runqueue of the fair class: `struct cfs_rq`.
+#[derive(Debug, Clone, Default)]
+pub struct CfsRq {
+    pub tg: usize,
+    pub cpu: CpuId,
+    /// Queued entities other than `curr` (the kernel's rbtree).
+    pub queue: Vec<SeId>,
+    pub curr: Option<SeId>,
+    /// Entities on this runqueue, `curr` included.
+    pub nr_running: u32,
+    /// Tasks runnable below this runqueue, not counting throttled subtrees.
+    pub h_nr_running: u32,
+    /// Sum of the weights of the entities on this runqueue.
+    pub load: u64,
+    pub min_vruntime: u64,
+    // Bandwidth control state (see bandwidth.rs).
+    pub runtime_enabled: bool,
+    pub runtime_remaining: i64,
+    pub throttled: bool,
+    /// Throttled ancestors, itself included.
+    pub throttle_count: u32,
+    pub throttled_clock: Option<Time>,
+    /// 4.18: when the local runtime expires, and the refill it came from.
+    pub runtime_expires: Time,
+    pub expires_seq: u64,
+    /// `slush_fund`: the global refill this local pool last saw.
+    pub period_nr: u64,
+    /// `hard_limits`: the runtime this runqueue gets per period
+    /// (`rt_rq->rt_runtime`'s analogue); borrowing moves it between CPUs.
+    pub cfs_runtime: u64,
+}
+
+/// A schedulable entity: `struct sched_entity`, of a task or of a group.
+#[derive(Debug, Clone)]
+pub struct Se {
+    pub task: Option<ThreadId>,
+    /// A group entity's own runqueue (`group_cfs_rq`).
+    pub my_q: Option<CfsRqId>,
+    /// The runqueue it is queued on (`cfs_rq_of`).
+    pub cfs_rq: CfsRqId,
+    pub parent: Option<SeId>,
+    pub weight: u64,
+    pub on_rq: bool,
+    pub vruntime: u64,
+    /// Remainder of the last `calc_delta_fair` division, carried so that
+    /// vruntime does not depend on how often it is updated.
+    pub vruntime_rem: u64,
+    pub deadline: u64,
+    pub exec_start: Time,
+    pub sum_exec: u64,
+    pub prev_sum_exec: u64,
+}
+
+impl Se {
+    /// A new entity, not queued, at virtual time 0.
+    fn new(task: Option<ThreadId>, my_q: Option<CfsRqId>, cfs_rq: CfsRqId, parent: Option<SeId>, weight: u64) -> Self {
+        Se {
+            task,
+            my_q,
+            cfs_rq,
+            parent,
+            weight,
+            on_rq: false,
+            vruntime: 0,
+            vruntime_rem: 0,
+            deadline: 0,
+            exec_start: 0,
+            sum_exec: 0,
+            prev_sum_exec: 0,
+        }
+    }
+}
+
+/// `calc_delta_fair`: wall time to virtual time at a weight.
+fn calc_delta_fair(delta: u64, weight: u64) -> u64 {
+    (delta as u128 * NICE_0_LOAD as u128 / weight.max(1) as u128) as u64
+}
+
+impl Sim<'_> {
+    pub(crate) fn cfs_rq_id(&self, tg: usize, cpu: CpuId) -> CfsRqId {
+        tg * self.nr_cpus() + cpu
+    }
+
+    /// The group entity that represents `cfs_rq` in its parent (None for the root).
+    pub(crate) fn group_se(&self, rq: CfsRqId) -> Option<SeId> {
+        let tg = self.cfs_rqs[rq].tg;
+        (tg > 0).then(|| (tg - 1) * self.nr_cpus() + self.cfs_rqs[rq].cpu)
+    }
+
+    /// Create every group's runqueue and group entity on every CPU, and apply
+    /// each group's initial cpu.max.
+    pub(crate) fn init_fair(&mut self) {
+        let n = self.nr_cpus();
+        for tg in 0..self.tgs.len() {
+            for cpu in 0..n {
+                self.cfs_rqs.push(CfsRq { tg, cpu, ..CfsRq::default() });
+            }
+        }
+        for tg in 1..self.tgs.len() {
+            let parent = self.tgs[tg].parent.expect("non-root group has a parent");
+            for cpu in 0..n {
+                let my_q = self.cfs_rq_id(tg, cpu);
+                let cfs_rq = self.cfs_rq_id(parent, cpu);
+                let se = Se::new(None, Some(my_q), cfs_rq, self.group_se(cfs_rq), self.tgs[tg].shares);
+                debug_assert_eq!(self.ses.len(), self.group_se(my_q).unwrap());
+                self.ses.push(se);
+            }
+        }
+        if self.features.interleave_timers {
+            self.interleave_period_timers();
+        }
+        for (i, c) in self.scenario.cgroups.iter().enumerate() {
+            if let Some(quota) = c.quota_us.ns() {
+                self.configure_cfs_bandwidth(i + 1, c.period_us * NSEC_PER_USEC, quota, c.burst_us * NSEC_PER_USEC);
+            }
+        }
+    }
+
+    pub(crate) fn new_task_se(&mut self, tid: ThreadId, tg: usize, cpu: CpuId) -> SeId {
+        let cfs_rq = self.cfs_rq_id(tg, cpu);
+        self.ses.push(Se::new(Some(tid), None, cfs_rq, self.group_se(cfs_rq), NICE_0_LOAD));
+        self.ses.len() - 1
+    }
+
+    /// Entities from a task's up to the root's child, bottom-up (`for_each_sched_entity`).
+    pub(crate) fn hierarchy(&self, se: SeId) -> SmallVec<[SeId; 4]> {
+        let mut v = SmallVec::new();
+        v.push(se);
+        let mut s = se;
+        while let Some(p) = self.ses[s].parent {
+            v.push(p);
+            s = p;
+        }
+        v
+    }
+
+    fn add_load(&mut self, rq: CfsRqId, weight: u64, add: bool) {
+        let tg = self.cfs_rqs[rq].tg;
+        let c = &mut self.cfs_rqs[rq];
+        if add {
+            c.load += weight;
+            self.tgs[tg].load_sum += weight;
+        } else {
+            c.load -= weight;
+            self.tgs[tg].load_sum -= weight;
+        }
+    }
+
+    /// `update_curr`: charge the running entity of `rq` for the time since
+    /// it was last charged: vruntime, and the group's runtime (bandwidth).
+    pub(crate) fn update_curr(&mut self, rq: CfsRqId, now: Time) {
+        let Some(se) = self.cfs_rqs[rq].curr else { return };
+        let s = &mut self.ses[se];
+        if now <= s.exec_start {
+            return;
+        }
+        let delta = now - s.exec_start;
+        s.exec_start = now;
+        s.sum_exec += delta;
+        let scaled = delta as u128 * NICE_0_LOAD as u128 + s.vruntime_rem as u128;
+        let weight = s.weight.max(1) as u128;
+        s.vruntime += (scaled / weight) as u64;
+        s.vruntime_rem = (scaled % weight) as u64;
+        if self.profile.has_eevdf() && s.vruntime >= s.deadline {
+            // update_deadline(): a new slice, and a chance for others to run.
+            s.deadline = s.vruntime + calc_delta_fair(self.tun.base_slice_ns, s.weight);
+            if self.cfs_rqs[rq].nr_running > 1 {
+                self.resched_curr(self.cfs_rqs[rq].cpu);
+            }
+        }
+        self.update_min_vruntime(rq);
+        self.account_cfs_rq_runtime(rq, delta, now);
+    }
+
+    fn update_min_vruntime(&mut self, rq: CfsRqId) {
+        let c = &self.cfs_rqs[rq];
+        let curr = c.curr.filter(|&s| self.ses[s].on_rq).map(|s| self.ses[s].vruntime);
+        let left = c.queue.iter().map(|&s| self.ses[s].vruntime).min();
+        let v = match (curr, left) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => return,
+        };
+        let c = &mut self.cfs_rqs[rq];
+        c.min_vruntime = c.min_vruntime.max(v);
+    }
+
+    /// Weighted average vruntime of the entities on `rq` (EEVDF's zero-lag point).
+    fn avg_vruntime(&self, rq: CfsRqId) -> u64 {
+        let c = &self.cfs_rqs[rq];
+        let (mut sum, mut w) = (0u128, 0u128);
+        for s in c.queue.iter().copied().chain(c.curr.filter(|&s| self.ses[s].on_rq)) {
+            sum += self.ses[s].vruntime as u128 * self.ses[s].weight as u128;
+            w += self.ses[s].weight as u128;
+        }
+        sum.checked_div(w).map_or(c.min_vruntime, |v| v as u64)
+    }
+
+    /// `place_entity`: the vruntime (and deadline) an entity gets on enqueue.
+    fn place_entity(&mut self, rq: CfsRqId, se: SeId, initial: bool) {
+        let weight = self.ses[se].weight;
+        if self.profile.has_eevdf() {
+            let v = self.avg_vruntime(rq);
+            let vslice = calc_delta_fair(self.tun.base_slice_ns, weight);
+            let s = &mut self.ses[se];
+            s.vruntime = v;
+            s.deadline = v + if initial { vslice / 2 } else { vslice };
+        } else {
+            let min_v = self.cfs_rqs[rq].min_vruntime;
+            let s = &mut self.ses[se];
+            s.vruntime = if initial {
+                // START_DEBIT: a new task starts one slice behind.
+                min_v + calc_delta_fair(self.tun.latency_ns, weight)
+            } else {
+                // GENTLE_FAIR_SLEEPERS: sleepers get at most half a latency of credit.
+                s.vruntime.max(min_v.saturating_sub(self.tun.latency_ns / 2))
+            };
+        }
+    }
+
+    /// `enqueue_entity`.
+    pub(crate) fn enqueue_entity(&mut self, rq: CfsRqId, se: SeId, wakeup: bool, initial: bool) {
+        self.update_curr(rq, self.now);
+        if wakeup {
+            self.place_entity(rq, se, initial);
+        }
+        if let Some(my_q) = self.ses[se].my_q {
+            self.update_cfs_group(se, my_q);
+        }
+        let w = self.ses[se].weight;
+        self.add_load(rq, w, true);
+        let c = &mut self.cfs_rqs[rq];
+        c.nr_running += 1;
+        if c.curr != Some(se) {
+            c.queue.push(se);
+        }
+        self.ses[se].on_rq = true;
+        if self.cfs_rqs[rq].nr_running == 1 {
+            self.check_enqueue_throttle(rq);
+            if self.profile.has_throttled_time_with_tasks() {
+                self.record_throttle_clock(rq);
+            }
+        }
+    }
+
+    /// `dequeue_entity`.
+    pub(crate) fn dequeue_entity(&mut self, rq: CfsRqId, se: SeId) {
+        self.update_curr(rq, self.now);
+        let c = &mut self.cfs_rqs[rq];
+        if c.curr != Some(se) {
+            let pos = c.queue.iter().position(|&s| s == se).expect("queued entity");
+            c.queue.swap_remove(pos);
+        }
+        c.nr_running -= 1;
+        self.ses[se].on_rq = false;
+        let w = self.ses[se].weight;
+        self.add_load(rq, w, false);
+        self.update_min_vruntime(rq);
+        self.return_cfs_rq_runtime(rq);
+    }
+
+    /// `update_cfs_group` / `calc_group_shares`: a group entity's weight is
+    /// the group's shares times this CPU's part of the group's load.
+    fn update_cfs_group(&mut self, se: SeId, my_q: CfsRqId) {
+        let tg = self.cfs_rqs[my_q].tg;
+        let tg_shares = self.tgs[tg].shares;
+        let load = self.cfs_rqs[my_q].load;
+        let tg_weight = self.tgs[tg].load_sum;
+        let shares = (tg_shares * load).checked_div(tg_weight).unwrap_or(tg_shares);
+        let shares = shares.clamp(MIN_SHARES, tg_shares);
+        let old = self.ses[se].weight;
+        if shares != old {
+            if self.ses[se].on_rq {
+                let parent = self.ses[se].cfs_rq;
+                self.add_load(parent, old, false);
+                self.add_load(parent, shares, true);
+            }
+            self.ses[se].weight = shares;
+        }
+    }
+
+    /// `enqueue_task_fair`.
+    pub(crate) fn enqueue_task(&mut self, tid: ThreadId, wakeup: bool, initial: bool) {
+        let path = self.hierarchy(self.threads[tid].se);
+        let mut i = 0;
+        let mut throttled = false;
+        while i < path.len() {
+            let se = path[i];
+            if self.ses[se].on_rq {
+                break;
+            }
+            let rq = self.ses[se].cfs_rq;
+            self.enqueue_entity(rq, se, wakeup || i > 0, initial && i == 0);
+            self.cfs_rqs[rq].h_nr_running += 1;
+            i += 1;
+            if self.cfs_rqs[rq].throttled {
+                throttled = true;
+                break;
+            }
+        }
+        if !throttled {
+            self.update_ancestors(&path[i..], 1);
+        }
+        let cpu = self.threads[tid].cpu;
+        self.rqs[cpu].runnable.push(tid);
+        self.update_rq_masks(cpu);
+    }
+
+    /// The second loop of `enqueue_task_fair` / `dequeue_task_fair`: the
+    /// levels above the last one (de)queued on keep their entity but count
+    /// one task more or less, up to a throttled runqueue.
+    fn update_ancestors(&mut self, path: &[SeId], delta: i32) {
+        for &se in path {
+            let rq = self.ses[se].cfs_rq;
+            if let Some(my_q) = self.ses[se].my_q {
+                self.update_cfs_group(se, my_q);
+            }
+            let c = &mut self.cfs_rqs[rq];
+            c.h_nr_running = c.h_nr_running.checked_add_signed(delta).expect("h_nr_running stays >= 0");
+            if c.throttled {
+                break;
+            }
+        }
+    }
+
+    /// `dequeue_task_fair`.
+    pub(crate) fn dequeue_task(&mut self, tid: ThreadId) {
+        let path = self.hierarchy(self.threads[tid].se);
+        let mut i = 0;
+        let mut throttled = false;
+        while i < path.len() {
+            let se = path[i];
+            let rq = self.ses[se].cfs_rq;
+            self.dequeue_entity(rq, se);
+            self.cfs_rqs[rq].h_nr_running -= 1;
+            i += 1;
+            if self.cfs_rqs[rq].throttled {
+                throttled = true;
+                break;
+            }
+            // Don't dequeue the parent if it has other entities besides us.
+            if self.cfs_rqs[rq].load > 0 {
+                break;
+            }
+        }
+        if !throttled {
+            self.update_ancestors(&path[i..], -1);
+        }
+        let cpu = self.threads[tid].cpu;
+        let rq = &mut self.rqs[cpu];
+        let pos = rq.runnable.iter().position(|&t| t == tid).expect("runnable thread");
+        rq.runnable.swap_remove(pos);
+        self.update_rq_masks(cpu);
+    }
+
+    /// `pick_next_entity`: smallest vruntime (CFS) or, from 6.6, the eligible
+    /// entity with the earliest virtual deadline (EEVDF).
+    fn pick_next_entity(&self, rq: CfsRqId) -> Option<SeId> {
+        let q = &self.cfs_rqs[rq].queue;
+        let by_vruntime = q.iter().copied().min_by_key(|&s| (self.ses[s].vruntime, s));
+        if !self.profile.has_eevdf() {
+            return by_vruntime;
+        }
+        let v = self.avg_vruntime(rq);
+        q.iter()
+            .copied()
+            .filter(|&s| self.ses[s].vruntime <= v)
+            .min_by_key(|&s| (self.ses[s].deadline, s))
+            .or(by_vruntime)
+    }
+
+    fn set_next_entity(&mut self, rq: CfsRqId, se: SeId) {
+        let c = &mut self.cfs_rqs[rq];
+        if let Some(pos) = c.queue.iter().position(|&s| s == se) {
+            c.queue.swap_remove(pos);
+        }
+        c.curr = Some(se);
+        let s = &mut self.ses[se];
+        s.exec_start = self.now;
+        s.prev_sum_exec = s.sum_exec;
+    }
+
+    /// `put_prev_entity` on every level of the running task's hierarchy,
+    /// where over-runtime groups get throttled.
+    pub(crate) fn put_prev_task(&mut self, tid: ThreadId) {
+        for se in self.hierarchy(self.threads[tid].se) {
+            let rq = self.ses[se].cfs_rq;
+            let on_rq = self.ses[se].on_rq;
+            if on_rq {
+                self.update_curr(rq, self.now);
+            }
+            self.check_cfs_rq_runtime(rq);
+            let c = &mut self.cfs_rqs[rq];
+            if self.ses[se].on_rq {
+                c.queue.push(se);
+            }
+            c.curr = None;
+        }
+    }
+
+    /// `pick_next_task_fair`: walk down from the root runqueue, throttling
+    /// groups found without runtime on the way.
+    pub(crate) fn pick_next_task_fair(&mut self, cpu: CpuId) -> Option<ThreadId> {
+        'again: loop {
+            let mut rq = self.cfs_rq_id(0, cpu);
+            if self.cfs_rqs[rq].nr_running == 0 {
+                return None;
+            }
+            let mut path: SmallVec<[(CfsRqId, SeId); 4]> = SmallVec::new();
+            loop {
+                if self.check_cfs_rq_runtime(rq) {
+                    continue 'again;
+                }
+                let se = self.pick_next_entity(rq)?;
+                path.push((rq, se));
+                match self.ses[se].my_q {
+                    Some(q) => rq = q,
+                    None => break,
+                }
+            }
+            for &(rq, se) in path.iter().rev() {
+                self.set_next_entity(rq, se);
+            }
+            let (_, se) = *path.last().expect("picked a task");
+            return self.ses[se].task;
+        }
+    }
+
+    /// The running thread if the fair class runs it (ticks and preemption
+    /// concern only those).
+    pub(crate) fn fair_curr(&self, cpu: CpuId) -> Option<ThreadId> {
+        self.rqs[cpu].curr.filter(|&t| !self.is_dl(t))
+    }
+
+    /// `select_task_rq_fair` → `select_idle_sibling`, simplified (a wake-up's
+    /// target is the previous CPU: the sleep's timer fires there): the
+    /// previous CPU if idle; else, with SIS_UTIL, `recent_used_cpu` if idle,
+    /// then at most `nr_idle_scan` CPUs after it; without, any idle allowed
+    /// CPU. Among the idle CPUs scanned, one on the least busy core (a wholly
+    /// idle core first, as `select_idle_core` does), the first after the
+    /// previous CPU among equals; none idle: the previous CPU.
+    pub(crate) fn select_task_rq(&mut self, tid: ThreadId) -> CpuId {
+        let th = &self.threads[tid];
+        let prev = if th.allowed.contains(&th.cpu) { th.cpu } else { th.allowed[0] };
+        if self.is_idle(prev) {
+            return prev;
+        }
+        let allowed = th.allowed.clone();
+        if self.profile.has_sis_util() {
+            let recent = std::mem::replace(&mut self.threads[tid].recent_used_cpu, prev);
+            if recent != prev && allowed.contains(&recent) && self.is_idle(recent) {
+                return recent;
+            }
+        }
+        let n = allowed.len();
+        // Every CPU allowed, in order (a list is sorted, or a background
+        // thread's, rotated to start at its home CPU): the idle mask gives the
+        // idle ones in scan order, the CPUs after `prev`, then from CPU 0.
+        let all = n == self.nr_cpus() && allowed[0] == 0 && allowed[n - 1] == n - 1;
+        debug_assert!(!all || allowed.iter().enumerate().all(|(i, &c)| i == c));
+        let start = if all { (prev + 1) % n } else { allowed.iter().position(|&c| c > prev).unwrap_or(0) };
+        let from_mask = all.then(|| self.idle_cpus(start, n).chain(self.idle_cpus(0, start)).map(|c| ((c + n - start) % n, c)));
+        let from_list = (!all).then(|| (0..n).map(|i| (i, allowed[(start + i) % n])).filter(|&(_, c)| self.is_idle(c)));
+        // Idle allowed CPUs in scan order, with their places in it.
+        let mut idle = from_mask.into_iter().flatten().chain(from_list.into_iter().flatten());
+        // With none idle the scan depth does not matter (and SIS_UTIL's, a
+        // pass over every CPU, is not computed).
+        let Some(first) = idle.next() else { return prev };
+        let scan = if self.profile.has_sis_util() { n.min(self.nr_idle_scan()) } else { n };
+        // The first idle CPU on the least busy core: one on a wholly idle
+        // core is the least, so the scan stops there.
+        let busy_siblings = |c: CpuId| self.hw.siblings(c).filter(|&s| !self.is_idle(s)).count();
+        let mut best: Option<(usize, CpuId)> = None;
+        for (_, c) in std::iter::once(first).chain(idle).take_while(|&(i, _)| i < scan) {
+            let busy = busy_siblings(c);
+            if best.map_or(true, |(b, _)| busy < b) {
+                best = Some((busy, c));
+                if busy == 0 {
+                    break;
+                }
+            }
+        }
+        best.map_or(prev, |(_, c)| c)
+    }
+
+    /// `util_avg` of `cpu` now, as PELT tracks it: 1024 while a thread runs,
+    /// decaying toward 0 while idle, with a 32 ms half-life (`y^32 = 1/2` per
+    /// 1024 us period), carried from the last switch (`schedule` stores it).
+    pub(crate) fn cpu_util(&self, cpu: CpuId) -> f64 {
+        let rq = &self.rqs[cpu];
+        let decay = 0.5f64.powf((self.now - rq.util_at) as f64 / PELT_HALF_LIFE_NS);
+        let running = if rq.curr.is_some() { 1024.0 } else { 0.0 };
+        rq.util_avg * decay + running * (1.0 - decay)
+    }
+
+    /// SIS_UTIL's `nr_idle_scan` (`update_idle_cpu_scan`): with `x` the LLC's
+    /// (here the machine's) utilization per CPU, `llc_weight * (1024 - x^2 *
+    /// pct^2 / (10000 * 1024)) / 1024` CPUs, in integers as the kernel
+    /// computes it (`imbalance_pct` 117): none above about 60 % on two CPUs.
+    /// The kernel refreshes it at each periodic balance; the simulator at
+    /// each wake-up.
+    fn nr_idle_scan(&self) -> usize {
+        let llc_weight = self.nr_cpus() as u64;
+        let sum_util: u64 = (0..self.nr_cpus()).map(|c| self.cpu_util(c) as u64).sum();
+        let x = sum_util / llc_weight;
+        let tmp = (x * x * SIS_UTIL_PCT * SIS_UTIL_PCT / (10_000 * 1024)).min(1024);
+        ((1024 - tmp) * llc_weight / 1024) as usize
+    }
+
+    /// `check_preempt_wakeup_fair`: compare the woken task with the running
+    /// one at the level where their hierarchies meet.
+    pub(crate) fn check_preempt_wakeup(&mut self, cpu: CpuId, tid: ThreadId) {
+        if self.rqs[cpu].dl.is_some() {
+            return;
+        }
+        let Some(curr) = self.rqs[cpu].curr else {
+            self.resched_curr(cpu);
+            return;
+        };
+        let (mut a, mut b) = (self.threads[tid].se, self.threads[curr].se);
+        let depth = |sim: &Self, mut s: SeId| {
+            let mut d = 0;
+            while let Some(p) = sim.ses[s].parent {
+                s = p;
+                d += 1;
+            }
+            d
+        };
+        let (mut da, mut db) = (depth(self, a), depth(self, b));
+        while da > db {
+            a = self.ses[a].parent.expect("deeper");
+            da -= 1;
+        }
+        while db > da {
+            b = self.ses[b].parent.expect("deeper");
+            db -= 1;
+        }
+        while self.ses[a].cfs_rq != self.ses[b].cfs_rq {
+            a = self.ses[a].parent.expect("common root");
+            b = self.ses[b].parent.expect("common root");
+        }
+        if !self.ses[a].on_rq || !self.ses[b].on_rq {
+            return;
+        }
+        let rq = self.ses[b].cfs_rq;
+        self.update_curr(rq, self.now);
+        let (sa, sb) = (&self.ses[a], &self.ses[b]);
+        let preempt = if self.profile.has_eevdf() {
+            sa.vruntime <= self.avg_vruntime(rq) && sa.deadline < sb.deadline
+        } else {
+            sb.vruntime as i64 - sa.vruntime as i64 > calc_delta_fair(self.tun.wakeup_granularity_ns, sa.weight) as i64
+        };
+        if preempt {
+            self.resched_curr(cpu);
+        }
+    }
+
+    /// `sched_slice` of the CFS: a share of the latency period by weight.
+    fn sched_slice(&self, rq: CfsRqId, se: SeId) -> u64 {
+        let c = &self.cfs_rqs[rq];
+        let period = self.tun.latency_ns.max(c.nr_running as u64 * self.tun.min_granularity_ns);
+        (period as u128 * self.ses[se].weight as u128 / c.load.max(1) as u128) as u64
+    }
+
+    /// `check_preempt_tick` (CFS; EEVDF reschedules from `update_curr`).
+    pub(crate) fn check_preempt_tick(&mut self, rq: CfsRqId) {
+        let Some(curr) = self.cfs_rqs[rq].curr else { return };
+        let ideal = self.sched_slice(rq, curr).min(self.tun.latency_ns);
+        let s = &self.ses[curr];
+        let ran = s.sum_exec - s.prev_sum_exec;
+        let cpu = self.cfs_rqs[rq].cpu;
+        if ran > ideal {
+            self.resched_curr(cpu);
+            return;
+        }
+        if ran < self.tun.min_granularity_ns {
+            return;
+        }
+        if let Some(first) = self.cfs_rqs[rq].queue.iter().copied().min_by_key(|&s| (self.ses[s].vruntime, s)) {
+            if s.vruntime as i64 - self.ses[first].vruntime as i64 > ideal as i64 {
+                self.resched_curr(cpu);
+            }
+        }
+    }
+
+    /// Newly idle balance: pull a waiting thread from the busiest CPU,
+    /// unless either side's group hierarchy is throttled (`throttled_lb_pair`).
+    pub(crate) fn newidle_balance(&mut self, cpu: CpuId) -> bool {
+        let n = self.nr_cpus();
+        let mut best: Option<(u32, CpuId, ThreadId)> = None;
+        // The CPUs after this one, then from CPU 0: only overloaded ones have
+        // a thread to give, and the mask lists them.
+        for src in self.overloaded_cpus(cpu + 1, n).chain(self.overloaded_cpus(0, cpu)) {
+            let busy = self.cfs_rqs[self.cfs_rq_id(0, src)].h_nr_running;
+            if busy < 2 || best.is_some_and(|(b, _, _)| b >= busy) {
+                continue;
+            }
+            let candidate = self.rqs[src].runnable.iter().copied().find(|&t| {
+                let th = &self.threads[t];
+                self.rqs[src].curr != Some(t)
+                    && th.allowed.contains(&cpu)
+                    && self.cfs_rqs[self.cfs_rq_id(th.tg, src)].throttle_count == 0
+                    && self.cfs_rqs[self.cfs_rq_id(th.tg, cpu)].throttle_count == 0
+            });
+            if let Some(t) = candidate {
+                best = Some((busy, src, t));
+            }
+        }
+        let Some((_, src, tid)) = best else { return false };
+        self.touch(src);
+        self.dequeue_task(tid);
+        self.set_task_cpu(tid, cpu);
+        self.enqueue_task(tid, false, false);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{load, Sim, SimOptions};
+
+    const TWO_CPUS: &str = "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\n[kernel]\nprofile = \"6.18\"\n";
+
+    /// Two idle CPUs with these `util_avg`s as of time 0.
+    fn with_utils(utils: [f64; 2], f: impl FnOnce(&mut Sim)) {
+        let s = load(TWO_CPUS, &[]).unwrap();
+        let mut sim = Sim::new(&s, SimOptions::default());
+        for (cpu, util) in utils.into_iter().enumerate() {
+            (sim.rqs[cpu].util_avg, sim.rqs[cpu].util_at) = (util, sim.now);
+        }
+        f(&mut sim);
+    }
+
+    /// `update_idle_cpu_scan` on two CPUs: both scanned when idle, one at half
+    /// the LLC's capacity, none from about 60 % on (integer truncation).
+    #[test]
+    fn sis_util_scans_less_as_the_llc_fills() {
+        with_utils([0.0, 0.0], |sim| assert_eq!(sim.nr_idle_scan(), 2));
+        with_utils([1024.0, 0.0], |sim| assert_eq!(sim.nr_idle_scan(), 1)); // x = 512: y = 674
+        with_utils([1024.0, 214.0], |sim| assert_eq!(sim.nr_idle_scan(), 1)); // x = 619: y = 512
+        with_utils([1024.0, 216.0], |sim| assert_eq!(sim.nr_idle_scan(), 0)); // x = 620: y = 511
+    }
+
+    /// An idle CPU's `util_avg` halves every 32 PELT periods of 1024 us.
+    #[test]
+    fn util_avg_halves_in_32_periods_idle() {
+        with_utils([1024.0, 0.0], |sim| {
+            sim.now += 32 * 1_024_000;
+            assert!((sim.cpu_util(0) - 512.0).abs() < 1e-9);
+        });
+    }
+}

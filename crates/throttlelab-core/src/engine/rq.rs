@@ -1,0 +1,164 @@
+//! The state the scheduler's files share, as `kernel/sched/sched.h` declares
+//! it: `struct rq`, the threads (`task_struct`), task groups, the proposed
+//! mechanisms switched on (`sched_feat`'s analogue) and the tunables.
+
+use crate::engine::cfs_bandwidth::CfsBandwidth;
+use crate::engine::deadline::DlEntity;
+use crate::engine::workload::Driver;
+use crate::format::scenario::Scenario;
+use crate::vocab::output::Request;
+use crate::vocab::profile::Feature;
+use crate::vocab::types::{CpuId, SeId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
+use std::rc::Rc;
+
+/// Per-CPU state: `struct rq`.
+#[derive(Debug, Default)]
+pub struct Rq {
+    /// The running thread; `None` = idle.
+    pub curr: Option<ThreadId>,
+    /// When `curr` last had its thread-level time (work, cpu time) accounted.
+    pub since: Time,
+    pub need_resched: bool,
+    /// Invalidates a pending `RunDone`.
+    pub run_gen: u64,
+    /// Invalidates a pending `Tick`.
+    pub tick_gen: u64,
+    /// The pending tick, if any: (index, time).
+    pub tick_armed: Option<(u64, Time)>,
+    /// Index of the first tick whose effects have not been applied yet.
+    pub next_tick: u64,
+    /// Period timers that run in the interrupt of one of this CPU's ticks
+    /// (`Irq::Tick`), until they fire: (tick index, task group).
+    pub tick_timers: Vec<(u64, usize)>,
+    /// The tick whose interrupt is running: it has period timers still to
+    /// run, and a preemption waits for them (the kernel reschedules on the
+    /// return from the interrupt).
+    pub irq_tick: Option<u64>,
+    /// Touched during the current event (listed in `Sim::dirty`).
+    pub dirty: bool,
+    /// The deadline thread global EDF assigned to this CPU; it runs ahead of
+    /// every fair thread.
+    pub dl: Option<ThreadId>,
+    /// Threads enqueued on this CPU (running or waiting), for idle pulling.
+    pub runnable: Vec<ThreadId>,
+    /// CPU time spent in the kernel (global-pool accesses) while no thread
+    /// was current; the next thread to run pays it.
+    pub pending_stall: u64,
+    /// The CPU's utilization as PELT's `util_avg` tracks it (0..=1024, a
+    /// 32 ms half-life), as of `util_at`; SIS_UTIL reads it.
+    pub util_avg: f64,
+    pub util_at: Time,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadState {
+    NotStarted,
+    Runnable,
+    Sleeping,
+    Done,
+}
+
+#[derive(Debug)]
+pub struct Thread {
+    pub driver: Driver,
+    /// Task group (index into `tgs`).
+    pub tg: usize,
+    pub se: SeId,
+    pub cpu: CpuId,
+    /// Shared by the threads of a task: a run may have many threads and many CPUs.
+    pub allowed: Rc<[CpuId]>,
+    pub state: ThreadState,
+    pub phase: usize,
+    pub loops_done: i64,
+    /// Work left in the current run phase, in ns at nominal speed.
+    pub work_left: u64,
+    pub cpu_ns: u64,
+    pub work_ns: u64,
+    pub finished_at: Option<Time>,
+    /// The request a worker is serving, or that a phase-driven thread was
+    /// woken for (`SleepUntil`, `Wait`) and has not answered.
+    pub request: Option<Request>,
+    /// CPU time still to spend before work resumes (kernel overhead charged
+    /// to this thread).
+    pub stall_left: u64,
+    /// SCHED_DEADLINE state, for threads of `policy = "deadline"` tasks.
+    pub dl: Option<DlEntity>,
+    /// When the thread started (its first wake-up).
+    pub started_at: Time,
+    /// Each of its task's rt-app timers: the last expiry, until first used.
+    pub timers: Vec<Option<Time>>,
+    /// Counts `runtime` phases begun, so that a `RuntimeEnd` meets its own.
+    pub runtime_gen: u64,
+    /// `Wake`s of siblings not yet met by a `Wait` of this thread.
+    pub wakes_pending: u64,
+    /// `p->recent_used_cpu`: the CPU it ran on before its previous one.
+    pub recent_used_cpu: CpuId,
+    /// When its `CatchUp` or `Schedule` sleep ended, until it next gets a CPU.
+    pub catch_up_woke_at: Option<Time>,
+    /// How late its last `CatchUp` or `Schedule` ended: from then to its next
+    /// time on a CPU (and, for `Schedule`, what no sleep since made up).
+    pub catch_up_late_ns: u64,
+}
+
+/// A task group (cgroup) and its `cfs_bandwidth`.
+#[derive(Debug)]
+pub struct TaskGroup {
+    pub name: String,
+    pub parent: Option<usize>,
+    /// Descendants including itself, in tree order (`walk_tg_tree_from`).
+    pub subtree: Vec<usize>,
+    /// `tg->shares`: cpu.weight scaled to 1024 = weight 100.
+    pub shares: u64,
+    /// Sum over CPUs of this group's cfs_rq load (instantaneous `tg->load_avg`).
+    pub load_sum: u64,
+    pub cfs_b: CfsBandwidth,
+}
+
+/// The proposed mechanisms switched on in `kernel.features`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Features {
+    pub slush_fund: bool,
+    pub noop_update: bool,
+    pub interleave_timers: bool,
+    pub atomic_pool: bool,
+    pub hard_limits: bool,
+}
+
+impl Features {
+    pub(crate) fn of(list: &[Feature]) -> Self {
+        Features {
+            slush_fund: list.contains(&Feature::SlushFund),
+            noop_update: list.contains(&Feature::NoopUpdate),
+            interleave_timers: list.contains(&Feature::InterleaveTimers),
+            atomic_pool: list.contains(&Feature::AtomicPool),
+            hard_limits: list.contains(&Feature::HardLimits),
+        }
+    }
+}
+
+/// Scheduler constants derived from the machine (`sched_init_granularity`).
+#[derive(Debug, Clone, Copy)]
+pub struct Tunables {
+    pub tick_ns: u64,
+    pub slice_ns: u64,
+    /// `sysctl_sched_latency`, scaled by 1 + ilog2(min(cpus, 8)).
+    pub latency_ns: u64,
+    pub min_granularity_ns: u64,
+    pub wakeup_granularity_ns: u64,
+    /// EEVDF `sysctl_sched_base_slice`.
+    pub base_slice_ns: u64,
+}
+
+impl Tunables {
+    pub(crate) fn new(s: &Scenario) -> Self {
+        let factor = 1 + (s.machine.cpus.min(8) as u64).ilog2() as u64;
+        Tunables {
+            tick_ns: (1_000_000_000 + s.machine.hz as u64 / 2) / s.machine.hz as u64,
+            slice_ns: s.kernel.slice_us * NSEC_PER_USEC,
+            latency_ns: 6 * NSEC_PER_MSEC * factor,
+            min_granularity_ns: 750 * NSEC_PER_USEC * factor,
+            wakeup_granularity_ns: NSEC_PER_MSEC * factor,
+            base_slice_ns: 750 * NSEC_PER_USEC * factor,
+        }
+    }
+}

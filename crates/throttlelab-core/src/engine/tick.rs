@@ -1,0 +1,260 @@
+//! The tick grid and the simulator's tick skipping: when each CPU's ticks
+//! and timer interrupts run (the jiffy grid, `skew_tick`, seeded latencies),
+//! and which ticks are simulated. A tick that can change nothing but the
+//! charged time is skipped and applied later, in one `update_curr` per level
+//! (`catch_up_ticks`), when the CPU is next touched.
+
+use crate::engine::event::Event;
+use crate::engine::fair::NICE_0_LOAD;
+use crate::vocab::noise::{self, Stream};
+use crate::engine::sim::Sim;
+use crate::vocab::types::{CpuId, Time};
+
+/// Where each CPU's ticks fall: the jiffy grid, `skew_tick`'s offset per CPU
+/// and a seeded interrupt latency per tick (`tick_sched_timer`'s hrtimer).
+#[derive(Debug, Clone, Copy)]
+pub struct TickGrid {
+    pub tick_ns: u64,
+    /// Expiry of CPU 0's tick 0: the first after simulated time 0.
+    pub phase_ns: Time,
+    /// `skew_tick`: CPU c's ticks expire `c * skew_ns` later (0 without it).
+    pub skew_ns: u64,
+    /// Each tick's interrupt runs uniformly up to this late.
+    pub jitter_ns: u64,
+    pub seed: u64,
+}
+
+impl TickGrid {
+    /// `tick_setup_sched_timer`'s offset with `skew_tick`: half a tick spread
+    /// over the CPUs, `TICK_NSEC / 2 / nr_cpus * cpu`.
+    pub fn skew_ns(tick_ns: u64, skew_tick: bool, nr_cpus: usize) -> u64 {
+        if skew_tick {
+            tick_ns / 2 / nr_cpus as u64
+        } else {
+            0
+        }
+    }
+
+    /// Expiry of tick 0 on `cpu`.
+    fn base(&self, cpu: CpuId) -> Time {
+        self.phase_ns + self.skew_ns * cpu as u64
+    }
+
+    /// Time of tick `index` on `cpu`: its expiry plus a seeded interrupt latency.
+    pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
+        self.base(cpu) + index * self.tick_ns + noise::uniform(self.seed, Stream::Tick(cpu), index, self.jitter_ns)
+    }
+
+    /// The ticks on `cpu` around an hrtimer expiring at `expires`: the last
+    /// one expiring before it (index and when it runs; none before tick 0)
+    /// and when the next one runs (at or after it; at equal expiry the tick,
+    /// re-armed last, runs after the timer).
+    pub fn ticks_around(&self, cpu: CpuId, expires: Time) -> (Option<(u64, Time)>, Time) {
+        let next = expires.saturating_sub(self.base(cpu)).div_ceil(self.tick_ns);
+        let before = next.checked_sub(1).map(|k| (k, self.tick_time(cpu, k)));
+        (before, self.tick_time(cpu, next))
+    }
+
+    /// The first tick index on `cpu` that runs at or after `t`, from index `from`.
+    pub fn first_at_or_after(&self, cpu: CpuId, t: Time, from: u64) -> u64 {
+        let tick = self.tick_ns;
+        let mut k = (t.saturating_sub(self.phase_ns + self.jitter_ns + tick) / tick).max(from);
+        while self.tick_time(cpu, k) < t {
+            k += 1;
+        }
+        k
+    }
+}
+
+impl Sim<'_> {
+    /// Mark `cpu` as touched by this event: apply the ticks skipped so far.
+    pub(crate) fn touch(&mut self, cpu: CpuId) {
+        self.catch_up_ticks(cpu);
+        if !self.rqs[cpu].dirty {
+            self.rqs[cpu].dirty = true;
+            self.dirty.push(cpu);
+        }
+    }
+
+    /// A period timer that runs in the interrupt of one of `cpu`'s ticks
+    /// fires: returns whether that interrupt is running (it ran the tick),
+    /// and ends it when no other timer is left to run in it.
+    pub(crate) fn run_in_tick_irq(&mut self, cpu: CpuId, tg: usize) -> bool {
+        let rq = &mut self.rqs[cpu];
+        let pos = rq.tick_timers.iter().position(|&(_, g)| g == tg).expect("armed in a tick");
+        let (index, _) = rq.tick_timers.swap_remove(pos);
+        if rq.irq_tick != Some(index) {
+            return false;
+        }
+        if rq.tick_timers.iter().all(|&(k, _)| k != index) {
+            rq.irq_tick = None;
+            if rq.need_resched {
+                self.resched.push(cpu);
+            }
+        }
+        true
+    }
+
+    /// Whether `cpu`'s reschedule waits for the end of a tick's interrupt:
+    /// a preemption of a thread that is still queued does (the kernel
+    /// preempts on the return from the interrupt); a thread that blocked or
+    /// left the fair class switches at once.
+    pub(crate) fn preemption_held(&self, cpu: CpuId) -> bool {
+        let rq = &self.rqs[cpu];
+        rq.irq_tick.is_some() && rq.curr.is_some_and(|t| !self.is_dl(t) && self.ses[self.threads[t].se].on_rq)
+    }
+
+    /// The first tick index on `cpu` at or after `t` (and not before `next_tick`).
+    pub(crate) fn first_tick_at_or_after(&self, cpu: CpuId, t: Time) -> u64 {
+        self.ticks.first_at_or_after(cpu, t, self.rqs[cpu].next_tick)
+    }
+
+    /// Latency of an hrtimer (period or slack) expiry.
+    pub(crate) fn timer_jitter(&self, stream: Stream, n: u64) -> Time {
+        noise::uniform(self.seed, stream, n, self.timer_jitter_ns)
+    }
+
+    /// Apply the ticks that were skipped because they could not change
+    /// anything but the charged time: one `update_curr` per level at the
+    /// last such tick. Idle CPUs have no tick (NOHZ).
+    pub(crate) fn catch_up_ticks(&mut self, cpu: CpuId) {
+        let Some(tid) = self.fair_curr(cpu) else {
+            self.rqs[cpu].next_tick = self.first_tick_at_or_after(cpu, self.now + 1);
+            return;
+        };
+        let rq = &self.rqs[cpu];
+        let limit = rq.tick_armed.map(|(k, _)| k).unwrap_or(u64::MAX);
+        let first = rq.next_tick;
+        if first >= limit || self.ticks.tick_time(cpu, first) > self.now {
+            return;
+        }
+        // The last tick before `limit` that is due by now.
+        let mut k = self.first_tick_at_or_after(cpu, self.now + 1).min(limit) - 1;
+        while k > first && self.ticks.tick_time(cpu, k) > self.now {
+            k -= 1;
+        }
+        let at = self.ticks.tick_time(cpu, k);
+        for se in self.hierarchy(self.threads[tid].se) {
+            let rq = self.ses[se].cfs_rq;
+            if self.profile.has_eevdf() {
+                // Replay the skipped ticks at which the deadline was passed,
+                // so that it moves on exactly as it would have.
+                loop {
+                    let s = &self.ses[se];
+                    let vdelta = s.deadline.saturating_sub(s.vruntime) as u128;
+                    let wall = (vdelta * s.weight as u128).saturating_sub(s.vruntime_rem as u128).div_ceil(NICE_0_LOAD as u128);
+                    let crossing = self.first_tick_at_or_after(cpu, s.exec_start + wall as u64);
+                    if crossing >= k {
+                        break;
+                    }
+                    self.update_curr(rq, self.ticks.tick_time(cpu, crossing));
+                }
+            }
+            self.update_curr(rq, at);
+        }
+        self.rqs[cpu].next_tick = k + 1;
+    }
+
+    /// The next tick on `cpu` that can change something: every tick while
+    /// more than one entity competes at some level; otherwise the first tick
+    /// at which some level's local runtime is used up (or, on 4.18, expires),
+    /// or whose interrupt runs a period timer (a preemption asked for
+    /// meanwhile waits for the timer).
+    fn next_interesting_tick(&self, cpu: CpuId) -> Option<u64> {
+        let tid = self.fair_curr(cpu)?;
+        let first = self.first_tick_at_or_after(cpu, self.now);
+        if self.every_tick {
+            return Some(first);
+        }
+        let timer_tick = self.rqs[cpu].tick_timers.iter().map(|&(k, _)| k).filter(|&k| k >= first).min();
+        let mut due: Option<Time> = None;
+        for se in self.hierarchy(self.threads[tid].se) {
+            let c = &self.cfs_rqs[self.ses[se].cfs_rq];
+            if c.nr_running > 1 {
+                return Some(first);
+            }
+            if c.runtime_enabled && !c.throttled {
+                let mut t = self.ses[se].exec_start.saturating_add_signed(c.runtime_remaining.max(0));
+                if self.profile.has_expiry() && c.runtime_remaining >= 0 {
+                    t = t.min(c.runtime_expires);
+                }
+                due = Some(due.map_or(t, |d: Time| d.min(t)));
+            }
+        }
+        let runtime_tick = due.map(|t| self.first_tick_at_or_after(cpu, t.max(self.now)));
+        runtime_tick.into_iter().chain(timer_tick).min()
+    }
+
+    /// (Re-)arm the next tick event of `cpu` if it changed.
+    pub(crate) fn arm_tick(&mut self, cpu: CpuId) {
+        let next = self.next_interesting_tick(cpu);
+        let rq = &mut self.rqs[cpu];
+        if rq.tick_armed.map(|(k, _)| k) == next {
+            return;
+        }
+        rq.tick_gen += 1;
+        rq.tick_armed = None;
+        if let Some(index) = next {
+            let at = self.ticks.tick_time(cpu, index);
+            let rq = &mut self.rqs[cpu];
+            rq.tick_armed = Some((index, at));
+            let gen = rq.tick_gen;
+            self.events.push(at, Event::Tick { cpu, index, gen });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// HZ=250 on 4 CPUs with `skew_tick`, the grid 1 ms after time 0.
+    fn grid(jitter_ns: u64) -> TickGrid {
+        TickGrid { tick_ns: 4 * MS, phase_ns: MS, skew_ns: TickGrid::skew_ns(4 * MS, true, 4), jitter_ns, seed: 7 }
+    }
+
+    #[test]
+    fn skew_tick_spreads_half_a_tick_over_the_cpus() {
+        // tick_setup_sched_timer: offset = (TICK_NSEC >> 1) / num_possible_cpus() * cpu.
+        let g = grid(0);
+        assert_eq!(g.skew_ns, MS / 2);
+        assert_eq!(TickGrid::skew_ns(4 * MS, false, 4), 0);
+        assert_eq!(g.tick_time(0, 0), MS);
+        assert_eq!(g.tick_time(3, 0), 2 * MS + MS / 2);
+        assert_eq!(g.tick_time(3, 2), 10 * MS + MS / 2);
+    }
+
+    #[test]
+    fn a_timer_falls_between_two_ticks_of_its_cpu() {
+        let g = grid(0);
+        // CPU 1 ticks at 1.5, 5.5, 9.5 ms: a timer at 9 ms follows tick 1.
+        assert_eq!(g.ticks_around(1, 9 * MS), (Some((1, 5 * MS + MS / 2)), 9 * MS + MS / 2));
+        // At a tick's own expiry the tick is the next one: it runs after the timer.
+        assert_eq!(g.ticks_around(1, 9 * MS + MS / 2), (Some((1, 5 * MS + MS / 2)), 9 * MS + MS / 2));
+        // Before tick 0 there is none before.
+        assert_eq!(g.ticks_around(1, MS), (None, MS + MS / 2));
+    }
+
+    #[test]
+    fn first_tick_at_or_after_a_time() {
+        let g = grid(0);
+        assert_eq!(g.first_at_or_after(0, 9 * MS, 0), 2, "CPU 0 ticks at 1, 5, 9 ms");
+        assert_eq!(g.first_at_or_after(0, 9 * MS + 1, 0), 3);
+        assert_eq!(g.first_at_or_after(0, 9 * MS, 5), 5, "never before `from`");
+        assert_eq!(g.first_at_or_after(0, 0, 0), 0);
+    }
+
+    #[test]
+    fn each_tick_runs_up_to_its_jitter_late_the_same_for_a_seed() {
+        let (exact, late) = (grid(0), grid(100_000));
+        let lateness: Vec<u64> = (0..1000).map(|k| late.tick_time(2, k) - exact.tick_time(2, k)).collect();
+        assert!(lateness.iter().all(|&l| l < 100_000));
+        assert!(*lateness.iter().min().unwrap() < 5_000 && *lateness.iter().max().unwrap() > 95_000, "spread over [0, 100 us)");
+        assert_eq!(late.tick_time(2, 17), grid(100_000).tick_time(2, 17));
+        // Found by when it runs, latency included.
+        assert_eq!(late.first_at_or_after(2, late.tick_time(2, 40), 0), 40);
+        assert_eq!(late.first_at_or_after(2, late.tick_time(2, 40) + 1, 0), 41);
+    }
+}

@@ -1,0 +1,127 @@
+//! Seeded noise that does not depend on the order events are processed in.
+//!
+//! Each random quantity (the jitter of tick k on CPU c, of the n-th period
+//! timer of a group, a thread's start offset) is a pure function of
+//! `(seed, stream, index)`. Skipping ticks that cannot change the outcome
+//! therefore leaves every other random draw unchanged, and a seed means the
+//! same in both backends: the real one draws its threads' starts and its
+//! services' arrivals from the same streams.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+/// How a service's requests arrive: gaps drawn from an exponential (Poisson
+/// arrivals) or all the mean gap ([`interarrival_ns`]).
+pub enum Arrival {
+    Poisson,
+    Uniform,
+}
+
+/// Which random quantity a draw belongs to.
+#[derive(Debug, Clone, Copy)]
+pub enum Stream {
+    Tick(usize),
+    PeriodTimer(usize),
+    SlackTimer(usize),
+    /// A task thread's start offset, by thread: the tasks' threads numbered
+    /// in scenario order.
+    ThreadStart(usize),
+    TimerOffset(usize),
+    /// The jiffy grid's phase, set at boot.
+    TickPhase,
+    /// Arrivals of background kernel activity on a CPU.
+    Background(usize),
+    /// How long the machine has been up at simulated time 0.
+    Uptime,
+    /// Request arrivals of a service (by its index in the scenario).
+    Arrival(usize),
+    /// Where an independent captured thread starts in its cycle, by task.
+    CyclePhase(usize),
+}
+
+impl Stream {
+    fn key(self) -> u64 {
+        let (tag, id) = match self {
+            Stream::Tick(c) => (1u64, c),
+            Stream::PeriodTimer(g) => (2, g),
+            Stream::SlackTimer(g) => (3, g),
+            Stream::ThreadStart(t) => (4, t),
+            Stream::TimerOffset(g) => (5, g),
+            Stream::TickPhase => (6, 0),
+            Stream::Background(c) => (7, c),
+            Stream::Uptime => (8, 0),
+            Stream::Arrival(s) => (9, s),
+            Stream::CyclePhase(t) => (10, t),
+        };
+        (tag << 56) ^ id as u64
+    }
+}
+
+/// The splitmix64 finaliser: a bijective 64-bit mix with full avalanche.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Uniform integer in `[0, bound)` (0 when `bound` is 0).
+pub fn uniform(seed: u64, stream: Stream, index: u64, bound: u64) -> u64 {
+    if bound == 0 {
+        return 0;
+    }
+    let h = mix(mix(seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_add(stream.key()) ^ mix(index.wrapping_add(0x632b_e59b_d9b4_e019)));
+    ((h as u128 * bound as u128) >> 64) as u64
+}
+
+/// Exponentially distributed with the given mean (inverse transform).
+pub fn exponential(seed: u64, stream: Stream, index: u64, mean: f64) -> f64 {
+    const SCALE: u64 = 1 << 53;
+    let u = (uniform(seed, stream, index, SCALE) as f64 + 0.5) / SCALE as f64;
+    -mean * u.ln()
+}
+
+/// The gap before request `n` of service `service` (request 0's is from time
+/// 0), in ns and at least 1: the mean gap, or an exponential draw with that
+/// mean for Poisson arrivals.
+pub fn interarrival_ns(seed: u64, service: usize, n: u64, arrival: Arrival, rate_per_s: f64) -> u64 {
+    let mean_ns = 1e9 / rate_per_s;
+    let gap = match arrival {
+        Arrival::Uniform => mean_ns,
+        Arrival::Poisson => exponential(seed, Stream::Arrival(service), n, mean_ns),
+    };
+    (gap.round() as u64).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_is_bounded_and_spread() {
+        let n = 10_000;
+        let draws: Vec<u64> = (0..n).map(|i| uniform(7, Stream::Tick(3), i, 100)).collect();
+        assert!(draws.iter().all(|&d| d < 100));
+        let mean = draws.iter().sum::<u64>() as f64 / n as f64;
+        assert!((mean - 49.5).abs() < 2.0, "mean {mean}");
+        assert_ne!(uniform(7, Stream::Tick(3), 0, 1 << 40), uniform(8, Stream::Tick(3), 0, 1 << 40));
+        assert_ne!(uniform(7, Stream::Tick(3), 0, 1 << 40), uniform(7, Stream::Tick(4), 0, 1 << 40));
+        assert_eq!(uniform(7, Stream::Tick(3), 5, 0), 0);
+    }
+
+    #[test]
+    fn exponential_has_its_mean() {
+        let n = 20_000;
+        let mean = (0..n).map(|i| exponential(3, Stream::Background(0), i, 50.0)).sum::<f64>() / n as f64;
+        assert!((mean - 50.0).abs() < 2.0, "mean {mean}");
+    }
+
+    #[test]
+    fn interarrivals_have_the_rate() {
+        assert_eq!(interarrival_ns(1, 0, 5, Arrival::Uniform, 20.0), 50_000_000);
+        let n = 20_000;
+        let mean = (0..n).map(|i| interarrival_ns(1, 2, i, Arrival::Poisson, 20.0)).sum::<u64>() as f64 / n as f64;
+        assert!((mean / 50e6 - 1.0).abs() < 0.03, "mean {mean}");
+        assert_ne!(interarrival_ns(1, 0, 0, Arrival::Poisson, 20.0), interarrival_ns(1, 1, 0, Arrival::Poisson, 20.0));
+    }
+}
