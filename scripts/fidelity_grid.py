@@ -24,6 +24,22 @@ release's profile, its CONFIG_HZ and its measured background):
 ``--regrade docs/fidelity-grid.json`` measures nothing: it holds the current
 simulator against the kernel runs a grid stored, so that a change to the
 simulator is checked against kernel samples it was not tuned on.
+
+``--grid edge`` (issue #34's) samples the quota's edge: spinners whose demand
+is the quota (1-4 threads on 2 CPUs, their demand min(threads, 2) CPUs;
+periods 10, 20, 25, 30, 40, 50 and 100 ms) and threads that run 10 ms and
+sleep 18.6 ms (longer than a 10 ms period) at demand / quota 0.8-1.25 (1, 2
+and 4 threads; periods 10, 20, 50 and 100 ms), each without burst and with a
+burst of the quota: 224 configurations. Its simulator runs twice, both
+unpaired: the scenario alone (a new user's prediction: the defaults of
+``[machine]``) and set up like the host (as ``compare`` does). It is measured
+in holds: ``--resume`` keeps the rows the JSON already has and appends each
+row as it finishes, ``--max-minutes`` starts no row after that long (the
+spinner rows and those at demand / quota 0.95-1.1 first), and
+``--kernel-only`` leaves the simulator out (``--regrade`` adds it, without root):
+
+    tl-measure python scripts/fidelity_grid.py --grid edge --runs 5 --kernel-only --resume --max-minutes 10 --out docs/fidelity-edge.md
+    python scripts/fidelity_grid.py --grid edge --regrade docs/fidelity-edge.json --out docs/fidelity-edge.md
 """
 
 from __future__ import annotations
@@ -31,7 +47,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +57,7 @@ from rich.progress import Progress
 
 from throttlelab import vm
 from throttlelab.compare import Stats, kernel_runs, mean_host, same_distribution, simulator_runs
+from throttlelab.runner import Run, Runner
 
 SCENARIO = """name = "fidelity-{workload}-{threads}t-{period_us}-{quota_us}-{burst_us}"
 duration_s = {duration_s}
@@ -61,7 +80,12 @@ phases = [{phases}]
 
 #: Each workload's phases: a spinner, and a thread that runs 6 ms and sleeps
 #: 4 ms (0.6 of a CPU in bursts, which a short period sees and a long one averages).
-WORKLOADS = {"spin": "{ run_us = 1_000_000_000 }", "run6-sleep4": "{ run_us = 6000 }, { sleep_us = 4000 }"}
+WORKLOADS = {
+    "spin": "{ run_us = 1_000_000_000 }",
+    "run6-sleep4": "{ run_us = 6000 }, { sleep_us = 4000 }",
+    # The edge grid's: issue #34's knife-edge thread, whose sleep outlasts a 10 ms period.
+    "run10000-sleep18600": "{ run_us = 10000 }, { sleep_us = 18600 }",
+}
 
 
 @dataclass(frozen=True)
@@ -83,6 +107,49 @@ GRIDS = {
 }
 
 
+#: The edge grid's axes (issue #34): spinners at demand = quota, and run/sleep
+#: threads at these ratios of demand to quota.
+EDGE_CPUS = 2
+EDGE_SPIN_THREADS = (1, 2, 3, 4)
+EDGE_SPIN_PERIODS_MS = (10, 20, 25, 30, 40, 50, 100)
+EDGE_RUN_SLEEP = "run10000-sleep18600"
+EDGE_RUN_SLEEP_DUTY = 10.0 / 28.6
+EDGE_RATIOS = (0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25)
+EDGE_RUN_SLEEP_THREADS = (1, 2, 4)
+EDGE_RUN_SLEEP_PERIODS_MS = (10, 20, 50, 100)
+#: The rows measured first: where a limit is decided.
+EDGE_FIRST = (0.95, 1.1)
+
+
+def edge_configurations() -> list[dict]:
+    """The edge grid's configurations, each without burst and with a burst of
+    the quota; ``demand_ratio``: the group's demand over its quota (a
+    spinner's demand is a CPU, at most the machine's CPUs in all)."""
+    configs = []
+    for threads, period_ms, burst in itertools.product(EDGE_SPIN_THREADS, EDGE_SPIN_PERIODS_MS, (False, True)):
+        quota_us = min(threads, EDGE_CPUS) * period_ms * 1000
+        configs.append(dict(workload="spin", threads=threads, period_us=period_ms * 1000, quota_us=quota_us,
+                            burst_us=quota_us if burst else 0, demand_ratio=1.0))
+    for ratio, threads, period_ms, burst in itertools.product(EDGE_RATIOS, EDGE_RUN_SLEEP_THREADS, EDGE_RUN_SLEEP_PERIODS_MS, (False, True)):
+        quota_us = round(threads * EDGE_RUN_SLEEP_DUTY * period_ms * 1000 / ratio)
+        configs.append(dict(workload=EDGE_RUN_SLEEP, threads=threads, period_us=period_ms * 1000, quota_us=quota_us,
+                            burst_us=quota_us if burst else 0, demand_ratio=ratio))
+    return configs
+
+
+def measured_first(config: dict) -> int:
+    """The order configurations are measured in: spinners, then run/sleep rows
+    at demand / quota 0.95-1.1, then the rest."""
+    if config["workload"] == "spin":
+        return 0
+    return 1 if EDGE_FIRST[0] <= config["demand_ratio"] <= EDGE_FIRST[1] else 2
+
+
+def key(config: dict) -> tuple:
+    """A configuration's identity, as a stored row has it."""
+    return (config["workload"], config["threads"], config["period_us"], config["quota_us"], config["burst_us"])
+
+
 def configurations(grid: Grid):
     for workload, threads, factor, period_ms, burst in itertools.product(
             grid.workloads, grid.threads, grid.quota_factors, grid.periods_ms, (False, True)):
@@ -102,6 +169,7 @@ def measured(kernel: list[dict]) -> dict:
         "background_per_s": statistics.fmean(r["host"]["background_per_s"] for r in kernel),
         "background_us": statistics.fmean(r["host"]["background_us"] for r in kernel),
         "work_speed": mean_host([r["host"] for r in kernel]).get("work_speed"),
+        "tick_latency_us": mean_host([r["host"] for r in kernel]).get("tick_latency_us"),
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in kernel],
         "uptime_s": [r["host"]["uptime_s"] for r in kernel],
     }
@@ -115,12 +183,38 @@ def stored_runs(host: dict, row: dict) -> list[dict]:
     runs = []
     for ratio, uptime_s, offset_us in zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"]):
         run_host = {**host, "background_per_s": row["background_per_s"], "background_us": row["background_us"], "uptime_s": uptime_s}
-        if row.get("work_speed") is not None:
-            run_host["work_speed"] = row["work_speed"]
+        for measured_key in ("work_speed", "tick_latency_us"):
+            if row.get(measured_key) is not None:
+                run_host[measured_key] = row[measured_key]
         if offset_us is not None:
             run_host["period_timer_offset_us"] = {"app": offset_us}
         runs.append({"host": run_host, "cgroups": {"app": {"throttled_ratio": ratio}}})
     return runs
+
+
+def scenario_alone(text: str, seeds: int) -> list[dict]:
+    """The simulator's seeds 1..``seeds`` on the scenario as it is: a user's
+    prediction without ``--like-host`` (the quiet host of ``[machine]``'s defaults)."""
+    with Runner() as runner:
+        return runner.run_many([Run(text, [f"seed={i + 1}"]) for i in range(seeds)], lambda: None)
+
+
+def edge_row(config: dict, kernel: dict, alone: list[dict], like_host: list[dict]) -> dict:
+    """An edge grid row: what the kernel measured, and the simulator's seeds
+    on the scenario alone and set up like the host (both unpaired)."""
+    app = lambda docs, metric: [d["cgroups"]["app"][metric] for d in docs]  # noqa: E731
+    sim_alone, sim = app(alone, "throttled_ratio"), app(like_host, "throttled_ratio")
+    return {
+        **config,
+        **kernel,
+        "sim_ratio_alone": sim_alone,
+        "alike_alone": same_distribution(kernel["kernel_ratio"], sim_alone),
+        "sim_throttled_ms_alone": statistics.fmean(app(alone, "throttled_usec")) / 1e3,
+        "sim_ratio": sim,
+        "alike": same_distribution(kernel["kernel_ratio"], sim),
+        "sim_throttled_ms": statistics.fmean(app(like_host, "throttled_usec")) / 1e3,
+        "sim_usage_s": statistics.fmean(app(like_host, "usage_usec")) / 1e6,
+    }
 
 
 def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) -> dict:
@@ -143,7 +237,8 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 
 
 #: What a grid row keeps of the kernel's runs (`measured`).
-KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "work_speed", "timer_offset_us", "uptime_s")
+KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "work_speed",
+               "tick_latency_us", "timer_offset_us", "uptime_s")
 
 
 def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None,
@@ -184,11 +279,88 @@ def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: d
     return "\n".join(lines) + "\n"
 
 
+def edge_markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, total: int) -> str:
+    """The edge grid's table (rows in the grid's order), with both columns' counts
+    over every measured row, the spinners and the rows at demand / quota 0.95-1.1."""
+    def counts(subset: list[dict]) -> str:
+        n = len(subset)
+        return (f"{sum(r['alike'] for r in subset)} of {n} alike set up like the host, "
+                f"{sum(r['alike_alone'] for r in subset)} of {n} on the scenario alone")
+    spinners = [r for r in rows if r["workload"] == "spin"]
+    edge = [r for r in rows if r["workload"] != "spin" and EDGE_FIRST[0] <= r["demand_ratio"] <= EDGE_FIRST[1]]
+    where = f" in a VM ({host['vm']['kernel']} under QEMU with {host['vm']['accel'].upper()})" if "vm" in host else ""
+    lines = [
+        f"Host {host['release']}{where}, HZ={host['hz']}, cgroup {host['cgroup']}, {EDGE_CPUS} CPUs; {runs} kernel runs of "
+        f"{duration_s:g} s against {seeds} simulator seeds per configuration, unpaired (Mann-Whitney U, two-sided, 5 %, "
+        f"as `compare` does); {len(rows)} of the {total} configurations measured "
+        f"(`python scripts/fidelity_grid.py --grid edge --runs {runs} --duration-s {duration_s:g} --kernel-only --resume`, "
+        f"then `--regrade` with `--seeds {seeds}`).",
+        "",
+        f"- all measured rows: {counts(rows)};",
+        f"- spinners at demand = quota: {counts(spinners)};",
+        f"- run/sleep at demand / quota {EDGE_FIRST[0]}-{EDGE_FIRST[1]}: {counts(edge)}.",
+        "",
+        "*Alone*: the scenario as a user writes it ([machine]'s defaults: 2 preemptions a second of 20 us). *Like host*: "
+        "set up as `compare` sets it (the probe's background, work speed and tick lateness before each configuration's runs: "
+        + (f"{min(r['background_per_s'] for r in rows):.0f}-{max(r['background_per_s'] for r in rows):.0f} preemptions "
+           f"per CPU-second of {min(r['background_us'] for r in rows):.0f}-{max(r['background_us'] for r in rows):.0f} us)." if rows else ").")
+        + " A run/sleep thread runs 10 ms and sleeps 18.6 ms; a spinner's demand is a CPU, at most 2 in all.",
+        "",
+        "| workload | threads | period | quota | burst | demand / quota | kernel throttled % (runs) | alone (seeds) | alone | like host (seeds) | like host | kernel / alone / like-host throttled ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    pct = lambda xs: f"{100 * statistics.fmean(xs):.1f} ({' '.join(f'{100 * x:.0f}' for x in xs)})"  # noqa: E731
+    verdict = lambda alike: "alike" if alike else "**differs**"  # noqa: E731
+    for r in rows:
+        lines.append(
+            f"| {r['workload']} | {r['threads']} | {r['period_us'] // 1000} ms | {r['quota_us'] / 1000:g} ms | {r['burst_us'] / 1000:g} ms "
+            f"| {r['demand_ratio']:g} | {pct(r['kernel_ratio'])} | {pct(r['sim_ratio_alone'])} | {verdict(r['alike_alone'])} "
+            f"| {pct(r['sim_ratio'])} | {verdict(r['alike'])} "
+            f"| {r['kernel_throttled_ms']:.0f} / {r['sim_throttled_ms_alone']:.0f} / {r['sim_throttled_ms']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def save(path: Path, doc: dict) -> None:
+    """Write ``doc`` as JSON through a new file renamed into place: a grid
+    killed mid-write keeps its last rows."""
+    staged = path.with_suffix(".json.tmp")
+    staged.write_text(json.dumps(doc, indent=1))
+    os.replace(staged, path)
+
+
+def measure(configs: list[dict], args: argparse.Namespace, on, stored: dict | None) -> dict:
+    """Run the kernel on every configuration the stored grid lacks (in the
+    grid's measuring order), saving the JSON after each; none is started after
+    ``--max-minutes``. Returns the grid: the host and the rows measured."""
+    doc = {"host": stored["host"], "rows": list(stored["rows"])} if stored else {"host": None, "rows": []}
+    done = {key(r) for r in doc["rows"]}
+    todo = [c for c in configs if key(c) not in done]
+    if args.grid == "edge":
+        todo.sort(key=measured_first)
+    deadline = time.monotonic() + 60 * args.max_minutes if args.max_minutes else None
+    json_path = args.out.with_suffix(".json")
+    with Progress(transient=True) as progress:
+        bar = progress.add_task("kernel runs", total=len(todo))
+        for config in todo:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            text = SCENARIO.format(duration_s=args.duration_s, phases=WORKLOADS[config["workload"]], **config)
+            kernel = kernel_runs(text, runs=args.runs, on=on)
+            doc["host"] = doc["host"] or kernel[0]["host"]
+            doc["rows"].append({**config, **measured(kernel)})
+            save(json_path, doc)
+            progress.advance(bar)
+    left = len([c for c in configs if key(c) not in {key(r) for r in doc["rows"]}])
+    print(f"{len(doc['rows'])} of {len(configs)} configurations measured, {left} left: {json_path}")
+    return doc
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--duration-s", type=float, default=2.0)
-    parser.add_argument("--grid", choices=GRIDS, default="spinners", help="Issue #3's spinners, or the grid run on every release.")
+    parser.add_argument("--grid", choices=[*GRIDS, "edge"], default="spinners", help="Issue #3's spinners, the grid run on every release, or issue #34's edge.")
     parser.add_argument("--seeds", type=int, default=20, help="Simulator seeds per configuration, unpaired.")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "fidelity-grid.md")
     parser.add_argument(
@@ -197,30 +369,45 @@ def main() -> None:
         metavar="GRID.json",
         help="Measure nothing: hold the current simulator against a stored grid's kernel runs (needs no root).",
     )
+    parser.add_argument("--resume", action="store_true", help="Keep the rows --out's JSON has; measure the rest.")
+    parser.add_argument("--max-minutes", type=float, help="Start no configuration's kernel runs after this long.")
+    parser.add_argument("--kernel-only", action="store_true", help="Measure the kernel only; --regrade adds the simulator.")
     parser.add_argument("--kernel", metavar="RELEASE|PATH", help="Measure this kernel under QEMU instead of the host's.")
     parser.add_argument("--accel", choices=vm.ACCELS, default="auto")
     parser.add_argument("--cgroup", choices=vm.CGROUP_VERSIONS, default="v2", help="With --kernel: the guest's hierarchy.")
     args = parser.parse_args()
-    on = vm.runner(vm.kernel(args.kernel, print), args.accel, args.cgroup) if args.kernel else None
-    stored = json.loads(args.regrade.read_text()) if args.regrade else None
-    configs = list(configurations(GRIDS[args.grid]))
-    rows, host = [], stored["host"] if stored else None
+    configs = edge_configurations() if args.grid == "edge" else list(configurations(GRIDS[args.grid]))
+    if args.regrade:
+        stored = json.loads(args.regrade.read_text())
+    else:
+        json_path = args.out.with_suffix(".json")
+        on = vm.runner(vm.kernel(args.kernel, print), args.accel, args.cgroup) if args.kernel else None
+        stored = measure(configs, args, on, json.loads(json_path.read_text()) if args.resume and json_path.exists() else None)
+        if args.kernel_only:
+            return
+    host, by_key = stored["host"], {key(r): r for r in stored["rows"]}
+    if args.grid != "edge":
+        assert [key(c) for c in configs] == [key(r) for r in stored["rows"]], "a grid of other configurations"
+    rows = []
     with Progress(transient=True) as progress:
-        bar = progress.add_task("fidelity grid", total=len(configs))
-        for i, config in enumerate(configs):
+        measured_configs = [c for c in configs if key(c) in by_key]
+        bar = progress.add_task("simulator", total=len(measured_configs))
+        for config in measured_configs:
             text = SCENARIO.format(duration_s=args.duration_s, phases=WORKLOADS[config["workload"]], **config)
-            if stored:
-                assert {k: stored["rows"][i][k] for k in config} == config, "a grid of other configurations"
-                kernel, measurement = stored_runs(host, stored["rows"][i]), {k: v for k, v in stored["rows"][i].items() if k in KERNEL_KEYS}
-            else:
-                kernel = kernel_runs(text, runs=args.runs, on=on)
-                host, measurement = kernel[0]["host"], measured(kernel)
+            stored_row = by_key[key(config)]
+            kernel, measurement = stored_runs(host, stored_row), {k: v for k, v in stored_row.items() if k in KERNEL_KEYS}
             unpaired = simulator_runs(text, kernel, seeds=args.seeds)
-            rows.append(row(config, measurement, unpaired, simulator_runs(text, kernel, paired=True)))
+            if args.grid == "edge":
+                rows.append(edge_row(config, measurement, scenario_alone(text, args.seeds), unpaired))
+            else:
+                rows.append(row(config, measurement, unpaired, simulator_runs(text, kernel, paired=True)))
             progress.advance(bar)
     runs = len(rows[0]["kernel_ratio"])
-    args.out.write_text(markdown(rows, runs, args.seeds, args.duration_s, host, args.regrade, args.kernel, args.grid))
-    args.out.with_suffix(".json").write_text(json.dumps({"host": host, "rows": rows}, indent=1))
+    if args.grid == "edge":
+        args.out.write_text(edge_markdown(rows, runs, args.seeds, args.duration_s, host, len(configs)))
+    else:
+        args.out.write_text(markdown(rows, runs, args.seeds, args.duration_s, host, args.regrade, args.kernel, args.grid))
+    save(args.out.with_suffix(".json"), {"host": host, "rows": rows})
     print(f"wrote {args.out}")
 
 

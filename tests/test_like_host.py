@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from helpers import cli, scenario_text
+from helpers import cli, scenario_text, write_capture
 from test_errors import assert_error
 from throttlelab import _native, background
 from throttlelab.runner import simulate
@@ -140,6 +140,46 @@ def test_sweep_rows_carry_their_background(probed, write_scenario):
     assert [(r["machine.background_per_s"], r["machine.background_us"], r["background"]) for r in varied] == [(0, 20.0, "grid"), (40, 20.0, "grid")]
     text = cli("sweep", path, *grid, "--like-host").stdout
     assert text.rstrip().splitlines()[-1].startswith("background: 37.5/s x 201 us per CPU (like this host")
+
+
+def test_a_capture_carries_the_background_it_measured(probed, tmp_path):
+    """A capture's [machine] holds the background its threads met: run,
+    explain and advise use it, as they would with --set, and say it came from
+    the capture; --like-host and --set still win over it."""
+    path = write_capture(tmp_path)
+    text = open(path).read().replace("[[cgroup]]", "[machine]\nbackground_per_s = 41.25\nbackground_us = 350.5\n[[cgroup]]", 1)
+    measured = text + "background_preemptions = 330\nbackground_p50_us = 120.5\nbackground_p90_us = 900.0\nbackground_max_us = 4000.0\n"
+    with open(path, "w") as f:
+        f.write(measured)
+    as_set = ("--set", "machine.background_per_s=41.25", "--set", "machine.background_us=350.5")
+    line = ("background: 41.2/s x 350 us per CPU (measured by the capture: 330 preemptions of its threads on "
+            "/sys/fs/cgroup/w, median 120 us, 90th percentile 900 us)")
+    run = cli("run", path)
+    assert run.exit_code == 0, run.stderr
+    assert run.stdout.rstrip().splitlines()[-1] == line
+    assert _without_engine(json.loads(cli("run", path, "--json").stdout)) == _without_engine(json.loads(cli("run", path, *as_set, "--json").stdout))
+    explained = json.loads(cli("explain", path, "--runs", "1", "--json").stdout)
+    assert explained["background"] == {"per_s": 41.25, "us": 350.5, "source": "capture", "capture": {
+        "background_preemptions": 330, "background_p50_us": 120.5, "background_p90_us": 900.0, "background_max_us": 4000.0}}
+    assert cli("explain", path, "--runs", "1").stdout.rstrip().splitlines()[-1] == line
+    args = ("advise", path, "--max-throttled", "5%", "--runs", "1")
+    advised = json.loads(cli(*args, "--json").stdout)
+    assert advised["background"]["source"] == "capture"
+    assert advised["recommendation"] == json.loads(cli(*args, *as_set, "--json").stdout)["recommendation"]
+    assert cli(*args).stdout.rstrip().splitlines()[-1] == line
+    assert json.loads(cli(*args, "--like-host", "--json").stdout)["background"]["source"] == "host"
+    assert json.loads(cli(*args, *as_set, "--json").stdout)["background"]["source"] == "set"
+    # A capture from before, or one whose threads told too little: [machine]'s, as any scenario's.
+    with open(path, "w") as f:
+        f.write(text.replace("background_per_s = 41.25\nbackground_us = 350.5\n", ""))
+    assert cli("run", path).stdout.rstrip().splitlines()[-1] == "background: 2.0/s x 20 us per CPU (the scenario's [machine])"
+
+
+def test_a_captures_malformed_background_is_one_line(tmp_path):
+    path = write_capture(tmp_path)
+    with open(path, "a") as f:
+        f.write("background_preemptions = 3\nbackground_p50_us = -1.0\n")
+    assert_error(cli("run", path), "capture.background_p50_us")
 
 
 def test_bad_input_fails_before_the_probe(monkeypatch, write_scenario):

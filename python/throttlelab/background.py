@@ -4,7 +4,8 @@ edge (docs/guide.md, "Background: what a prediction assumes").
 
 ``run``, ``explain``, ``advise`` and ``sweep`` assume the scenario's
 ``[machine]`` (``background_per_s``, ``background_us``: a quiet host's 2 a second
-of 20 us unless it says otherwise) or, with ``--like-host``, this host's: the
+of 20 us unless it says otherwise; a capture's, what its threads met on the
+host it was taken on, ``[capture] background_*``) or, with ``--like-host``, this host's: the
 real backend's probe, run once before the command's simulations (root), and the
 host it reports applied through the core's one rule (``Host::scenario_overrides``,
 which ``compare`` applies to its seeds too): the profile of its release, its
@@ -46,11 +47,14 @@ class Assumed:
 
     per_s: float
     us: float
-    #: Where it came from, for --json: "scenario" ([machine]), "host" (the probe), "set" or "grid" (a sweep's).
+    #: Where it came from, for --json: "scenario" ([machine]), "capture" (what a capture measured, in its
+    #: [machine]), "host" (the probe), "set" or "grid" (a sweep's).
     source: str
     #: The probe's host block and when it ran (UTC), with --like-host.
     host: Optional[dict[str, Any]] = None
     probed_at: Optional[str] = None
+    #: With source "capture": the capture's [capture] table.
+    capture: Optional[dict[str, Any]] = None
 
     def line(self) -> str:
         """One line for a command's text output (printed as is, after its tables: never wrapped)."""
@@ -58,6 +62,7 @@ class Assumed:
             return "background: per row, from --grid (machine.background_per_s, machine.background_us columns)"
         where = {
             "scenario": "the scenario's [machine]",
+            "capture": "measured by the capture",
             "set": "--set" + ("; the rest like this host" if self.host else ""),
             "host": "like this host",
         }[self.source]
@@ -68,12 +73,19 @@ class Assumed:
             also += [f"ticks {h['tick_latency_us']:.0f} us late"] if h.get("tick_latency_us") is not None else []
             also += [f"work speed {min(h['work_speed'], 1.0):.3f}"] if h.get("work_speed") is not None else []
             where += f", probed {self.probed_at}: {', '.join(also)}"
+        if self.capture:
+            c = self.capture
+            where += (f": {c['background_preemptions']} preemptions of its threads on {c['source']},"
+                      f" median {c['background_p50_us']:.0f} us, 90th percentile {c['background_p90_us']:.0f} us"
+                      if c.get("background_p50_us") is not None else f": no preemption of its threads on {c['source']}")
         return f"background: {self.per_s:.1f}/s x {self.us:.0f} us per CPU ({where})"
 
     def as_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"per_s": self.per_s, "us": self.us, "source": self.source}
         if self.host is not None:
             doc.update(host=self.host, probed_at=self.probed_at)
+        if self.capture is not None:
+            doc["capture"] = {k: v for k, v in self.capture.items() if k.startswith("background_")}
         return doc
 
     def columns(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -106,5 +118,8 @@ def set_up(text: str, overrides: Sequence[str], like_host: bool, grid: Sequence[
         user = [*_native.like_host_overrides(json.dumps(host)), *user]
         resolved = json.loads(_native.validate(text, user))
     machine = resolved["machine"]
-    source = "grid" if _sets([f"{k}=" for k in grid], KEYS) else "set" if _sets(overrides, KEYS) else "host" if host else "scenario"
-    return user, Assumed(machine["background_per_s"], machine["background_us"], source, host, probed_at)
+    captured = (resolved.get("capture") or {}).get("background_preemptions") is not None
+    source = ("grid" if _sets([f"{k}=" for k in grid], KEYS) else "set" if _sets(overrides, KEYS) else "host" if host
+              else "capture" if captured else "scenario")
+    capture = resolved["capture"] if source == "capture" else None
+    return user, Assumed(machine["background_per_s"], machine["background_us"], source, host, probed_at, capture)

@@ -239,11 +239,14 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         );
     }
     drop(signals);
+    let preempted = recorder.preempted(end_ns);
     let (captured, window_ns) = recorder.finish().map_err(Error::harness)?;
     let captured: Vec<Thread> = captured.into_iter().filter(|t| t.phases.iter().any(|p| matches!(p, Phase::Run { .. }))).collect();
     let limit = group.limit()?;
     let stats = after.since(&before, limit);
     let release = host::release()?;
+    let cpu_usec = captured.iter().map(|t| t.cpu_ns).sum::<u64>() / 1_000;
+    let background = preempted.background(cpu_usec * 1_000, BACKGROUND_MIN_WANTED_NS);
     let spec = CaptureSpec {
         source: source.clone(),
         release: release.clone(),
@@ -253,11 +256,16 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         nr_periods: stats.nr_periods,
         nr_throttled: stats.nr_throttled,
         throttled_usec: stats.throttled_usec,
-        cpu_usec: captured.iter().map(|t| t.cpu_ns).sum::<u64>() / 1_000,
+        cpu_usec,
         untraced_switches: captured.iter().map(|t| t.untraced_switches).sum(),
         lost_events: lost.total,
         trace_events: stream.events,
         trace_buffer_kb,
+        // Where the threads tell the background, how it was measured.
+        background_preemptions: background.and(Some(preempted.lengths_ns.len() as u64)),
+        background_p50_us: background.and(preempted.quantile_us(0.5)),
+        background_p90_us: background.and(preempted.quantile_us(0.9)),
+        background_max_us: background.and(preempted.quantile_us(1.0)),
     };
     if let Some(warning) = lost.warning(&spec, buffer_kb) {
         if options.strict {
@@ -277,7 +285,7 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
     empty_capture(&spec, target)?;
     let names = task_names(&captured);
     let file_name = phases_path.file_name().expect("a file name").to_string_lossy();
-    let text = scenario_text(&spec, &group, &captured, &names, &file_name)?;
+    let text = scenario_text(&spec, &group, &captured, &names, &file_name, background)?;
     let write = |out: &Path, mut scenario_file: fs::File, phases_path: &Path, phases_file: fs::File| {
         write_phases(phases_path, phases_file, &captured, &names)?;
         scenario_file.write_all(text.as_bytes()).and_then(|_| scenario_file.sync_all()).map_err(|e| Error::io("write", out, e))
@@ -683,8 +691,15 @@ fn write_phases(path: &Path, file: fs::File, threads: &[Thread], names: &[String
     gz.write_all(text.as_bytes()).and_then(|_| gz.finish().map(drop)).map_err(|e| Error::io("write", path, e))
 }
 
-/// The scenario of a capture: the machine, the kernel and the cgroup as found.
-fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &[String], phases_file: &str) -> Result<String> {
+/// Below this much time wanting a CPU (on one, or preempted from it) the
+/// captured threads tell too little of the host's background: `[machine]`
+/// keeps its defaults, and `[capture]` has no `background_*` keys.
+const BACKGROUND_MIN_WANTED_NS: u64 = 1_000_000_000;
+
+/// The scenario of a capture: the machine (with the background the captured
+/// threads met, `(per_s, us)`, where they tell it), the kernel and the cgroup as found.
+fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &[String], phases_file: &str,
+                 background: Option<(f64, f64)>) -> Result<String> {
     let quoted = |s: &str| serde_json::to_string(s).expect("a string serialises");
     let cpus = host::online_cpus()?;
     let nr_cpus = cpus.iter().max().map_or(1, |c| c + 1);
@@ -700,9 +715,14 @@ fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &
         .map(|n| n.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).take(64).collect())
         .filter(|n: &String| !n.is_empty())
         .unwrap_or_else(|| "captured".to_string());
+    // The scenario's limits: a mean of 1 s or 10000 a second is a host no
+    // prediction holds on anyway.
+    let background = background.map_or(String::new(), |(per_s, us)| {
+        format!("background_per_s = {:?}\nbackground_us = {:?}\n", per_s.min(10_000.0), us.min(1_000_000.0))
+    });
     let mut t = format!(
         "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\n\
-         name = {}\nduration_s = {}\n\n[machine]\ncpus = {nr_cpus}\nhz = {hz}\n\n[kernel]\nprofile = \"{}\"\n\n",
+         name = {}\nduration_s = {}\n\n[machine]\ncpus = {nr_cpus}\nhz = {hz}\n{background}\n[kernel]\nprofile = \"{}\"\n\n",
         quoted(&format!("capture-{cgroup}")),
         spec.duration_s,
         profile.as_str()
@@ -735,6 +755,15 @@ fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &
         spec.trace_events,
         spec.trace_buffer_kb
     );
+    if let Some(n) = spec.background_preemptions {
+        let _ = writeln!(t, "background_preemptions = {n}");
+    }
+    let lengths = [("background_p50_us", spec.background_p50_us), ("background_p90_us", spec.background_p90_us), ("background_max_us", spec.background_max_us)];
+    for (key, us) in lengths {
+        if let Some(us) = us {
+            let _ = writeln!(t, "{key} = {us:?}");
+        }
+    }
     for (thread, name) in threads.iter().zip(names) {
         let _ = write!(t, "\n[[task]]\nname = \"{name}\"\ncgroup = \"{cgroup}\"\nloop = 1\nphases_file = {}\n", quoted(phases_file));
         if thread.start_ns > 0 {

@@ -565,15 +565,65 @@ pub struct Recorder {
     /// Start of the window (the start mark), once seen.
     start_ns: Option<u64>,
     end_ns: Option<u64>,
-    /// Per CPU, when its last switch in the window went to the idle task
-    /// (None: to a task, or none seen yet).
-    idle_since: Vec<Option<u64>>,
+    /// Per CPU, by its number.
+    cpus: Vec<CpuSeen>,
+    /// The preemptions that ended, each one's length.
+    preempted_ns: Vec<u64>,
+}
+
+/// What the recorder keeps of one CPU.
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuSeen {
+    /// When its last switch in the window went to the idle task (None: to a
+    /// task, or none seen yet).
+    idle_since: Option<u64>,
+    /// Since when other tasks have held it from a captured thread they
+    /// preempted (see [`Preempted`]).
+    others_since: Option<u64>,
+}
+
+/// Other tasks' preemptions of the captured threads, the host's background
+/// as the target met it: a captured thread leaves a CPU runnable and the CPU
+/// switches to a task that is neither captured nor idle; the preemption lasts
+/// until that CPU runs a captured thread again or idles. It is what the real
+/// backend's probe counts for its spinners (`ru_nivcsw` and the time lost),
+/// counted on the CPUs the target used, while it wanted them. A throttle that
+/// hands the CPU to another task reads as one too (the trace does not tell
+/// them apart): on a host whose other tasks keep the CPUs busy while the
+/// target is throttled, the background is overstated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preempted {
+    /// Each preemption's length, in ns, sorted.
+    pub lengths_ns: Vec<u64>,
+}
+
+impl Preempted {
+    /// The background, given the captured threads' CPU time: preemptions per
+    /// second the target wanted a CPU (its time on CPUs and what the
+    /// preemptions took, as the probe's spinners' wall time is), and the
+    /// mean length; None below `min_wanted_ns` of it (too little to tell).
+    pub fn background(&self, cpu_ns: u64, min_wanted_ns: u64) -> Option<(f64, f64)> {
+        let lost_ns: u64 = self.lengths_ns.iter().sum();
+        let wanted_ns = cpu_ns + lost_ns;
+        if wanted_ns < min_wanted_ns.max(1) {
+            return None;
+        }
+        let n = self.lengths_ns.len() as f64;
+        Some((n / (wanted_ns as f64 / 1e9), if n > 0.0 { lost_ns as f64 / n / 1e3 } else { 0.0 }))
+    }
+
+    /// The length at quantile `q` (nearest rank), in us; None without preemptions.
+    pub fn quantile_us(&self, q: f64) -> Option<f64> {
+        let n = self.lengths_ns.len();
+        let rank = ((q * n as f64).ceil() as usize).clamp(1, n.max(1));
+        self.lengths_ns.get(rank - 1).map(|&ns| ns as f64 / 1e3)
+    }
 }
 
 impl Recorder {
     /// Capture the threads `pids` (`comm` of each), and those they fork.
     pub fn new(threads: &[(u32, String)]) -> Recorder {
-        let mut r = Recorder { threads: Vec::new(), by_pid: HashMap::default(), start_ns: None, end_ns: None, idle_since: Vec::new() };
+        let mut r = Recorder { threads: Vec::new(), by_pid: HashMap::default(), start_ns: None, end_ns: None, cpus: Vec::new(), preempted_ns: Vec::new() };
         for (pid, comm) in threads {
             r.add(*pid, comm, 0, State::Unknown);
         }
@@ -602,10 +652,17 @@ impl Recorder {
             Kind::Mark(_) => {}
             Kind::Switch { prev_pid, prev_comm, preempted, next_pid, next_comm } => {
                 let cpu = e.cpu as usize;
-                if self.idle_since.len() <= cpu {
-                    self.idle_since.resize(cpu + 1, None);
+                if self.cpus.len() <= cpu {
+                    self.cpus.resize(cpu + 1, CpuSeen::default());
                 }
-                let idle_since = std::mem::replace(&mut self.idle_since[cpu], (*next_pid == 0).then_some(now));
+                let idle_since = std::mem::replace(&mut self.cpus[cpu].idle_since, (*next_pid == 0).then_some(now));
+                if *next_pid == 0 || self.captured(*next_pid) {
+                    if let Some(since) = self.cpus[cpu].others_since.take() {
+                        self.preempted_ns.push(now.saturating_sub(since));
+                    }
+                } else if *preempted && self.captured(*prev_pid) {
+                    self.cpus[cpu].others_since.get_or_insert(now);
+                }
                 if let Some(t) = self.thread(*prev_pid, prev_comm) {
                     // The 6.18 host leaves some switches from the idle task
                     // out of the trace (all of CPU 1's on one host). Without
@@ -659,6 +716,20 @@ impl Recorder {
                 }
             }
         }
+    }
+
+    /// Whether thread `pid` is captured and has not exited.
+    fn captured(&self, pid: u32) -> bool {
+        self.by_pid.get(&pid).is_some_and(|&i| self.threads[i].state != State::Exited)
+    }
+
+    /// Other tasks' preemptions of the captured threads in the window so
+    /// far; those still going on end at the end mark (or the last event).
+    pub fn preempted(&self, last_ns: u64) -> Preempted {
+        let end = self.end_ns.unwrap_or(last_ns).saturating_sub(self.start_ns.unwrap_or(0));
+        let mut lengths_ns: Vec<u64> = self.preempted_ns.iter().copied().chain(self.cpus.iter().filter_map(|c| c.others_since).map(|since| end.saturating_sub(since))).collect();
+        lengths_ns.sort_unstable();
+        Preempted { lengths_ns }
     }
 
     /// Thread `pid`, if captured and not exited; `comm` renames it (exec).
@@ -890,6 +961,41 @@ mod tests {
         assert_eq!(e.kind, Kind::Runtime { pid: 7, runtime_ns: 12 });
         let e = parse_line("  sh-5  [000] .....  2.5: sched_stat_runtime: comm=sh pid=5 runtime=-1 [ns]").unwrap().unwrap_err();
         assert!(e.starts_with("no runtime= number in"), "{e}");
+    }
+
+    #[test]
+    fn other_tasks_preemptions_are_counted_until_the_cpu_is_back_or_idle() {
+        // Captured 10 on CPU 0: preempted by 50 for 200 us; then by 50 and 51
+        // in turn, 1 ms until the CPU idles; blocking before 52 runs is no
+        // preemption, nor is 11 taking over from 10. The last one is still
+        // going on at the end mark.
+        let t = [
+            mark("1.000000", START_MARK),
+            switch("1.000000", 0, "R", 10),
+            switch("1.001000", 10, "R+", 50),
+            switch("1.001200", 50, "S", 10),
+            switch("1.002000", 10, "R", 50),
+            switch("1.002500", 50, "S", 51),
+            switch("1.003000", 51, "S", 0),
+            switch("1.004000", 0, "R", 10),
+            switch("1.005000", 10, "S", 52),
+            switch("1.006000", 52, "S", 11),
+            switch("1.007000", 11, "R", 10),
+            switch("1.008000", 10, "R", 53),
+            mark("1.008500", END_MARK),
+        ]
+        .concat();
+        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
+        t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
+        let p = r.preempted(0);
+        assert_eq!(p.lengths_ns, vec![200_000, 500_000, 1_000_000]);
+        assert_eq!((p.quantile_us(0.5), p.quantile_us(0.9), p.quantile_us(1.0)), (Some(500.0), Some(1000.0), Some(1000.0)));
+        // 3 preemptions in the 3.3 ms the target wanted a CPU (6.6 ms on one at 1.7 ms lost).
+        let (per_s, us) = p.background(1_600_000, 0).unwrap();
+        assert!((per_s - 3.0 / 3.3e-3).abs() < 1e-6 && (us - 1700.0 / 3.0).abs() < 1e-9, "{per_s} {us}");
+        assert_eq!(p.background(1_600_000, 4_000_000), None, "too little to tell");
+        assert_eq!(Preempted { lengths_ns: vec![] }.background(2_000_000_000, 1_000_000_000), Some((0.0, 0.0)));
+        assert_eq!(Preempted { lengths_ns: vec![] }.quantile_us(0.5), None);
     }
 
     #[test]

@@ -363,6 +363,20 @@ phases = [{ run_us = 1000 }]
     }
 
     #[test]
+    fn a_captures_background_is_read_and_checked() {
+        let capture = "\n[capture]\nsource = \"/sys/fs/cgroup/w\"\nrelease = \"6.18.0\"\nduration_s = 1\nthreads = 1\n\
+                       nr_periods = 1\nnr_throttled = 0\nthrottled_usec = 0\ncpu_usec = 1\n";
+        let measured = format!("{BASE}{capture}background_preemptions = 40\nbackground_p50_us = 150.5\nbackground_p90_us = 400\nbackground_max_us = 2000\n");
+        let c = load(&measured, &[]).unwrap().capture.unwrap();
+        assert_eq!((c.background_preemptions, c.background_p50_us, c.background_p90_us, c.background_max_us), (Some(40), Some(150.5), Some(400.0), Some(2000.0)));
+        assert_eq!(load(&format!("{BASE}{capture}"), &[]).unwrap().capture.unwrap().background_preemptions, None, "a capture from before");
+        let e = err(&measured.replace("background_p90_us = 400", "background_p90_us = -3"), &[]);
+        assert_eq!((e.key.as_str(), e.message.as_str()), ("capture.background_p90_us", "must be a length >= 0, got -3"));
+        let e = err(&measured.replace("background_preemptions = 40", "background_preemptions = \"many\""), &[]);
+        assert!(e.to_string().contains("background_preemptions"), "{e}");
+    }
+
+    #[test]
     fn quota_max_is_cpu_max_word_for_no_limit() {
         assert_eq!(load(BASE, &["cgroup.app.quota_us=max".into()]).unwrap().cgroups[0].quota_us, Quota::Max);
         assert_eq!(load(&BASE.replace("quota_us = 20000", "quota_us = \"max\""), &[]).unwrap().cgroups[0].quota_us, Quota::Max);

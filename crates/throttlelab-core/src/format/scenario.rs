@@ -114,6 +114,19 @@ pub struct CaptureSpec {
     /// The kernel memory the trace took: every CPU's ring buffer, KiB.
     #[serde(default)]
     pub trace_buffer_kb: u64,
+    /// Other tasks' preemptions of the captured threads, the host's background
+    /// as the target met it, where the threads wanted a CPU long enough to
+    /// tell: then `[machine]`'s `background_per_s` and `background_us` (their
+    /// mean) are the capture's. Absent otherwise, and in captures from before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_preemptions: Option<u64>,
+    /// Their lengths' median, 90th percentile and longest, us.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_p50_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_p90_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_max_us: Option<f64>,
 }
 
 fn default_seed() -> u64 {

@@ -70,6 +70,14 @@ impl Scenario {
         if !(m.background_us >= 0.0 && m.background_us <= 1_000_000.0) {
             return err("machine.background_us".into(), format!("must be in [0, 1000000] (1 s), got {}", m.background_us));
         }
+        if let Some(c) = &self.capture {
+            let lengths = [("capture.background_p50_us", c.background_p50_us), ("capture.background_p90_us", c.background_p90_us), ("capture.background_max_us", c.background_max_us)];
+            for (key, v) in lengths {
+                if let Some(v) = v.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                    return err(key.into(), format!("must be a length >= 0, got {v}"));
+                }
+            }
+        }
         if let Some(u) = m.uptime_s {
             if !(1.0..=1e7).contains(&u) {
                 return err("machine.uptime_s".into(), format!("must be in [1, 1e7], got {u}"));

@@ -1,0 +1,116 @@
+"""scripts/fidelity_grid.py's edge grid (issue 34): the configurations it
+lists, the order it measures them in, and its holds: rows kept as they
+finish, a resumed grid measuring only the rest, and no row started after
+--max-minutes. The kernel is a stand-in here (the grid's measurements run
+under tl-measure, docs/fidelity.md)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from throttlelab import _native
+from throttlelab.runner import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = importlib.util.spec_from_file_location("fidelity_grid", ROOT / "scripts" / "fidelity_grid.py")
+grid = importlib.util.module_from_spec(SPEC)
+sys.modules["fidelity_grid"] = grid  # its dataclasses look their module up
+SPEC.loader.exec_module(grid)
+
+
+def test_the_edge_grid_is_the_issues():
+    configs = grid.edge_configurations()
+    assert len(configs) == 224 and len({grid.key(c) for c in configs}) == 224
+    spin = [c for c in configs if c["workload"] == "spin"]
+    assert len(spin) == 4 * 7 * 2
+    # A spinner's demand is a CPU, at most the machine's two: the quota.
+    assert all(c["quota_us"] == min(c["threads"], 2) * c["period_us"] for c in spin)
+    run_sleep = [c for c in configs if c["workload"] == "run10000-sleep18600"]
+    assert sorted({c["demand_ratio"] for c in run_sleep}) == [0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25]
+    for c in run_sleep:
+        demand_us = c["threads"] * 10_000 / 28_600 * c["period_us"]
+        assert abs(demand_us / c["quota_us"] - c["demand_ratio"]) < 1e-3, c
+    assert all(c["burst_us"] in (0, c["quota_us"]) for c in configs)
+    assert all(c["quota_us"] >= 1000 for c in configs), "the kernel's smallest quota"
+    # The issue's knife edge: 2 threads of 10 ms run / 18.6 ms sleep under 70/100 ms.
+    assert {"workload": "run10000-sleep18600", "threads": 2, "period_us": 100_000, "quota_us": 69930, "burst_us": 0,
+            "demand_ratio": 1.0} in configs
+    for c in configs:  # each a scenario the real backend takes
+        _native.validate(grid.SCENARIO.format(duration_s=2, phases=grid.WORKLOADS[c["workload"]], **c), [])
+    first = sorted(configs, key=grid.measured_first)
+    assert [c["workload"] for c in first[:56]] == ["spin"] * 56
+    assert {c["demand_ratio"] for c in first[56:56 + 4 * 24]} == {0.95, 1.0, 1.05, 1.1}
+
+
+def _kernel_run(text: str, runs, settle_s: float):
+    """A stand-in kernel: each run's document as the real backend writes one."""
+    for i, _ in enumerate(runs):
+        yield json.dumps({
+            "host": {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 30.0 + i, "background_us": 150.0,
+                     "work_speed": 0.98, "tick_latency_us": 7.0, "uptime_s": 1000.0 + i, "period_timer_offset_us": {"app": 1234.0}},
+            "cgroups": {"app": {"throttled_ratio": 0.1 * i, "throttled_usec": 1000 * i, "usage_usec": 1_000_000}},
+        })
+
+
+def _args(out: Path, **kw) -> argparse.Namespace:
+    return argparse.Namespace(**{"grid": "edge", "runs": 3, "duration_s": 1.0, "out": out, "max_minutes": None, **kw})
+
+
+def test_a_hold_keeps_its_rows_and_the_next_measures_the_rest(tmp_path):
+    configs = grid.edge_configurations()[:3]
+    out = tmp_path / "edge.md"
+    done = grid.measure(configs[:2], _args(out), _kernel_run, None)
+    assert [grid.key(r) for r in done["rows"]] == [grid.key(c) for c in configs[:2]]
+    stored = json.loads(out.with_suffix(".json").read_text())
+    assert stored == done and stored["host"]["release"] == "6.18.0"
+    row = stored["rows"][0]
+    assert row["kernel_ratio"] == [0.0, 0.1, 0.2] and row["background_per_s"] == 31.0 and row["tick_latency_us"] == 7.0
+    measured: list[str] = []
+
+    def counting(text, runs, settle_s):
+        measured.append(text)
+        return _kernel_run(text, runs, settle_s)
+
+    resumed = grid.measure(configs, _args(out), counting, stored)
+    assert len(measured) == 1 and len(resumed["rows"]) == 3, "only the row the hold lacked"
+    assert json.loads(out.with_suffix(".json").read_text())["rows"][:2] == stored["rows"]
+
+
+def test_no_row_starts_after_max_minutes(tmp_path):
+    out = tmp_path / "edge.md"
+    done = grid.measure(grid.edge_configurations(), _args(out, max_minutes=1e-9), _kernel_run, None)
+    assert done["rows"] == []
+
+
+def test_stored_rows_set_the_simulator_up_like_their_host():
+    host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0}
+    row = {"kernel_ratio": [0.5, 0.6], "uptime_s": [10.0, 20.0], "timer_offset_us": [5.0, None], "background_per_s": 40.0,
+           "background_us": 200.0, "work_speed": 0.97, "tick_latency_us": 9.0}
+    runs = grid.stored_runs(host, row)
+    assert [r["host"]["uptime_s"] for r in runs] == [10.0, 20.0]
+    assert {(r["host"]["background_per_s"], r["host"]["background_us"], r["host"]["work_speed"], r["host"]["tick_latency_us"])
+            for r in runs} == {(40.0, 200.0, 0.97, 9.0)}
+    assert "period_timer_offset_us" not in runs[1]["host"]
+
+
+@pytest.mark.parametrize("at", [2, -1])
+def test_an_edge_row_holds_both_columns_against_the_kernel(at):
+    seeds, config = 3, grid.edge_configurations()[at]
+    text = grid.SCENARIO.format(duration_s=0.5, phases=grid.WORKLOADS[config["workload"]], **config)
+    kernel = [json.loads(d) for d in _kernel_run(text, range(3), 0)]
+    measurement = grid.measured(kernel)
+    alone = grid.scenario_alone(text, seeds)
+    like_host = grid.simulator_runs(text, kernel, seeds=seeds)
+    row = grid.edge_row(config, measurement, alone, like_host)
+    assert len(row["sim_ratio_alone"]) == len(row["sim_ratio"]) == seeds
+    plain = lambda doc: {k: v for k, v in doc.items() if k != "engine"}  # noqa: E731
+    assert plain(alone[1]) == plain(simulate(text, ["seed=2"])), "alone: the scenario as it is, [machine]'s defaults"
+    assert plain(like_host[1]) == plain(simulate(text, ["seed=2"], like_host=json.dumps({**kernel[0]["host"], **grid.mean_host([d["host"] for d in kernel])})))
+    md = grid.edge_markdown([row], 3, seeds, 0.5, kernel[0]["host"], 224)
+    assert "1 of the 224 configurations measured" in md and md.count(f"\n| {config['workload']} |") == 1
