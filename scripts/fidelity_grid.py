@@ -298,7 +298,8 @@ def edge_markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, ho
         "",
         f"- all measured rows: {counts(rows)};",
         f"- spinners at demand = quota: {counts(spinners)};",
-        f"- run/sleep at demand / quota {EDGE_FIRST[0]}-{EDGE_FIRST[1]}: {counts(edge)}.",
+        f"- run/sleep at demand / quota {', '.join(f'{x:g}' for x in sorted({r['demand_ratio'] for r in edge}))} "
+        f"(of {EDGE_FIRST[0]:g}-{EDGE_FIRST[1]:g}, measured first): {counts(edge)}.",
         "",
         "*Alone*: the scenario as a user writes it ([machine]'s defaults: 2 preemptions a second of 20 us). *Like host*: "
         "set up as `compare` sets it (the probe's background, work speed and tick lateness before each configuration's runs: "
