@@ -94,8 +94,8 @@ pub struct Thread {
     pub wakes_pending: u64,
     /// `p->recent_used_cpu`: the CPU it ran on before its previous one.
     pub recent_used_cpu: CpuId,
-    /// When its `CatchUp` or `Schedule` sleep ended, until it next gets a
-    /// CPU: how late it was then, its program makes up (`Program::woke_late`).
+    /// When its `CatchUp` sleep ended, until it next gets a CPU: how late it
+    /// was then, its program makes up (`Program::woke_late`).
     pub catch_up_woke_at: Option<Time>,
 }
 

@@ -80,7 +80,6 @@ impl Sim<'_> {
         for (c, rq) in self.rqs.iter().enumerate() {
             sum.set(c, rq.util_avg, rq.util_at, rq.curr.is_some());
         }
-        sum.k = sum.terms.iter().map(|&(t, _)| t).sum();
         sum.updates = 0;
     }
 }
