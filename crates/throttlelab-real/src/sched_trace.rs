@@ -614,9 +614,7 @@ impl Preempted {
 
     /// The length at quantile `q` (nearest rank), in us; None without preemptions.
     pub fn quantile_us(&self, q: f64) -> Option<f64> {
-        let n = self.lengths_ns.len();
-        let rank = ((q * n as f64).ceil() as usize).clamp(1, n.max(1));
-        self.lengths_ns.get(rank - 1).map(|&ns| ns as f64 / 1e3)
+        throttlelab_core::output::nearest_rank(&self.lengths_ns, q).map(|ns| ns as f64 / 1e3)
     }
 }
 

@@ -165,13 +165,16 @@ pub struct Engine {
     pub lock_acquisitions: u64,
 }
 
-/// Nearest-rank percentile of sorted values.
+/// Nearest-rank percentile of sorted values (0 for none).
 fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
+    nearest_rank(sorted, p / 100.0).unwrap_or(0)
+}
+
+/// The value at quantile `q` (0-1) of sorted values, by nearest rank; None
+/// for none.
+pub fn nearest_rank(sorted: &[u64], q: f64) -> Option<u64> {
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).copied()
 }
 
 /// A request being answered: when it arrived, and when a thread took it up
