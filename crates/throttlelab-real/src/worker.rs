@@ -540,7 +540,7 @@ fn task_thread(
         },
     };
     r.started_ns = started_ns;
-    clock.end(r.cpu_ns);
+    r.cpu_ns = clock.end(); // read again, after every live reading of the sampler
     Ok(r)
 }
 
@@ -723,8 +723,9 @@ fn retry_setattr(run: &Run, tid: libc::pid_t, dl: &DlPlan, phases_done: &AtomicB
 struct CpuClock {
     /// The thread's CPU-time clock (pthread_getcpuclockid), once it runs.
     clock: OnceLock<libc::clockid_t>,
-    /// Its CPU time as it ended; its clock ends with it.
-    end_ns: OnceLock<u64>,
+    /// Its CPU time as it ended; its clock ends with it. Live readings take
+    /// this lock too, so none falls between the last reading and the end.
+    end_ns: Mutex<Option<u64>>,
 }
 
 impl CpuClock {
@@ -737,16 +738,19 @@ impl CpuClock {
         }
     }
 
-    /// Called by the thread itself as it ends, with its CPU time then.
-    fn end(&self, cpu_ns: u64) {
-        let _ = self.end_ns.set(cpu_ns);
+    /// Called by the thread itself as it ends: its CPU time then.
+    fn end(&self) -> u64 {
+        let mut end = self.end_ns.lock().expect("clock lock");
+        let cpu_ns = thread_cpu_ns();
+        *end = Some(cpu_ns);
+        cpu_ns
     }
 
     /// The thread's CPU time now; `last`, the previous reading, if it cannot
     /// be read (not started yet, or ending).
     fn read_ns(&self, last: u64) -> u64 {
-        match self.end_ns.get() {
-            Some(&ns) => ns,
+        match *self.end_ns.lock().expect("clock lock") {
+            Some(ns) => ns,
             None => self
                 .clock
                 .get()
@@ -1340,9 +1344,7 @@ mod tests {
             run.work(20_000_000, &mut 0);
             tx.send(()).unwrap();
             wait.recv().unwrap();
-            let cpu = thread_cpu_ns();
-            c.end(cpu);
-            cpu
+            c.end()
         });
         rx.recv().unwrap();
         let running = clock.read_ns(0);
@@ -1361,9 +1363,7 @@ mod tests {
         let spinner = thread::spawn(move || {
             c.publish();
             r.work(1_000_000_000, &mut 0);
-            let cpu = thread_cpu_ns();
-            c.end(cpu);
-            cpu
+            c.end()
         });
         let series = sample(&run, 50_000_000, &[vec![clock], vec![]]);
         let cpu = spinner.join().unwrap();
