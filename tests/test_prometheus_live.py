@@ -20,9 +20,12 @@ ROOT = Path(__file__).resolve().parent.parent
 V1 = Path("/sys/fs/cgroup/cpu")
 V2 = Path("/sys/fs/cgroup/cgroup.controllers")
 #: Two processes, each running bursts of 30 ms of CPU time (not wall time: a loaded host
-#: stretches a burst but not its work) between sleeps of about 170 ms (exponential).
+#: stretches a burst but not its work) between sleeps of about 300 ms (exponential).
 #: A burst needs two of the 15 ms quota's periods at least, so the kernel throttles
-#: some period of every burst however busy the host is.
+#: some period of every burst however busy the host is. Their demand, at most
+#: 2 x 30 / 330 ms = 182m, sits at the edge of the 150m limit (usage 125-135m here):
+#: demand twice the limit (170 ms sleeps) held it at its limit in every window, which
+#: advise rightly refuses to size from counters.
 WORKLOAD = """
 import random, time
 rng = random.Random(int(__import__("sys").argv[1]))
@@ -30,7 +33,7 @@ while True:
     end = time.thread_time() + 0.03
     while time.thread_time() < end:
         pass
-    time.sleep(rng.expovariate(1 / 0.17))
+    time.sleep(rng.expovariate(1 / 0.3))
 """
 RUN_S = 70
 STEP_S = 10
