@@ -226,7 +226,7 @@ def test_a_capture_makes_its_directory_and_refuses_an_unwritable_output_before_c
 
 def test_capture_wants_one_target():
     result = cli("capture", "--duration", "1", "-o", "x.toml")
-    assert result.exit_code == 2 and "give --cgroup PATH or --pid PID" in result.stderr
+    assert result.exit_code == 2 and "give --cgroup PATH, --pid PID or --pod-uid UID / --container-id ID" in result.stderr
 
 
 def test_advise_and_sweep_take_a_capture(tmp_path):

@@ -20,7 +20,7 @@ from throttlelab.acceptance import AcceptanceError
 from throttlelab.acceptance.cgroup import LockHeld
 from throttlelab import reproduce as experiments
 from throttlelab import diff as differential
-from throttlelab import prometheus_cli
+from throttlelab import kubelet_cgroups, prometheus_cli
 from throttlelab.prometheus import PrometheusError
 from throttlelab.platforms import PLATFORMS
 from throttlelab.runner import EXECUTORS, Interrupted, RunFailed, Runner, RunnerError, interruptible
@@ -41,7 +41,7 @@ DEFAULT_SCENARIO = "ugedal-table2"
 USER_ERRORS = (
     _native.ScenarioError, _native.HarnessError, ScenarioNotFound, experiments.UnknownExperiment,
     SweepError, AdviseError, ExplainError, RunnerError, vm.VmError, AcceptanceError, LockHeld,
-    differential.DiffError, PrometheusError,
+    differential.DiffError, PrometheusError, kubelet_cgroups.KubeletCgroupError,
 )
 
 
@@ -189,14 +189,17 @@ class Seconds(click.ParamType):
                      "directory that could not take the capture (a full disk: it is kept in $TMPDIR, /var/tmp or /dev/shm, "
                      "and the line says where).")
 @click.option("--cgroup", "cgroup", metavar="PATH", help="The cgroup's directory (or its path below the hierarchy's root).")
+@click.option("--pod-uid", metavar="UID", help="A Kubernetes pod's container, its cgroup found as the kubelet lays it out (on the pod's node): the pod's only container besides its sandbox, or --container's.")
+@click.option("--container", metavar="NAME|ID", help="With --pod-uid: which container, by an id prefix (12+ hex digits) or by name (asked of the runtime through crictl).")
+@click.option("--container-id", metavar="ID", help="A Kubernetes container by its id (or a prefix of 12+ hex digits), in whichever pod it is.")
 @click.option("--pid", "pids", multiple=True, type=click.IntRange(min=1), metavar="PID", help="A process to capture, with its threads (repeatable); the cgroup is the first's.")
 @click.option("--children", is_flag=True, help="With --pid: the processes' descendants too.")
 @click.option("--duration", "duration_s", type=Seconds(), metavar="TIME", help="How long to capture: 2, 2s or 500ms [default: until Ctrl-C].")
 @click.option("--buffer-kb", type=click.IntRange(min=4), metavar="KB", help="The kernel's trace buffer per CPU, KiB [default: 8192, at most 64 MiB in all].")
 @click.option("--strict", is_flag=True, help="Fail if the kernel lost trace events (default: warn, and keep the capture).")
 @click.option("-o", "--out", "out_path", required=True, metavar="FILE.toml", help="The scenario to write; the phases go beside it (FILE.phases.gz).")
-def capture(cgroup: Optional[str], pids: tuple[int, ...], children: bool, duration_s: Optional[float], buffer_kb: Optional[int],
-            strict: bool, out_path: str) -> None:
+def capture(cgroup: Optional[str], pod_uid: Optional[str], container: Optional[str], container_id: Optional[str], pids: tuple[int, ...],
+            children: bool, duration_s: Optional[float], buffer_kb: Optional[int], strict: bool, out_path: str) -> None:
     """Record what a cgroup's or some processes' threads do, from the kernel's
     scheduler events and epoll_wait's (tracefs; root), as a scenario the
     simulator replays: CPU bursts, timed sleeps, requests from outside at
@@ -204,10 +207,13 @@ def capture(cgroup: Optional[str], pids: tuple[int, ...], children: bool, durati
     and wake-ups between the threads. [capture] in it holds the cgroup's
     cpu.stat over the capture, to compare with `throttlelab run FILE.toml`,
     and the trace events the kernel lost (warned about; see docs/capture.md)."""
-    if (cgroup is None) == (not pids):
-        raise click.UsageError("give --cgroup PATH or --pid PID (not both)")
+    kubernetes = pod_uid is not None or container_id is not None or container is not None
+    if sum((cgroup is not None, bool(pids), kubernetes)) != 1:
+        raise click.UsageError("give --cgroup PATH, --pid PID or --pod-uid UID / --container-id ID (one of them)")
     if children and not pids:
         raise click.UsageError("--children goes with --pid")
+    if kubernetes:
+        _, cgroup = kubelet_cgroups.resolve(kubelet_cgroups.cgroup_root(), pod_uid, container, container_id)
     spec = json.loads(_native.capture(out_path, duration_s, cgroup, list(pids), children, buffer_kb, strict))
     usage = "" if spec.get("usage_usec") is None else f", usage {spec['usage_usec'] / 1e6:.3f} s"
     lost = f", {spec['lost_events']} trace events lost" if spec["lost_events"] else ""
