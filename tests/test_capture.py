@@ -517,3 +517,72 @@ def test_a_capture_on_a_busy_host_records_a_busier_background(tmp_path):
     # Each of them a slice or more (ms), not a kworker's microseconds.
     assert busy_capture["background_preemptions"] > 0 and busy_capture["background_p50_us"] > 500, busy_capture
     assert busy_capture["background_p50_us"] <= busy_capture["background_p90_us"] <= busy_capture["background_max_us"]
+
+
+#: A process named as the pod sandbox's (registry.k8s.io/pause) that sleeps.
+PAUSE = "import ctypes, time\nctypes.CDLL(None).prctl(15, b'pause', 0, 0, 0)\nwhile True:\n    time.sleep(1)\n"
+
+
+@needs_root
+@pytest.mark.parametrize("driver", ["cgroupfs", "systemd"])
+def test_a_pods_container_is_captured_by_its_pod_uid(tmp_path, driver):
+    """A kubelet-like tree in the host's real cgroupfs, under a parent of the
+    test's own (as a kubelet's --cgroup-root would put it): a Burstable pod
+    (cgroupfs driver, containerd) or a Guaranteed one (systemd driver,
+    cri-containerd scopes) with a sandbox running `pause` and one container
+    under 0.3 CPU working on a timer. --pod-uid finds the container, not the
+    sandbox, and captures it for 1 s as --cgroup would; --container-id too."""
+    import uuid
+
+    uid, cid, sandbox = str(uuid.uuid4()), os.urandom(32).hex(), os.urandom(32).hex()
+    top = f"throttlelab-kubetest-{os.getpid()}-{driver}"
+    if driver == "cgroupfs":
+        pod = [top, "kubepods", "burstable", f"pod{uid}"]
+        app, pause = [*pod, cid], [*pod, sandbox]
+    else:
+        pod = [top, "kubepods.slice", f"kubepods-pod{uid.replace('-', '_')}.slice"]
+        app, pause = [*pod, f"cri-containerd-{cid}.scope"], [*pod, f"cri-containerd-{sandbox}.scope"]
+    made: list[Path] = []
+    procs: list[subprocess.Popen] = []
+    try:
+        for path in (app, pause):  # every level in every hierarchy, cpuset's CPUs inherited at each
+            for h in _hierarchies():
+                for i in range(1, len(path) + 1):
+                    d = h.joinpath(*path[:i])
+                    if d.is_dir():
+                        continue
+                    d.mkdir()
+                    made.append(d)
+                    if (d / "cpuset.cpus").exists() and not (d / "cpuset.cpus").read_text().strip():
+                        (d / "cpuset.cpus").write_text((d.parent / "cpuset.cpus").read_text())
+                        (d / "cpuset.mems").write_text((d.parent / "cpuset.mems").read_text())
+        cpu = _hierarchies()[0]
+        if (cpu.joinpath(*app) / "cpu.max").exists():
+            (cpu.joinpath(*app) / "cpu.max").write_text(f"30000 {PERIOD_US}")
+        else:
+            (cpu.joinpath(*app) / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (cpu.joinpath(*app) / "cpu.cfs_quota_us").write_text("30000")
+        for argv, path in (([sys.executable, str(WORKLOAD), "timer", "200000", "0.004"], app), ([sys.executable, "-c", PAUSE], pause)):
+            procs.append(subprocess.Popen(argv))
+            for h in _hierarchies():
+                (h.joinpath(*path) / "cgroup.procs").write_text(str(procs[-1].pid))
+        time.sleep(0.3)
+        for args, out in ((["--pod-uid", uid], tmp_path / "pod.toml"), (["--container-id", cid[:12]], tmp_path / "id.toml")):
+            result = cli("capture", *args, "--duration", "1", "-o", str(out))
+            assert result.exit_code == 0, result.stderr
+            cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
+            print(args, cap)
+            assert cap["source"] == str(cpu.joinpath(*app)), cap
+            assert cap["threads"] == 1 and cap["usage_usec"] > 0 and cap["nr_periods"] > 0, cap  # the container alone: not the sandbox
+        # Two containers but the sandbox: which one is asked for.
+        procs[-1].kill()
+        procs[-1].wait()
+        line = assert_error(cli("capture", "--pod-uid", uid, "--duration", "1", "-o", str(tmp_path / "x.toml")), "2 containers")
+        assert cid[:12] in line and sandbox[:12] in line, line
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        time.sleep(0.1)
+        for d in reversed(made):
+            d.rmdir()
