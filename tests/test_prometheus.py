@@ -85,13 +85,35 @@ def test_the_fit_keeps_the_burst_length_that_made_the_counters(fleet_doc, fleet_
             assert len(kept) < len(fit.models)
 
 
+def test_each_row_says_which_command_captures_it(fleet_doc, fleet_url):
+    """cAdvisor's id is the container's cgroup path: the row's capture command
+    finds the same container (its pod's UID and its id) on the node."""
+    from throttlelab.kubelet_cgroups import parse
+
+    rows = json.loads(_advise(fleet_url, "--json", "--workers", "2").stdout)["containers"]
+    assert len(rows) == 12
+    for r in rows:
+        uid, cid = parse(r["id"])
+        assert r["id"] == f"/kubepods/burstable/pod{uid}/{cid}"
+        assert r["capture"] == f"throttlelab capture --container-id {cid} -o {cid[:12]}.toml"
+    table = _advise(fleet_url, "--workers", "2")
+    assert table.exit_code == 0, table.stderr
+    lines = table.stdout.splitlines()
+    start = lines.index("To capture a container (for --capture NAME=FILE), on its node:")
+    # One line per row, by its name, with the id's first 12 digits.
+    for r in rows:
+        cid = parse(r["id"])[1]
+        assert f"  {r['pod']}/{r['container']}: throttlelab capture --container-id {cid[:12]} -o {cid[:12]}.toml" in lines[start + 1 :]
+    assert len(lines) == start + 1 + len(rows)
+
+
 def test_csv_and_patch(fleet_url, tmp_path):
     patch = tmp_path / "limits.yaml"
     result = _advise(fleet_url, "--csv", "--patch", str(patch), "--workers", "2")
     assert result.exit_code == 0, result.stderr
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     advised = [r for r in rows if r["recommended_m"]]
-    assert advised
+    assert advised and all(r["capture"].startswith("throttlelab capture --container-id ") for r in rows)
     text = patch.read_text()
     for r in advised:
         if r["workload"].startswith("Deployment/"):
@@ -133,6 +155,8 @@ def test_workloads_from_pod_names_and_kubepods_ids():
     assert workload({"id": f"/kubepods/burstable/pod12345678-1234-1234-1234-123456789abc/{cid}"}) == (
         "Pod", "12345678-1234-1234-1234-123456789abc")
     assert workload({"id": f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12345678_1234_1234_1234_123456789abc.slice/cri-containerd-{cid}.scope"}) == (
+        "Pod", "12345678-1234-1234-1234-123456789abc")
+    assert workload({"id": f"/kubepods/pod12345678-1234-1234-1234-123456789abc/crio-{cid}"}) == (
         "Pod", "12345678-1234-1234-1234-123456789abc")
     assert workload({"id": "/my-group"}) == ("cgroup", "/my-group")
 

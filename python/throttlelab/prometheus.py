@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Optional
 
+from throttlelab import kubelet_cgroups
+
 #: cAdvisor's counters and gauges this reads, by what they become in a window.
 USAGE = "container_cpu_usage_seconds_total"
 PERIODS = "container_cpu_cfs_periods_total"
@@ -247,7 +249,6 @@ def steps(end_s: float, range_s: float, step_s: float) -> list[float]:
 #: pod's own, a StatefulSet's ordinal, a DaemonSet's or Job's one suffix.
 _DEPLOYMENT = re.compile(r"^(.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$")
 _STATEFULSET = re.compile(r"^(.+)-(\d+)$")
-_KUBEPODS = re.compile(r"/kubepods[^/]*(?:/[^/]*(?:burstable|besteffort)[^/]*)?/[^/]*pod([0-9a-f_-]{36})[^/]*/(?:[a-z-]*-)?([0-9a-f]{12,64})")
 
 
 def workload(labels: dict[str, str]) -> tuple[str, str]:
@@ -262,6 +263,6 @@ def workload(labels: dict[str, str]) -> tuple[str, str]:
         if m := _STATEFULSET.match(pod):
             return "StatefulSet", m.group(1)
         return "Pod", pod
-    if m := _KUBEPODS.search(labels.get("id", "")):
-        return "Pod", m.group(1).replace("_", "-")
+    if parsed := kubelet_cgroups.parse(labels.get("id", "")):
+        return "Pod", parsed[0]
     return "cgroup", labels.get("id", "")

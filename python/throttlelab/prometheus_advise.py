@@ -7,7 +7,8 @@ One row per container, grouped by workload: its limit in millicores, usage
 p50/p95/max over its windows, the throttled ratio observed, and the
 recommended limit with the throttled ratio the worst consistent model
 predicts there and the range of all of them; or "no limit", or a refusal in
-words where the data cannot decide.
+words where the data cannot decide; and the ``throttlelab capture`` command
+that captures it on its node, from cAdvisor's ``id`` (its cgroup path).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from rich.console import RenderableType
 
+from throttlelab.kubelet_cgroups import capture_command
 from throttlelab.metrics import millicores
 from throttlelab.platforms import PLATFORMS
 from throttlelab.prometheus import Container, PrometheusError, Query, containers, workload
@@ -30,7 +32,7 @@ from throttlelab.terminal import table
 COLUMNS = (
     "workload", "namespace", "pod", "container", "id", "limit_m", "period_us", "usage_p50_m", "usage_p95_m", "usage_max_m",
     "throttled_now", "windows", "recommended_m", "predicted_throttled", "predicted_low", "predicted_high",
-    "models", "status", "reason",
+    "models", "status", "reason", "capture",
 )
 
 
@@ -55,6 +57,7 @@ def _row(c: Container) -> dict[str, Any]:
         "throttled_now": sum(w.throttled_periods for w in c.windows) / periods if periods else 0.0,
         "windows": len(c.windows), "recommended_m": None, "predicted_throttled": None, "predicted_low": None,
         "predicted_high": None, "models": None, "status": "advice", "reason": "",
+        "capture": capture_command(c.labels.get("id", "")),  # on the container's node
     }
     if c.resets or c.gaps:
         row["reason"] = f"{c.resets} counter reset(s), {c.gaps} missing step(s) skipped; "
@@ -264,7 +267,8 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[RenderableT
             _pct(r["throttled_now"]), advice, _pct(r["predicted_throttled"]), spread, r["models"] or "",
         )
     notes = [f"{_name(r)}: {r['reason']}" for r in rows if r["reason"]]
-    return [t, *notes]
+    commands = [f"  {_name(r)}: {capture_command(r['id'], short=True)}" for r in rows if r["capture"]]
+    return [t, *notes, *(["To capture a container (for --capture NAME=FILE), on its node:", *commands] if commands else [])]
 
 
 def patch_yaml(rows: list[dict[str, Any]], command: str) -> str:
