@@ -99,7 +99,7 @@ def test_each_row_says_which_command_captures_it(fleet_doc, fleet_url):
     table = _advise(fleet_url, "--workers", "2")
     assert table.exit_code == 0, table.stderr
     lines = table.stdout.splitlines()
-    start = lines.index("To capture a container (for --capture NAME=FILE), on its node:")
+    start = lines.index("To capture a container, on its node (then --capture NAME=FILE, NAME its namespace/pod/container or id):")
     # One line per row, by its name, with the id's first 12 digits.
     for r in rows:
         cid = parse(r["id"])[1]

@@ -268,7 +268,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[RenderableT
         )
     notes = [f"{_name(r)}: {r['reason']}" for r in rows if r["reason"]]
     commands = [f"  {_name(r)}: {capture_command(r['id'], short=True)}" for r in rows if r["capture"]]
-    return [t, *notes, *(["To capture a container (for --capture NAME=FILE), on its node:", *commands] if commands else [])]
+    return [t, *notes, *(["To capture a container, on its node (then --capture NAME=FILE, NAME its namespace/pod/container or id):", *commands] if commands else [])]
 
 
 def patch_yaml(rows: list[dict[str, Any]], command: str) -> str:
