@@ -128,13 +128,18 @@ def advise_prometheus(
         elif reason := _refusal(c):
             row["status"], row["reason"] = "refused", row["reason"] + reason
         else:
-            fits.append((row, Fit(c)))
+            fit = Fit(c)
+            fits.append((row, fit))
+            if not fit.fits_seconds:
+                row["reason"] += f"no machine_cpu_cores for its node: simulated on {fit.cpus} CPUs, throttled seconds not fitted; "
     if captures:
         raise PrometheusError(f"--capture {next(iter(captures))}: no container of that name or id matches --selector")
     runner = Batched(runner)  # type: ignore[assignment]
     clock, cpu = time.monotonic(), time.process_time()
     _fit(runner, [f for _, f in fits])
-    # Where no independent model reproduces the counters, the aligned family.
+    # Where no independent model reproduces the counters, the closed loop;
+    # where none of those does, the aligned family.
+    _fit(runner, [f for _, f in fits if f.widen()])
     _fit(runner, [f for _, f in fits if f.widen()])
     fitted, fitted_cpu = time.monotonic(), time.process_time()
     searched = [(row, fit) for row, fit in fits if _consistent(row, fit)]
@@ -168,8 +173,10 @@ def _consistent(row: dict[str, Any], fit: Fit) -> bool:
         )
         return False
     if fit.consistent:
-        if fit.models[0].aligned:
-            row["reason"] += "no independent bursts reproduce its counters; threads waking together do; "
+        if fit.models[0].closed:
+            row["reason"] += "no independent bursts reproduce its counters; threads that run, then sleep, do; "
+        elif fit.models[0].aligned:
+            row["reason"] += "neither independent bursts nor threads that run, then sleep, reproduce its counters; threads waking together do; "
         return True
     miss, model = fit.closest
     row["status"] = "refused"
