@@ -23,7 +23,7 @@ from rich.console import RenderableType
 from throttlelab.metrics import millicores
 from throttlelab.platforms import PLATFORMS
 from throttlelab.prometheus import Container, PrometheusError, Query, containers, workload
-from throttlelab.prometheus_model import DEMAND_FACTORS, MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
+from throttlelab.prometheus_model import MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
 from throttlelab.runner import Run, Runner, document, simulate
 from throttlelab.terminal import table
 
@@ -137,9 +137,8 @@ def advise_prometheus(
     runner = Batched(runner)  # type: ignore[assignment]
     clock, cpu = time.monotonic(), time.process_time()
     _fit(runner, [f for _, f in fits])
-    # Where no independent model reproduces the counters, the closed loop;
-    # where none of those does, the aligned family.
-    _fit(runner, [f for _, f in fits if f.widen()])
+    # Where no independent model reproduces the counters, the closed loop and
+    # the aligned family.
     _fit(runner, [f for _, f in fits if f.widen()])
     fitted, fitted_cpu = time.monotonic(), time.process_time()
     searched = [(row, fit) for row, fit in fits if _consistent(row, fit)]
@@ -168,15 +167,15 @@ def _consistent(row: dict[str, Any], fit: Fit) -> bool:
         row["status"] = "refused"
         row["reason"] += (
             f"at its limit in every window ({100 * row['throttled_now']:.0f} % of periods throttled): its counters fit"
-            f" demand from what the limit let through to {DEMAND_FACTORS[-1]:g}x that, so they cannot say how much it needs;"
+            f" demand from what the limit let through to {fit.demand_factors[-1]:g}x that, so they cannot say how much it needs;"
             " raise its limit for a while, or --capture it"
         )
         return False
     if fit.consistent:
-        if fit.models[0].closed:
-            row["reason"] += "no independent bursts reproduce its counters; threads that run, then sleep, do; "
-        elif fit.models[0].aligned:
-            row["reason"] += "neither independent bursts nor threads that run, then sleep, reproduce its counters; threads waking together do; "
+        families = {m.family for m in fit.consistent_models}
+        if "independent" not in families:
+            kinds = [k for f, k in (("closed", "threads that run, then sleep"), ("aligned", "threads waking together")) if f in families]
+            row["reason"] += f"no independent bursts reproduce its counters; {' and '.join(kinds)} do; "
         return True
     miss, model = fit.closest
     row["status"] = "refused"

@@ -10,7 +10,8 @@ every count of THREADS_UNKNOWN is too.
 
 Fit: the windows are put in USAGE_BANDS by their usage (the busiest 10 %,
 the next 15 %, the next 25 %, the rest); each band's mean usage (and, for a
-band near the limit, DEMAND_FACTORS times it: demand the limit held back) is
+band near the limit, DEMAND_FACTORS times it, SECONDS_FACTORS where throttled
+seconds are fitted: demand the limit held back) is
 simulated for SIM_S at the container's own limit, and a model is consistent
 when in every band some demand reproduces the band's usage within
 USAGE_TOLERANCE, its throttled ratio
@@ -27,7 +28,7 @@ and its range is the spread of the consistent models' predictions there.
 Where no such model is consistent, the aligned family (:func:`aligned_models`,
 :meth:`Fit.widen`) is fitted next: threads that wake together on a timer, K
 wake-ups then a rest, held to the band's share of periods with work as well.
-Where neither is, the closed-loop family (:func:`closed_models`): threads that
+The closed-loop family (:func:`closed_models`) is fitted with it: threads that
 each run a burst, then sleep, the sleep starting when the burst ends (a worker
 that computes, then waits; stress-ng's --cpu-load): its demand waits while it
 is throttled, so it does not pile up as Poisson arrivals do, and its
@@ -74,6 +75,10 @@ NEAR_LIMIT = 0.5
 #: A band near the limit may have had more demand than the limit let through:
 #: these multiples of its usage are tried too.
 DEMAND_FACTORS = (1.0, 1.25, 1.5, 2.0)
+#: Where throttled seconds are fitted, these too: a model that fits at 2x may
+#: not at 3x (a closed loop's throttled seconds grow with its demand), and
+#: only a fit at the top multiple says the counters cannot bound the demand.
+SECONDS_FACTORS = DEMAND_FACTORS + (2.5, 3.0)
 #: The CPUs a node is assumed to have at least where its machine_cpu_cores is
 #: not scraped (the quota and the threads raise it); throttled seconds are then
 #: not fitted, since they grow with the CPUs.
@@ -346,38 +351,34 @@ class Fit:
         self.fits_seconds = bool(c.node_cpus)
         quota_cpus = (self.quota_us or 0) / self.period_us
         #: Each band's demands tried: near the limit, the demand may exceed what it let through.
-        self.factors = [DEMAND_FACTORS if b.usage_cpus >= NEAR_LIMIT * quota_cpus else (1.0,) for b in self.bands]
+        #: The multiples a band that may have held demand back is tried at.
+        self.demand_factors = SECONDS_FACTORS if self.fits_seconds else DEMAND_FACTORS
+        self.factors = [self.demand_factors if b.usage_cpus >= NEAR_LIMIT * quota_cpus else (1.0,) for b in self.bands]
         self.slots = [(m, i, f) for m in self.models for i in range(len(self.bands)) for f in self.factors[i]]
         self.consistent: list[Variant] = []
         self.closest: tuple[float, Model] = (math.inf, self.models[0])
 
     def widen(self) -> bool:
-        """Where no model of the family fitted last reproduced the counters (after
-        :meth:`take`), the next family: the closed loop after independent
-        bursts (as cheap), then the aligned family. True when :meth:`runs` now
-        gives its runs."""
-        if self.consistent or self.models[0].aligned:
+        """Where no independent model reproduced the counters (after :meth:`take`),
+        the closed loop and the aligned family, together (each consistent model
+        counts in the search): True when :meth:`runs` now gives their runs."""
+        if self.consistent or self.models[0].family != "independent":
             return False
-        if not self.models[0].closed:
-            self.models = closed_models(self.counts)
-            self.tried += len(self.models)
-            self.slots = [(m, i, f) for m in self.models for i in range(len(self.bands)) for f in self.factors[i]]
-            return True
-        self.models = aligned_models(self.counts)
+        self.models = closed_models(self.counts) + aligned_models(self.counts)
         self.tried += len(self.models)
         # Bursts that wake together are throttled at a low mean usage (the
         # kubernetes-mixin #108 shape): any throttled band may have held demand back.
-        self.factors = [DEMAND_FACTORS if b.throttled_ratio > 0 else f for b, f in zip(self.bands, self.factors)]
+        self.factors = [self.demand_factors if b.throttled_ratio > 0 else f for b, f in zip(self.bands, self.factors)]
         self.slots = [(m, i, f) for m in self.models for i in range(len(self.bands)) for f in self.factors[i]]
         return True
 
     @property
     def unbounded(self) -> bool:
         """Some consistent model reproduces every band at the most demand tried
-        (DEMAND_FACTORS[-1] times its usage): the container sat at its limit
+        (the top of :attr:`demand_factors` times its usage): the container sat at its limit
         throughout, and its counters say nothing of how far its demand went
         above it (the search would take the highest, a guess)."""
-        top = DEMAND_FACTORS[-1] * (1 - 1e-9)
+        top = self.demand_factors[-1] * (1 - 1e-9)
         return any(all(d >= top * b.usage_cpus for d, b in zip(v.demands, self.bands)) for v in self.consistent)
 
     @property
