@@ -110,6 +110,7 @@ def test_cpu_stat_between_two_readings():
         (["scrape", "--minutes", "1"], "--minutes: at least 1.5"),
         (["apply", "--round", "1,x"], "--round '1,x': expected round numbers"),
         (["apply", "--round", "1", "--only", "rt-app,redis"], "--only 'redis': not one of"),
+        (["scrape", "--only", "redis"], "--only 'redis': not one of"),
         (["advise"], "no plan.json and samples.json (run the scrape step first)"),
     ],
 )

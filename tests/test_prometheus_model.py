@@ -1,14 +1,17 @@
 """The demand model's families on counters simulated from a known scenario
 (throttlelab.prometheus_model): threads that wake together are not mistaken for
-independent bursts, and a container held at its limit throughout is refused."""
+independent bursts; a container held at its limit throughout is refused unless
+its throttled seconds, on its node's CPU count (machine_cpu_cores), bound its
+demand."""
 
 from __future__ import annotations
 
 import pytest
 
-from throttlelab.prometheus import Container, Window
-from throttlelab.prometheus_advise import Batched, _consistent, _row, _search
-from throttlelab.prometheus_model import SIM_S, Fit, Model, aligned_models, wakes, window_run
+from throttlelab.prometheus import MACHINE_CPUS, Container, Window, containers
+from throttlelab.prometheus_advise import Batched, _consistent, _row, _search, advise_prometheus
+from throttlelab.prometheus_fixture import Fixture
+from throttlelab.prometheus_model import SIM_S, Fit, Model, aligned_models, seconds_miss, sleep_us, wakes, window_run
 from throttlelab.runner import Runner, simulate
 
 STEP_S = 30
@@ -21,10 +24,11 @@ def runner():
         yield Batched(r)
 
 
-def counters(runner: Batched, model: Model, demand_cpus: float, quota_us: int, windows: int = 6) -> Container:
-    """A container whose windows are ``model`` at ``demand_cpus`` under ``quota_us``,
-    simulated (a seed per window) and scaled to STEP_S, as cAdvisor would count them."""
-    docs = runner.run_many([window_run(model, demand_cpus, quota_us, PERIOD_US, 8, seed=1000 + w) for w in range(windows)])
+def counters(runner: Batched, model: Model, demand_cpus: float, quota_us: int, windows: int = 6, cpus: int = 8) -> Container:
+    """A container whose windows are ``model`` at ``demand_cpus`` under ``quota_us``
+    on ``cpus`` CPUs, simulated (a seed per window) and scaled to STEP_S, as
+    cAdvisor would count them."""
+    docs = runner.run_many([window_run(model, demand_cpus, quota_us, PERIOD_US, cpus, seed=1000 + w) for w in range(windows)])
     c, scale = Container({"id": "/synthetic"}), STEP_S / SIM_S
     for w, doc in enumerate(docs):
         cg = doc["cgroups"]["container"]
@@ -59,7 +63,7 @@ def test_threads_waking_together_are_found_where_independent_bursts_miss(runner)
     assert truth in fit.consistent_models
     assert not fit.unbounded
     row = _row(c)
-    assert _consistent(row, fit) and "threads waking together do" in row["reason"]
+    assert _consistent(row, fit) and "threads waking together" in row["reason"]
     _search(runner, [(row, fit)], 0.05)
     assert row["status"] == "advice" and row["recommended_m"] > row["limit_m"], row
     # The scenario under the recommended limit (seeds the fit never saw).
@@ -81,3 +85,109 @@ def test_a_container_at_its_limit_in_every_window_is_refused_in_words(runner):
     row = _row(c)
     assert not _consistent(row, fit)
     assert row["status"] == "refused" and "at its limit in every window" in row["reason"] and "raise its limit" in row["reason"]
+
+
+def _fitted(runner: Batched, c: Container) -> Fit:
+    """``c``'s fit, family after family, as advise_prometheus runs it."""
+    fit = Fit(c)
+    fit.take(runner.run_many(fit.runs()))
+    while fit.widen():
+        fit.take(runner.run_many(fit.runs()))
+    return fit
+
+
+def test_closed_loop_sleep_gives_the_demand():
+    m = Model(10_000, 2, closed=True)
+    assert sleep_us(m, 0.3) == 56_667  # each thread 10 ms of every 66.7 ms: 0.15 CPUs
+    assert sleep_us(m, 2.0) == 0 and sleep_us(m, 3.0) == 0  # both threads never sleep
+
+
+def test_throttled_seconds_bound_a_saturated_closed_loop(runner):
+    """stress-ng --cpu 2 --cpu-load 15 under 200m, as a model: 2 threads that each run
+    10 ms, then sleep, 0.3 CPUs of demand, on a 2-CPU node. Every window sits at the
+    limit with all its periods throttled. Without the node's CPU count (throttled
+    seconds not fitted) its counters fit up to 2x its usage and it is refused, as
+    before; with machine_cpu_cores, its throttled seconds per throttled period (a
+    third of both CPUs' period: its threads are not all held back) rule out the
+    independent bursts, whose queue never drains above the limit, and bound the
+    closed loop's demand: advice, with the truth inside the demands kept, and the
+    scenario itself at or below the target under the recommendation (seeds the fit
+    never saw)."""
+    truth = Model(10_000, 2, closed=True)
+    c = counters(runner, truth, 0.3, 20_000, cpus=2)
+    assert all(w.usage_cpus > 0.195 and w.throttled_ratio > 0.95 for w in c.windows)
+    blind = _fitted(runner, c)
+    assert blind.cpus == 8 and not blind.fits_seconds and blind.unbounded
+    c.node_cpus = 2
+    fit = _fitted(runner, c)
+    assert fit.cpus == 2 and fit.fits_seconds and fit.models[0].family != "independent"
+    assert truth in fit.consistent_models and not fit.unbounded
+    kept = [v for v in fit.consistent if v.model == truth]
+    assert min(min(v.demands) for v in kept) <= 0.3 * 1.01 and max(max(v.demands) for v in kept) >= 0.3 * 0.99
+    row = _row(c)
+    assert _consistent(row, fit) and "threads that run, then sleep" in row["reason"]
+    _search(runner, [(row, fit)], 0.05)
+    assert row["status"] == "advice" and row["limit_m"] < row["recommended_m"] < 2000, row
+    quota_us = row["recommended_m"] * PERIOD_US // 1000
+    ratios = [simulate(*window_run(truth, 0.3, quota_us, PERIOD_US, 2, seed=s))["cgroups"]["container"]["throttled_ratio"] for s in (7, 8, 9)]
+    assert max(ratios) <= 0.05, (row["recommended_m"], ratios)
+
+
+def test_one_thread_always_runnable_is_still_refused(runner):
+    """One thread of independent 10 ms bursts at 1.5x a 200m limit: its one
+    runqueue is throttled from the quota's end to the period's whatever the
+    demand above the limit, so throttled seconds say nothing more, and the row
+    still refuses with the node's CPU count known."""
+    c = counters(runner, Model(10_000, 1), 0.3, 20_000, cpus=2)
+    c.node_cpus = 2
+    fit = _fitted(runner, c)
+    assert fit.fits_seconds and fit.consistent and fit.unbounded
+    row = _row(c)
+    assert not _consistent(row, fit) and "at its limit in every window" in row["reason"]
+
+
+def test_throttled_seconds_of_another_seed_are_within_the_bound(runner):
+    """The bound is two standard errors of each side: the same scenario with other
+    seeds (its counters, six 30 s windows, against one 20 s simulation) is
+    within it, on 1-4 runqueues."""
+    for model, demand, cpus in ((Model(10_000, 2, closed=True), 0.3, 2), (Model(5_000, 4, closed=True), 0.5, 4), (Model(10_000, 1), 0.3, 2)):
+        c = counters(runner, model, demand, 20_000, cpus=cpus)
+        c.node_cpus = cpus
+        [band] = [b for b in Fit(c).bands[:1]]
+        for seed in (21, 22, 23):
+            doc = simulate(*window_run(model, demand, 20_000, PERIOD_US, cpus, seed=seed))
+            assert seconds_miss(band, doc, min(model.threads, cpus), PERIOD_US) <= 1, (model, seed)
+
+
+def _node_series(name: str, value: float, **labels):
+    return {"metric": {"__name__": name, **labels}, "samples": [[t, value] for t in (0, 60, 120)]}
+
+
+def test_machine_cpu_cores_by_node_then_instance():
+    """Each container gets its node's machine_cpu_cores: by the node label where
+    both carry it, else by instance; none scraped, or not a count, is None."""
+    usage = "container_cpu_usage_seconds_total"
+    doc = {"series": [
+        _node_series(usage, 1.0, id="/a", instance="10.0.0.1:10250", node="n1", cpu="total"),
+        _node_series(usage, 1.0, id="/b", instance="10.0.0.2:8080"),
+        _node_series(usage, 1.0, id="/c", instance="10.0.0.3:8080"),
+        _node_series(usage, 1.0, id="/d", instance="10.0.0.4:8080"),
+        _node_series(MACHINE_CPUS, 16, instance="other:9100", node="n1"),
+        _node_series(MACHINE_CPUS, 4, instance="10.0.0.2:8080"),
+        _node_series(MACHINE_CPUS, 0, instance="10.0.0.4:8080"),
+        {"metric": {"__name__": MACHINE_CPUS, "instance": "10.0.0.3:8080"}, "samples": [[0, "NaN"]]},
+    ]}  # fmt: skip
+    f = Fixture(doc)
+    found = {c.labels["id"]: c.node_cpus for c in containers(lambda q: f.query_range(q, 0, 120, 60), "", [0.0, 60.0, 120.0])}
+    assert found == {"/a": 16, "/b": 4, "/c": None, "/d": None}
+
+
+def test_a_row_says_when_machine_cpu_cores_is_missing(runner, monkeypatch):
+    """No machine_cpu_cores for its node: the row says so and what was assumed."""
+    c = counters(runner, Model(10_000, 3), 0.3, 20_000)
+    note = "no machine_cpu_cores for its node: simulated on 8 CPUs, throttled seconds not fitted"
+    for cpus, noted in ((None, True), (8, False)):
+        c.node_cpus = cpus
+        monkeypatch.setattr("throttlelab.prometheus_advise.containers", lambda *_: [c])
+        [row] = advise_prometheus(lambda q: [], "", [], 0.05, runner.runner)
+        assert (note in row["reason"]) == noted, row["reason"]

@@ -14,6 +14,10 @@ A container is identified by its ``namespace``, ``pod``, ``container`` labels
 cgroup (a cAdvisor with no runtime, as tools/cadvisor), by its ``id`` (the
 cgroup's path). Pod-level cgroups of the kubelet (``container=""`` with a
 ``pod``) and the pause container (``container="POD"``) are not containers.
+
+The node's CPU count is cAdvisor's ``machine_cpu_cores``, joined to a
+container by the scrape's ``node`` label where both carry it, else by
+``instance`` (the cAdvisor scraped): throttled seconds grow with it.
 """
 
 from __future__ import annotations
@@ -36,9 +40,13 @@ PERIOD = "container_spec_cpu_period"
 THREADS = "container_threads"
 COUNTERS = (USAGE, PERIODS, THROTTLED_PERIODS, THROTTLED_SECONDS)
 GAUGES = (QUOTA, PERIOD, THREADS)
+#: The node's logical CPUs (cAdvisor's machine collector; no container labels).
+MACHINE_CPUS = "machine_cpu_cores"
 
 #: The labels that say which container a series is.
 IDENTITY = ("namespace", "pod", "container", "id")
+#: The labels that say which node a series came from, in the order tried.
+NODE = ("node", "instance")
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
 _UNIT_S = {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -110,6 +118,8 @@ class Container:
     windows: list[Window] = field(default_factory=list)
     resets: int = 0  # counter resets seen (restarts)
     gaps: int = 0  # steps without a sample
+    #: Its node's machine_cpu_cores (the newest sample), None where not scraped.
+    node_cpus: Optional[int] = None
 
     @property
     def name(self) -> str:
@@ -179,6 +189,7 @@ def containers(query: Query, selector: str, steps: list[float]) -> list[Containe
     (the query's timestamps), in the order of their names."""
     data: dict[str, dict[tuple, dict[float, float]]] = {}
     labels: dict[tuple, dict[str, str]] = {}
+    nodes: dict[tuple, dict[str, str]] = {}
     for metric in (*COUNTERS, *GAUGES):
         data[metric] = {}
         for s in query(promql(metric, selector)):
@@ -186,7 +197,9 @@ def containers(query: Query, selector: str, steps: list[float]) -> list[Containe
                 continue
             key = identity(s["metric"])
             labels.setdefault(key, {k: v for k, v in s["metric"].items() if k in IDENTITY})
+            nodes.setdefault(key, {k: v for k, v in s["metric"].items() if k in NODE})
             data[metric][key] = _values(s)
+    cpus = node_cpus(query(MACHINE_CPUS))
     # When each step's usage sample was taken: a window's usage is per second of
     # the time between its samples, not between its steps (a scrape lands up to
     # an interval off a step, which would put 20 % of noise on a 10 s window).
@@ -195,8 +208,21 @@ def containers(query: Query, selector: str, steps: list[float]) -> list[Containe
     out = []
     for key in keys:
         c = Container(labels[key])
+        c.node_cpus = next((cpus[(k, nodes[key][k])] for k in NODE if (k, nodes[key].get(k)) in cpus), None)
         _windows(c, {m: data[m].get(key, {}) for m in data}, [round(t, 3) for t in steps])
         out.append(c)
+    return out
+
+
+def node_cpus(series: Series) -> dict[tuple[str, str], int]:
+    """machine_cpu_cores' newest sample by each NODE label its series carries
+    (("instance", "10.0.0.7:10250") -> 16); a series with no positive sample
+    is left out."""
+    out = {}
+    for s in series:
+        values = _values(s)
+        if values and (cpus := int(values[max(values)])) > 0:
+            out.update({(k, s["metric"][k]): cpus for k in NODE if k in s["metric"]})
     return out
 
 

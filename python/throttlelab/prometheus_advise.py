@@ -25,7 +25,7 @@ from throttlelab.kubelet_cgroups import capture_command
 from throttlelab.metrics import millicores
 from throttlelab.platforms import PLATFORMS
 from throttlelab.prometheus import Container, PrometheusError, Query, containers, workload
-from throttlelab.prometheus_model import DEMAND_FACTORS, MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
+from throttlelab.prometheus_model import MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
 from throttlelab.runner import Run, Runner, document, simulate
 from throttlelab.terminal import table
 
@@ -131,13 +131,17 @@ def advise_prometheus(
         elif reason := _refusal(c):
             row["status"], row["reason"] = "refused", row["reason"] + reason
         else:
-            fits.append((row, Fit(c)))
+            fit = Fit(c)
+            fits.append((row, fit))
+            if not fit.fits_seconds:
+                row["reason"] += f"no machine_cpu_cores for its node: simulated on {fit.cpus} CPUs, throttled seconds not fitted; "
     if captures:
         raise PrometheusError(f"--capture {next(iter(captures))}: no container of that name or id matches --selector")
     runner = Batched(runner)  # type: ignore[assignment]
     clock, cpu = time.monotonic(), time.process_time()
     _fit(runner, [f for _, f in fits])
-    # Where no independent model reproduces the counters, the aligned family.
+    # Where no independent model reproduces the counters, the closed loop and
+    # the aligned family.
     _fit(runner, [f for _, f in fits if f.widen()])
     fitted, fitted_cpu = time.monotonic(), time.process_time()
     searched = [(row, fit) for row, fit in fits if _consistent(row, fit)]
@@ -166,13 +170,15 @@ def _consistent(row: dict[str, Any], fit: Fit) -> bool:
         row["status"] = "refused"
         row["reason"] += (
             f"at its limit in every window ({100 * row['throttled_now']:.0f} % of periods throttled): its counters fit"
-            f" demand from what the limit let through to {DEMAND_FACTORS[-1]:g}x that, so they cannot say how much it needs;"
+            f" demand from what the limit let through to {fit.demand_factors[-1]:g}x that, so they cannot say how much it needs;"
             " raise its limit for a while, or --capture it"
         )
         return False
     if fit.consistent:
-        if fit.models[0].aligned:
-            row["reason"] += "no independent bursts reproduce its counters; threads waking together do; "
+        families = {m.family for m in fit.consistent_models}
+        if "independent" not in families:
+            kinds = [k for f, k in (("closed", "threads that run, then sleep"), ("aligned", "threads waking together")) if f in families]
+            row["reason"] += f"no independent bursts reproduce its counters; {' and '.join(kinds)} do; "
         return True
     miss, model = fit.closest
     row["status"] = "refused"

@@ -10,12 +10,16 @@ every count of THREADS_UNKNOWN is too.
 
 Fit: the windows are put in USAGE_BANDS by their usage (the busiest 10 %,
 the next 15 %, the next 25 %, the rest); each band's mean usage (and, for a
-band near the limit, DEMAND_FACTORS times it: demand the limit held back) is
+band near the limit, DEMAND_FACTORS times it, SECONDS_FACTORS where throttled
+seconds are fitted: demand the limit held back) is
 simulated for SIM_S at the container's own limit, and a model is consistent
 when in every band some demand reproduces the band's usage within
-USAGE_TOLERANCE and its throttled ratio
+USAGE_TOLERANCE, its throttled ratio
 (container_cpu_cfs_throttled_periods_total / _periods_total) within
-:func:`ratio_bound`. It is kept with the least and the most such demand. The search (advise's bisection, advise.bisect) then asks
+:func:`ratio_bound` and, where the node's CPU count is known
+(machine_cpu_cores), its throttled seconds per throttled period
+(container_cpu_cfs_throttled_seconds_total) within :func:`seconds_bound`.
+It is kept with the least and the most such demand. The search (advise's bisection, advise.bisect) then asks
 every consistent model at each candidate quota: a candidate meets the target
 when the worst of them, each weighting its bands by their periods, is at most
 ``max_throttled``. The recommendation is advise's HEADROOM over the boundary,
@@ -24,6 +28,11 @@ and its range is the spread of the consistent models' predictions there.
 Where no such model is consistent, the aligned family (:func:`aligned_models`,
 :meth:`Fit.widen`) is fitted next: threads that wake together on a timer, K
 wake-ups then a rest, held to the band's share of periods with work as well.
+The closed-loop family (:func:`closed_models`) is fitted with it: threads that
+each run a burst, then sleep, the sleep starting when the burst ends (a worker
+that computes, then waits; stress-ng's --cpu-load): its demand waits while it
+is throttled, so it does not pile up as Poisson arrivals do, and its
+throttled seconds say how many of its threads were held back.
 A fit where some model reproduces every band at the most demand tried
 (:attr:`Fit.unbounded`) says nothing of the demand above the limit: advise
 refuses it.
@@ -66,9 +75,17 @@ NEAR_LIMIT = 0.5
 #: A band near the limit may have had more demand than the limit let through:
 #: these multiples of its usage are tried too.
 DEMAND_FACTORS = (1.0, 1.25, 1.5, 2.0)
-#: The CPUs a node is assumed to have at least (cAdvisor's container series
-#: do not say; the quota and the threads raise it).
+#: Where throttled seconds are fitted, these too: a model that fits at 2x may
+#: not at 3x (a closed loop's throttled seconds grow with its demand), and
+#: only a fit at the top multiple says the counters cannot bound the demand.
+SECONDS_FACTORS = DEMAND_FACTORS + (2.5, 3.0)
+#: The CPUs a node is assumed to have at least where its machine_cpu_cores is
+#: not scraped (the quota and the threads raise it); throttled seconds are then
+#: not fitted, since they grow with the CPUs.
 NODE_CPUS = 8
+#: cpu.stat's throttled_usec counts whole microseconds (the simulator's too):
+#: each reading of throttled seconds is off by less than this.
+THROTTLED_RESOLUTION_S = 1e-6
 
 SCENARIO = """\
 # One container's demand model for one band of its windows (throttlelab.prometheus_model).
@@ -106,6 +123,9 @@ class Band:
     #: Its windows' seconds: periods / (seconds / period) is the share of periods
     #: the container had work in (the period timer stops while it sleeps).
     seconds: float = 0.0
+    #: container_cpu_cfs_throttled_seconds_total's and _periods_total's increase.
+    throttled_s: float = 0.0
+    throttled_periods: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -114,18 +134,27 @@ class Model:
     times on ``threads`` threads. Aligned (``timer_us`` > 0): ``threads``
     threads that all wake every ``timer_us`` (on the same multiples of it) and
     each run ``burst_us``, K times, then all rest ``rest_us``; K is what gives
-    the demand (:func:`wakes`)."""
+    the demand (:func:`wakes`). Closed loop (``closed``): ``threads`` threads
+    that each run ``burst_us``, then sleep what gives the demand
+    (:func:`sleep_us`), again and again."""
 
     burst_us: int
     threads: int
     timer_us: int = 0
     rest_us: int = 0
+    closed: bool = False
 
     @property
     def aligned(self) -> bool:
         return self.timer_us > 0
 
+    @property
+    def family(self) -> str:
+        return "aligned" if self.aligned else "closed" if self.closed else "independent"
+
     def __str__(self) -> str:
+        if self.closed:
+            return f"{self.threads} thread(s) each running {self.burst_us / 1000:g} ms, then sleeping"
         if not self.aligned:
             return f"bursts of {self.burst_us / 1000:g} ms on {self.threads} thread(s)"
         return (
@@ -137,6 +166,19 @@ class Model:
 def aligned_models(threads: Sequence[int]) -> list[Model]:
     """The aligned family: every timer, duty and rest, on each thread count."""
     return [Model(round(d * t), n, t, r) for n in threads for t in TIMERS_US for d in DUTIES for r in RESTS_US]
+
+
+def closed_models(threads: Sequence[int]) -> list[Model]:
+    """The closed-loop family: every burst length, on each thread count."""
+    return [Model(b, n, closed=True) for n in threads for b in BURSTS_US]
+
+
+def sleep_us(model: Model, demand_cpus: float) -> int:
+    """The sleep after each burst that gives a closed-loop model ``demand_cpus``
+    unthrottled (each thread: burst_us of CPU in burst_us + sleep); 0 where
+    its threads cannot give that much (then they never sleep)."""
+    per_thread = demand_cpus / model.threads
+    return 0 if per_thread >= 1 else round(model.burst_us * (1 / per_thread - 1))
 
 
 def wakes(model: Model, demand_cpus: float) -> Optional[int]:
@@ -163,9 +205,10 @@ def bands(windows: Sequence[Window]) -> list[Band]:
         periods = sum(w.periods for w in group)
         seconds = sum(w.end_s - w.start_s for w in group)
         usage = sum(w.usage_s for w in group) / seconds
-        ratio = sum(w.throttled_periods for w in group) / periods if periods else 0.0
+        throttled = sum(w.throttled_periods for w in group)
+        ratio = throttled / periods if periods else 0.0
         if usage > 0:
-            out.append(Band(usage, ratio, periods, len(group), seconds))
+            out.append(Band(usage, ratio, periods, len(group), seconds, sum(w.throttled_s for w in group), throttled))
     return out
 
 
@@ -176,8 +219,33 @@ def ratio_bound(observed: float, observed_periods: float, simulated_periods: flo
     return 0.05 + 2 * math.sqrt(p * (1 - p) / max(observed_periods, 1)) + 2 * math.sqrt(p * (1 - p) / max(simulated_periods, 1))
 
 
+def throttled_share(throttled_s: float, throttled_periods: float, cfs_rqs: int, period_us: int) -> float:
+    """Throttled seconds per throttled period, as a share of the most there can
+    be: each of ``cfs_rqs`` runqueues (a CPU each) throttled the whole period.
+    The kernel counts a runqueue's throttled time only while it has runnable
+    tasks of the group (throttle_cfs_rq .. unthrottle_cfs_rq, summed into
+    cfs_b->throttled_time), so this says how many CPUs had work held back."""
+    return throttled_s / (throttled_periods * cfs_rqs * period_us / 1e6)
+
+
+def seconds_bound(observed: float, observed_periods: float, simulated_periods: float, windows: int, cfs_rqs: int, period_us: int) -> float:
+    """How far a simulated :func:`throttled_share` may be from the observed one:
+    two standard errors of each side's mean over its throttled periods (a
+    period's share lies in [0, 1], so its variance is at most p(1 - p)), plus
+    the counter's resolution (a reading at each end of each window, over the
+    most there can be). Its timing does not enter: throttled seconds and
+    throttled periods are one read of cpu.stat, so their ratio is the same
+    whenever the window's ends were read."""
+    p = min(max(observed, 0.02), 0.98)
+    resolution = 2 * windows * THROTTLED_RESOLUTION_S / (max(observed_periods, 1) * cfs_rqs * period_us / 1e6)
+    return 2 * math.sqrt(p * (1 - p) / max(observed_periods, 1)) + 2 * math.sqrt(p * (1 - p) / max(simulated_periods, 1)) + resolution
+
+
 def node_cpus(c: Container, threads: int) -> int:
-    """The CPUs simulated: NODE_CPUS, or more for a quota or threads beyond it."""
+    """The CPUs simulated: the node's (machine_cpu_cores) where scraped; else
+    NODE_CPUS, or more for a quota or threads beyond it."""
+    if c.node_cpus:
+        return c.node_cpus
     w = c.windows[-1]
     quota_cpus = math.ceil((w.quota_us or 0) / w.period_us)
     return max(NODE_CPUS, min(64, max(threads, quota_cpus + 1)))
@@ -202,13 +270,23 @@ def aligned_text(model: Model, demand_cpus: float) -> str:
     return ALIGNED_SCENARIO.replace("{phases}", phases)
 
 
+def closed_text(model: Model, demand_cpus: float) -> str:
+    """ALIGNED_SCENARIO's task as a closed loop: run, then sleep (run only where
+    it never sleeps)."""
+    sleep = sleep_us(model, demand_cpus)
+    phases = f"{{ run_us = {model.burst_us} }}" + (f", {{ sleep_us = {sleep} }}" if sleep else "")
+    text = ALIGNED_SCENARIO.replace('"prometheus-window-aligned"', '"prometheus-window-closed"').replace('name = "aligned"', 'name = "loop"')
+    return text.replace("{phases}", phases)
+
+
 def window_run(model: Model, demand_cpus: float, quota_us: Optional[int], period_us: int, cpus: int, seed: int = 1) -> Run:
     """One simulation of ``demand_cpus`` under ``model`` at cpu.max ``quota_us period_us``."""
     quota = "max" if quota_us is None else quota_us
-    if model.aligned:
-        return Run(aligned_text(model, demand_cpus), (
+    if model.aligned or model.closed:
+        text = aligned_text(model, demand_cpus) if model.aligned else closed_text(model, demand_cpus)
+        return Run(text, (
             f"machine.cpus={cpus}", f"duration_s={SIM_S}", f"seed={seed}",
-            f"cgroup.container.period_us={period_us}", f"cgroup.container.quota_us={quota}", f"task.aligned.threads={model.threads}",
+            f"cgroup.container.period_us={period_us}", f"cgroup.container.quota_us={quota}", f"task.{'aligned' if model.aligned else 'loop'}.threads={model.threads}",
         ))
     rate = demand_cpus * 1e6 / model.burst_us
     return Run(SCENARIO, (
@@ -223,6 +301,18 @@ def _measured(doc: dict[str, Any]) -> tuple[float, float, int]:
     """A simulation's usage (CPUs), throttled ratio and periods."""
     cg = doc["cgroups"]["container"]
     return cg["usage_usec"] / (doc["duration_s"] * 1e6), cg["throttled_ratio"], cg["nr_periods"]
+
+
+def seconds_miss(band: Band, doc: dict[str, Any], cfs_rqs: int, period_us: int) -> float:
+    """How far a simulation's throttled seconds per throttled period are from
+    the band's, in units of :func:`seconds_bound`; 0 where either side was
+    never throttled (the throttled ratio judges that)."""
+    cg = doc["cgroups"]["container"]
+    if not band.throttled_periods or not cg["nr_throttled"]:
+        return 0.0
+    observed = throttled_share(band.throttled_s, band.throttled_periods, cfs_rqs, period_us)
+    simulated = throttled_share(cg["throttled_usec"] / 1e6, cg["nr_throttled"], cfs_rqs, period_us)
+    return abs(simulated - observed) / seconds_bound(observed, band.throttled_periods, cg["nr_throttled"], band.windows, cfs_rqs, period_us)
 
 
 def active_miss(band: Band, periods: float, period_us: int) -> float:
@@ -257,33 +347,38 @@ class Fit:
         #: How many models were tried, over the families.
         self.tried = len(self.models)
         self.cpus = node_cpus(c, max(counts))
+        #: Throttled seconds are fitted only on the node's own CPU count.
+        self.fits_seconds = bool(c.node_cpus)
         quota_cpus = (self.quota_us or 0) / self.period_us
         #: Each band's demands tried: near the limit, the demand may exceed what it let through.
-        self.factors = [DEMAND_FACTORS if b.usage_cpus >= NEAR_LIMIT * quota_cpus else (1.0,) for b in self.bands]
+        #: The multiples a band that may have held demand back is tried at.
+        self.demand_factors = SECONDS_FACTORS if self.fits_seconds else DEMAND_FACTORS
+        self.factors = [self.demand_factors if b.usage_cpus >= NEAR_LIMIT * quota_cpus else (1.0,) for b in self.bands]
         self.slots = [(m, i, f) for m in self.models for i in range(len(self.bands)) for f in self.factors[i]]
         self.consistent: list[Variant] = []
         self.closest: tuple[float, Model] = (math.inf, self.models[0])
 
     def widen(self) -> bool:
         """Where no independent model reproduced the counters (after :meth:`take`),
-        the aligned family is next: True when :meth:`runs` now gives its runs."""
-        if self.consistent or self.models[0].aligned:
+        the closed loop and the aligned family, together (each consistent model
+        counts in the search): True when :meth:`runs` now gives their runs."""
+        if self.consistent or self.models[0].family != "independent":
             return False
-        self.models = aligned_models(self.counts)
+        self.models = closed_models(self.counts) + aligned_models(self.counts)
         self.tried += len(self.models)
         # Bursts that wake together are throttled at a low mean usage (the
         # kubernetes-mixin #108 shape): any throttled band may have held demand back.
-        self.factors = [DEMAND_FACTORS if b.throttled_ratio > 0 else f for b, f in zip(self.bands, self.factors)]
+        self.factors = [self.demand_factors if b.throttled_ratio > 0 else f for b, f in zip(self.bands, self.factors)]
         self.slots = [(m, i, f) for m in self.models for i in range(len(self.bands)) for f in self.factors[i]]
         return True
 
     @property
     def unbounded(self) -> bool:
         """Some consistent model reproduces every band at the most demand tried
-        (DEMAND_FACTORS[-1] times its usage): the container sat at its limit
+        (the top of :attr:`demand_factors` times its usage): the container sat at its limit
         throughout, and its counters say nothing of how far its demand went
         above it (the search would take the highest, a guess)."""
-        top = DEMAND_FACTORS[-1] * (1 - 1e-9)
+        top = self.demand_factors[-1] * (1 - 1e-9)
         return any(all(d >= top * b.usage_cpus for d, b in zip(v.demands, self.bands)) for v in self.consistent)
 
     @property
@@ -305,7 +400,9 @@ class Fit:
             ratio_miss = abs(ratio - band.throttled_ratio) / ratio_bound(band.throttled_ratio, band.periods, periods)
             # An aligned model rests: it must rest as much as the container did.
             periods_miss = active_miss(band, periods, self.period_us) if m.aligned else 0.0
-            misses[m][i][f] = max(usage_miss, ratio_miss, periods_miss)  # in units of its bound
+            cfs_rqs = min(m.threads, self.cpus)  # runqueues that can hold its threads
+            s_miss = seconds_miss(band, doc, cfs_rqs, self.period_us) if self.fits_seconds else 0.0
+            misses[m][i][f] = max(usage_miss, ratio_miss, periods_miss, s_miss)  # in units of its bound
         for m in self.models:
             worst = max(min(per_band.values()) for per_band in misses[m])
             if worst < self.closest[0]:

@@ -1,6 +1,6 @@
 // A minimal cAdvisor: the library module github.com/google/cadvisor (v0.49.1, the
 // last with manager and metrics in it) around manager.New and
-// metrics.NewPrometheusCollector, serving /metrics. With no container runtime it
+// metrics.NewPrometheusCollector (and NewPrometheusMachineCollector), serving /metrics. With no container runtime it
 // reports every raw cgroup as a container labelled by its path (`id`), as the
 // cadvisor binary does (its module, .../cadvisor/cmd, is not served by the Go
 // proxy here). Usage: cadvisor [-listen 127.0.0.1:8080] [-housekeeping 1s]
@@ -29,7 +29,9 @@ func main() {
 	flag.Parse()
 
 	// What the kubelet's cAdvisor exports for CPU: cpu (usage, cfs periods,
-	// throttling), the spec (quota, period) and process (container_threads).
+	// throttling), the spec (quota, period) and process (container_threads);
+	// and, as the kubelet does, the machine's (machine_cpu_cores: the node's
+	// logical CPUs, which throttled seconds grow with).
 	included := container.MetricSet{
 		container.CpuUsageMetrics: struct{}{},
 		container.ProcessMetrics:  struct{}{},
@@ -49,6 +51,7 @@ func main() {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(metrics.NewPrometheusCollector(m, metrics.DefaultContainerLabels, included,
 		clock.RealClock{}, v2.RequestOptions{IdType: v2.TypeName, Count: 1, Recursive: true}))
+	registry.MustRegister(metrics.NewPrometheusMachineCollector(m, included))
 	http.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	log.Printf("cadvisor: serving /metrics on %s", *listen)
 	log.Fatal(http.ListenAndServe(*listen, nil))

@@ -299,30 +299,32 @@ def samples(url: str, end_s: float, range_s: float, selector: str = SELECTOR) ->
     samples after the lab is gone (the `advise` step)."""
     from prometheus_api_client import PrometheusConnect
 
-    from throttlelab.prometheus import COUNTERS, GAUGES
+    from throttlelab.prometheus import COUNTERS, GAUGES, MACHINE_CPUS
 
     prom = PrometheusConnect(url=url, disable_ssl=True)
     series = []
-    for metric in (*COUNTERS, *GAUGES):
-        for s in prom.custom_query(f"{metric}{{{selector}}}[{round(range_s) + 120}s]", params={"time": end_s + 60}):
+    # machine_cpu_cores has no container labels: every node's, unselected.
+    for metric, match in [*((m, selector) for m in (*COUNTERS, *GAUGES)), (MACHINE_CPUS, "")]:
+        for s in prom.custom_query(f"{metric}{{{match}}}[{round(range_s) + 120}s]", params={"time": end_s + 60}):
             series.append({"metric": s["metric"], "samples": [[float(t), float(v)] for t, v in s["values"]]})
     return {"series": series}
 
 
-def scrape(out: Path, minutes: float, do_install: bool, lab: Path) -> dict[str, Any]:
-    """The five under their first limits for `minutes` while Prometheus scrapes
-    (the lab started by `lab`, scripts/prometheus_lab.sh); then KRR's rule on that
-    range and the raw samples advise reads (samples.json); the lab is stopped
-    after. Writes plan.json (advise's rows come from the `advise` step)."""
+def scrape(out: Path, minutes: float, do_install: bool, lab: Path, only: Optional[list[str]] = None) -> dict[str, Any]:
+    """The five (or those `only` names) under their first limits for `minutes`
+    while Prometheus scrapes (the lab started by `lab`, scripts/prometheus_lab.sh);
+    then KRR's rule on that range and the raw samples advise reads
+    (samples.json); the lab is stopped after. Writes plan.json (advise's rows
+    come from the `advise` step)."""
     range_s = round(minutes * 60)
     url = _lab(lab, "start")
     try:
-        first = {w.name: w.limit_m for w in WORKLOADS}
+        first = {w.name: w.limit_m for w in WORKLOADS if only is None or w.name in only}
         # Two scrapes before the window and two after it, so that its ends have samples.
-        measured = with_programs(lambda programs: run_all(first, range_s + LEAD_S + TAIL_S + 2 * 15, programs), do_install)
+        measured = with_programs(lambda programs: run_all(first, range_s + LEAD_S + TAIL_S + 2 * 15, programs), do_install, only)
         end_s = int(max(m["end_s"] for m in measured.values()))
         time.sleep(20)  # the last samples of the window are scraped
-        ids = ["/" + PREFIX + w.name for w in WORKLOADS]
+        ids = ["/" + PREFIX + name for name in first]
         krr_rows = krr(url, ids, end_s - range_s, end_s)
         raw = samples(url, end_s, range_s)
     finally:
@@ -495,24 +497,24 @@ def main(argv: list[str], lab: Path) -> int:
     parser.add_argument("--max-throttled", type=float, default=0.05, help="advise: its target (a ratio)")
     parser.add_argument("--round", default="1", help="apply: which round (1, 2, 3), or several one after the other (1,2)")
     parser.add_argument("--run-s", type=float, default=180.0, help="apply: seconds each side runs")
-    parser.add_argument("--only", help="apply: these workloads only (comma-separated names, e.g. rt-app,stress-ng)")
+    parser.add_argument("--only", help="scrape, apply: these workloads only (comma-separated names, e.g. rt-app,stress-ng)")
     parser.add_argument("--install", action="store_true", help="apt-get install the programs' Debian packages that are missing")
     args = parser.parse_args(argv)
     # SIGTERM (tl-measure passes it on) ends the step through its cleanups: the
     # programs, their cgroups and the lab stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
+        only = None if args.only is None else args.only.split(",")
+        unknown = sorted(set(only or ()) - {w.name for w in WORKLOADS})
+        if unknown:
+            raise LiveError(f"--only {unknown[0]!r}: not one of {', '.join(w.name for w in WORKLOADS)}")
         if args.step == "scrape":
             if args.minutes * 60 < 3 * 30:
                 raise LiveError("--minutes: at least 1.5 (three 30 s windows for advise)")
-            scrape(args.out, args.minutes, args.install, lab)
+            scrape(args.out, args.minutes, args.install, lab, only)
         elif args.step == "advise":
             advise(args.out, args.max_throttled)
         elif args.step == "apply":
-            only = None if args.only is None else args.only.split(",")
-            unknown = sorted(set(only or ()) - {w.name for w in WORKLOADS})
-            if unknown:
-                raise LiveError(f"--only {unknown[0]!r}: not one of {', '.join(w.name for w in WORKLOADS)}")
             try:
                 rounds = [int(k) for k in args.round.split(",")]
             except ValueError:
