@@ -131,6 +131,16 @@ def test_the_traced_pass_bins_cpu_time_and_counts_threads():
     assert set(series["burst_peak"]) == {2} and set(series["peak"]) == {2}
 
 
+def test_a_window_cut_short_by_the_end_is_not_a_period():
+    # 0.5004 s of two spinners: 50 whole 10 ms windows and 0.4 ms of a 51st, which would
+    # count as a period of 0.8 ms demand and pull the mean down by 2 %.
+    series = measure_periods(scenario_text(quota_us="-1"), ["duration_s=0.5004"], "app")
+    assert len(series["ran_ns"]) == len(series["at_start"]) == len(series["peak"]) == 50
+    assert min(series["ran_ns"]) > 19_900_000
+    # A run shorter than one period keeps its one window.
+    assert len(measure_periods(scenario_text(quota_us="-1"), ["duration_s=0.004"], "app")["ran_ns"]) == 1
+
+
 def test_from_python():
     import throttlelab
 

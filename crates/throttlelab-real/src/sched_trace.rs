@@ -448,15 +448,40 @@ const QUEUE_MULTIPLES: f64 = 0.9;
 /// at the wake-up, and the others, whose arrivals no event tells, where k-1
 /// arrivals of a Poisson stream in the burst's span are expected: at i/k of
 /// it (`until_us`, as an event loop's requests taken up without sleeping).
+/// A burst is all its runs up to the thread's next block, the wakes of
+/// siblings that split it included: sysbench's worker, woken, may wake the
+/// generator (a `sched_waking` of it from the worker's burst), and under
+/// 34.5/100 ms 0.5 s of 3.4 s of its bursts ran after such a wake, up to a
+/// 381 ms backlog replayed at once from its wake-up.
 fn queued_requests(t: &mut Thread) {
-    let after_wait: Vec<(usize, u64)> = t.phases.windows(2).enumerate().filter_map(|(i, w)| match w {
-        [Phase::Wait, Phase::Run { ns }] => Some((i + 1, *ns)),
-        _ => None,
-    }).collect();
-    if after_wait.len() < QUEUE_BURSTS {
+    // Each burst after a sibling's wake-up: its phases (its runs, and the
+    // wakes of siblings that split it: sysbench's worker wakes the generator
+    // blocked in the condition variable's lock) and its CPU time.
+    let mut bursts: Vec<(std::ops::Range<usize>, u64)> = Vec::new();
+    let mut i = 1;
+    while i < t.phases.len() {
+        if t.phases[i - 1] != Phase::Wait {
+            i += 1;
+            continue;
+        }
+        let (mut end, mut total) = (i, 0);
+        while let Some(p) = t.phases.get(end) {
+            match *p {
+                Phase::Run { ns } => total += ns,
+                Phase::Wake { .. } => {}
+                _ => break,
+            }
+            end += 1;
+        }
+        if total > 0 {
+            bursts.push((i..end, total));
+        }
+        i = end + 1;
+    }
+    if bursts.len() < QUEUE_BURSTS {
         return;
     }
-    let mut lengths: Vec<u64> = after_wait.iter().map(|&(_, ns)| ns).collect();
+    let mut lengths: Vec<u64> = bursts.iter().map(|&(_, ns)| ns).collect();
     lengths.sort_unstable();
     let unit = lengths[lengths.len() / 2] as f64;
     let counted: Vec<f64> = lengths.iter().map(|&ns| ns as f64 / unit).filter(|&k| k >= 0.5).collect();
@@ -465,27 +490,48 @@ fn queued_requests(t: &mut Thread) {
         return;
     }
     let spans: HashMap<usize, (u64, u64)> = t.run_spans.iter().map(|&(i, from, to)| (i, (from, to))).collect();
-    let split: HashMap<usize, u64> = after_wait.iter().filter_map(|&(i, ns)| {
-        let k = (ns as f64 / unit).round() as u64;
-        (k >= 2 && spans.contains_key(&i)).then_some((i, k))
+    // The bursts to split, by their first phase: their end, k, CPU time and span.
+    let split: HashMap<usize, (usize, u64, u64, (u64, u64))> = bursts.iter().filter_map(|(r, total)| {
+        let k = (*total as f64 / unit).round() as u64;
+        let runs: Vec<usize> = r.clone().filter(|&i| matches!(t.phases[i], Phase::Run { .. })).collect();
+        let span = (spans.get(runs.first()?)?.0, spans.get(runs.last()?)?.1);
+        (k >= 2 && runs.iter().all(|i| spans.contains_key(i))).then_some((r.start, (r.end, k, *total, span)))
     }).collect();
     if split.is_empty() {
         return;
     }
     let phases = std::mem::take(&mut t.phases);
-    for (i, p) in phases.into_iter().enumerate() {
-        match (p, split.get(&i)) {
-            (Phase::Run { ns }, Some(&k)) => {
-                let (from, to) = spans[&i];
-                for j in 0..k {
-                    if j > 0 {
-                        t.phases.push(Phase::Until { ns: from + (to - from) * j / k });
-                    }
-                    t.phases.push(Phase::Run { ns: ns * (j + 1) / k - ns * j / k });
+    let mut i = 0;
+    while i < phases.len() {
+        let Some(&(end, k, total, (from, to))) = split.get(&i) else {
+            t.phases.push(phases[i]);
+            i += 1;
+            continue;
+        };
+        // Request j (1..k) begins at j/k of the burst's CPU time and is due
+        // at j/k of its span; the wakes of siblings stay where they ran.
+        let (mut done, mut j) = (0, 1);
+        for p in &phases[i..end] {
+            let Phase::Run { ns } = *p else {
+                t.phases.push(*p);
+                continue;
+            };
+            let seg_end = done + ns;
+            while j < k && total * j / k <= seg_end {
+                let b = total * j / k;
+                if b > done {
+                    t.phases.push(Phase::Run { ns: b - done });
+                    done = b;
                 }
+                t.phases.push(Phase::Until { ns: from + (to - from) * j / k });
+                j += 1;
             }
-            (p, _) => t.phases.push(p),
+            if seg_end > done {
+                t.phases.push(Phase::Run { ns: seg_end - done });
+                done = seg_end;
+            }
         }
+        i = end;
     }
     t.run_spans.clear();
     t.sleeps_ended.clear();
@@ -866,7 +912,9 @@ impl Thread {
         self.burst_ns += ran_ns;
         self.cpu_ns += ran_ns;
         self.push_run(now);
-        self.burst_since = Some(now);
+        // The next run's span begins here, or, if nothing ran since the
+        // wake-up (a wake of a sibling as it was switched in), at the wake-up.
+        self.burst_since.get_or_insert(now);
     }
 
     /// In a burst when the capture began, first seen at `now` leaving its CPU
@@ -1334,6 +1382,44 @@ mod tests {
         let phases = any.phases.clone();
         queued_requests(&mut any);
         assert_eq!(any.phases, phases);
+    }
+
+    #[test]
+    fn a_queue_burst_split_by_a_wake_of_the_generator_is_split_into_requests() {
+        // Generator 10 wakes worker 11 every 100 ms; the worker runs one
+        // request of 1.6 ms, or, every fifth wake-up, three (4.8 ms), waking
+        // the generator (blocked in the queue's lock) 4 us into the burst, or
+        // as it is switched in.
+        let mut trace = mark("0.500000", START_MARK);
+        for i in 0..60u64 {
+            let t0 = 1_000_000 + i * 100_000; // us
+            let ts = |us: u64| format!("{}.{:06}", us / 1_000_000, us % 1_000_000);
+            trace += &waking(&ts(t0 - 20), 0, "d.h2.", 10);
+            trace += &switch(&ts(t0 - 10), 0, "R", 10);
+            trace += &waking(&ts(t0), 10, "d..2.", 11);
+            trace += &switch(&ts(t0 + 5), 10, "S", 0);
+            trace += &switch(&ts(t0 + 10), 0, "R", 11);
+            let cost = if i % 5 == 0 {
+                trace += &waking(&ts(t0 + if i % 10 == 0 { 14 } else { 10 }), 11, "d..2.", 10);
+                trace += &switch(&ts(t0 + 20), 0, "R", 10);
+                trace += &switch(&ts(t0 + 30), 10, "S", 0);
+                4_800
+            } else {
+                1_600
+            };
+            trace += &switch(&ts(t0 + 10 + cost), 11, "S", 0);
+        }
+        trace += &mark("7.500000", END_MARK);
+        let worker = &phases(&trace)[1];
+        let cpu: u64 = worker.iter().map(|p| if let Phase::Run { ns } = p { *ns } else { 0 }).sum();
+        assert_eq!(cpu, 48 * 1_600_000 + 12 * 4_800_000);
+        // Wake-up 0 at 0.5 s: 4 us, the wake, then the rest; requests at
+        // 1.6 and 3.2 ms of CPU, due at a third and two thirds of its 4.81 ms.
+        assert_eq!(worker[..8], [Phase::Wait, Phase::Run { ns: 4_000 }, Phase::Wake { pid: 10 }, Phase::Run { ns: 1_596_000 }, Phase::Until { ns: 500_000_000 + 4_810_000 / 3 }, Phase::Run { ns: 1_600_000 }, Phase::Until { ns: 500_000_000 + 4_810_000 * 2 / 3 }, Phase::Run { ns: 1_600_000 }]);
+        // Wake-up 5: the wake as it is switched in, before any run.
+        let at = worker.iter().position(|p| *p == Phase::Until { ns: 1_000_000_000 + 4_810_000 / 3 }).expect("split");
+        assert_eq!(worker[at - 3..at + 4], [Phase::Wait, Phase::Wake { pid: 10 }, Phase::Run { ns: 1_600_000 }, Phase::Until { ns: 1_000_000_000 + 4_810_000 / 3 }, Phase::Run { ns: 1_600_000 }, Phase::Until { ns: 1_000_000_000 + 4_810_000 * 2 / 3 }, Phase::Run { ns: 1_600_000 }]);
+        assert_eq!(worker.iter().filter(|p| matches!(p, Phase::Until { .. })).count(), 2 * 12);
     }
 
     #[test]
