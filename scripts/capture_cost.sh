@@ -172,7 +172,7 @@ for round in $(seq "$ROUNDS"); do
                 stress > "$WORK/ops" &
                 stressing=$!
                 sleep 1
-                /usr/bin/time -f "cpu_s %U %S" "${nocap[@]}" "$THROTTLELAB" capture --cgroup "${CG_DIRS[0]}" \
+                /usr/bin/time -f "cpu_s %U %S maxrss_kb %M" "${nocap[@]}" "$THROTTLELAB" capture --cgroup "${CG_DIRS[0]}" \
                     --duration "$SECONDS_RUN" -o "$WORK/c.toml" > "$WORK/out" 2>&1 || true
                 wait "$stressing"
                 ops="$(cat "$WORK/ops")"
