@@ -167,6 +167,13 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         return Err(Error::harness(format!("{source}: no threads to capture")));
     }
     let named: Vec<(u32, String)> = threads.iter().map(|&t| (t, comm_of(t))).collect();
+    // Raised before the events are enabled: set up at the captured service's
+    // weight, on a busy host the capture took seconds to its first read while
+    // the buffers filled.
+    let (priority, warning) = ReaderPriority::raise();
+    if let Some(warning) = warning {
+        eprintln!("throttlelab: warning: {warning}");
+    }
     let trace = Instance::open(&format!("{INSTANCE_PREFIX}{}", std::process::id())).map_err(|e| {
         Error::harness(if e.contains("Operation not permitted") || e.contains("Permission denied") {
             format!("{e} (capture needs root with CAP_SYS_ADMIN, as a privileged container has)")
@@ -185,6 +192,8 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
     // every event then makes the next switch save the task's comm into
     // saved_cmdlines, which only the text output reads.
     let _ = trace.write("trace_options", "norecord-cmd");
+    // The longest time between two reads' starts, the first from the events' enabling: what the buffers had to hold.
+    let (mut last_read, mut max_gap) = (Instant::now(), Duration::ZERO);
     let mut read = EVENTS.to_vec();
     for event in EVENTS {
         let fallback = event.replace("waking", "wakeup");
@@ -207,13 +216,7 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
     let start_ns = now_ns();
     let started = Instant::now();
     stream.mark(start_ns, START_MARK);
-    let (priority, warning) = ReaderPriority::raise();
-    if let Some(warning) = warning {
-        eprintln!("throttlelab: warning: {warning}");
-    }
     let mut signal = None;
-    // The longest time between two reads' starts: what the buffers had to hold.
-    let (mut last_read, mut max_gap) = (started, Duration::ZERO);
     loop {
         let left = options.duration.map(|d| d.saturating_sub(started.elapsed()));
         if left.is_some_and(|l| l.is_zero()) {
