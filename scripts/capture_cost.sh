@@ -14,7 +14,9 @@
 # events, the instance's options as the kernel makes them), nocmd (the same,
 # `record-cmd` off), noruntime (nocmd without sched_stat_runtime), nosys (nocmd
 # without epoll's syscall tracepoints), sched4 (nocmd with neither: the four
-# tracepoints the BPF variants attach to), capture;
+# tracepoints the BPF variants attach to), capture (its reader at SCHED_FIFO),
+# capture-nice (the same started at nice -10 without CAP_SYS_NICE: its reader
+# falls back to nice -10, as the capture did before);
 # the in-kernel filters (docs/capture.md, "Filtering in the kernel"): tfilter
 # (nocmd, each event with a tracefs `filter` keeping the cgroup's pids: a
 # switch from or to one, the waking of one), eventpid (nocmd, `set_event_pid`
@@ -163,16 +165,19 @@ for round in $(seq "$ROUNDS"); do
                 wait "$loader"
                 events="$(cat "$WORK/bpf" "$WORK/bpf.err" | tr '\n' ' ')"
                 ;;
-            capture)
+            capture|capture-nice)
+                # capture-nice: started at nice -10, CAP_SYS_NICE dropped, so SCHED_FIFO is refused.
+                nocap=()
+                [ "$mode" = capture-nice ] && nocap=(nice -n -10 setpriv --inh-caps -sys_nice --bounding-set -sys_nice)
                 stress > "$WORK/ops" &
                 stressing=$!
                 sleep 1
-                /usr/bin/time -f "cpu_s %U %S" "$THROTTLELAB" capture --cgroup "${CG_DIRS[0]}" \
+                /usr/bin/time -f "cpu_s %U %S maxrss_kb %M" "${nocap[@]}" "$THROTTLELAB" capture --cgroup "${CG_DIRS[0]}" \
                     --duration "$SECONDS_RUN" -o "$WORK/c.toml" > "$WORK/out" 2>&1 || true
                 wait "$stressing"
                 ops="$(cat "$WORK/ops")"
                 events="$(awk -F' = ' '$1 == "trace_events" {r = $2} $1 == "lost_events" {l = $2} END {print r + l}' "$WORK/c.toml")"
-                events="$events $(grep -E '^(lost_events|trace_buffer_kb) =' "$WORK/c.toml" | tr '\n' ' ')$(grep cpu_s "$WORK/out")"
+                events="$events $(grep -E '^(lost_events|trace_buffer_kb|reader_[a-z_]+) =' "$WORK/c.toml" | tr '\n' ' ')$(grep cpu_s "$WORK/out")"
                 ;;
         esac
         echo "round $round $mode ops/s $ops events $events"

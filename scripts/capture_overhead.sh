@@ -56,7 +56,7 @@ for round in $(seq "$ROUNDS"); do
                     --duration "$SECONDS_RUN" -o "$WORK/c.toml" > "$WORK/out" 2>&1 || true
                 wait
                 ops="$(cat "$WORK/ops")"
-                out="$(grep -E '^(trace_events|lost_events|trace_buffer_kb) =' "$WORK/c.toml" | tr '\n' ' ')"
+                out="$(grep -E '^(trace_events|lost_events|trace_buffer_kb|reader_[a-z_]+) =' "$WORK/c.toml" | tr '\n' ' ')"
                 out="$out$(grep cpu_s "$WORK/out") $(grep -c warning "$WORK/out" || true) warnings"
                 ;;
             perf)

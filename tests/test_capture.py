@@ -329,6 +329,31 @@ def test_the_trace_memory_is_bounded_and_reported(ping_pong, tmp_path):
     assert 2048 * cpus <= cap["trace_buffer_kb"] <= (2048 + 8) * cpus, cap
 
 
+@needs_root
+def test_the_reader_runs_at_sched_fifo_and_reports_how_it_kept_up(ping_pong, tmp_path):
+    """As root the trace's reader runs at SCHED_FIFO; without CAP_SYS_NICE it
+    falls back to nice -10 and says so in one warning. Either way [capture]
+    says how it ran, its longest time between two reads (a read every 50 ms:
+    at least that) and the most one CPU's buffer held at a read (some of the
+    ping-pong's events, at most the buffer)."""
+    out = tmp_path / "c.toml"
+    result = cli("capture", "--cgroup", str(ping_pong), "--duration", "500ms", "--buffer-kb", "2048", "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert "SCHED_FIFO" not in result.stderr, result.stderr
+    cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
+    assert cap["reader_policy"] == "SCHED_FIFO 1", cap
+    assert 50_000 <= cap["reader_max_gap_us"] <= 500_000, cap
+    assert 0 < cap["reader_peak_kb"] <= 2048 + 4, cap
+    script = (f"exec nice -n -10 setpriv --bounding-set=-sys_nice --inh-caps=-sys_nice {sys.executable} -m throttlelab capture "
+              f"--cgroup {ping_pong} --duration 500ms -o {out}")
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "SCHED_FIFO" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("throttlelab: warning: the trace reader cannot run at SCHED_FIFO"), done.stderr
+    assert "CAP_SYS_NICE" in warnings[0] and "reads at nice -10," in warnings[0], warnings[0]
+    assert json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]["reader_policy"] == "nice -10"
+
+
 def _start_capture(group: Path, out: Path) -> subprocess.Popen:
     """`throttlelab capture` without --duration, as a process of its own."""
     return subprocess.Popen([sys.executable, "-m", "throttlelab", "capture", "--cgroup", str(group), "-o", str(out)],

@@ -167,6 +167,13 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         return Err(Error::harness(format!("{source}: no threads to capture")));
     }
     let named: Vec<(u32, String)> = threads.iter().map(|&t| (t, comm_of(t))).collect();
+    // Raised before the events are enabled: set up at the captured service's
+    // weight, on a busy host the capture took seconds to its first read while
+    // the buffers filled.
+    let (priority, warning) = ReaderPriority::raise();
+    if let Some(warning) = warning {
+        eprintln!("throttlelab: warning: {warning}");
+    }
     let trace = Instance::open(&format!("{INSTANCE_PREFIX}{}", std::process::id())).map_err(|e| {
         Error::harness(if e.contains("Operation not permitted") || e.contains("Permission denied") {
             format!("{e} (capture needs root with CAP_SYS_ADMIN, as a privileged container has)")
@@ -185,6 +192,8 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
     // every event then makes the next switch save the task's comm into
     // saved_cmdlines, which only the text output reads.
     let _ = trace.write("trace_options", "norecord-cmd");
+    // The longest time between two reads' starts, the first from the events' enabling: what the buffers had to hold.
+    let (mut last_read, mut max_gap) = (Instant::now(), Duration::ZERO);
     let mut read = EVENTS.to_vec();
     for event in EVENTS {
         let fallback = event.replace("waking", "wakeup");
@@ -207,7 +216,6 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
     let start_ns = now_ns();
     let started = Instant::now();
     stream.mark(start_ns, START_MARK);
-    let _priority = ReaderPriority::raise();
     let mut signal = None;
     loop {
         let left = options.duration.map(|d| d.saturating_sub(started.elapsed()));
@@ -220,11 +228,14 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
             break;
         }
         let now = now_ns();
+        max_gap = max_gap.max(last_read.elapsed());
+        last_read = Instant::now();
         stream.read(now)?;
         stream.feed(now.saturating_sub(READ_MARGIN_NS), &mut recorder);
     }
     let end_ns = now_ns();
-    drop(_priority);
+    let reader_policy = priority.policy.to_string();
+    drop(priority);
     let after = group.stats()?;
     stream.mark(end_ns, END_MARK);
     trace.write("tracing_on", "0").map_err(Error::harness)?;
@@ -261,6 +272,9 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         lost_events: lost.total,
         trace_events: stream.events,
         trace_buffer_kb,
+        reader_policy,
+        reader_max_gap_us: max_gap.as_micros() as u64,
+        reader_peak_kb: stream.peak_bytes.div_ceil(1024),
         // Where the threads tell the background, how it was measured.
         background_preemptions: background.and(Some(preempted.lengths_ns.len() as u64)),
         background_p50_us: background.and(preempted.quantile_us(0.5)),
@@ -328,36 +342,106 @@ fn keep_elsewhere(out: &Path, phases_path: &Path, cause: Error,
     Err(cause)
 }
 
-/// The reader at nice `READER_NICE` while it captures, and back after: the
-/// ring buffer holds a second of a busy service's events, and a reader at
-/// the captured service's own weight, woken every `READ_EVERY`, waited
-/// longer than that on this 2-CPU host under `stress-ng --switch 2` (16.6
-/// to 28.5 million events lost in 60 s, with 0.5 s of the reader's CPU
-/// used: docs/capture.md). What it costs the service is its CPU time, which
-/// the throughput measurements count.
+/// How the trace's reader runs while it captures. The ring buffer holds
+/// about a second of a busy host's events (`BUFFER_KB_MAX`), and a reader at
+/// nice -10, woken every `READ_EVERY`, was kept off its CPU for 2-9 s at a
+/// time on this 2-CPU host under `stress-ng --switch 2` (docs/capture.md,
+/// "The reader"), losing most of the events. At `SCHED_FIFO` it runs as soon
+/// as it wakes, ahead of every normal task, the captured ones included; the
+/// lowest real-time priority leaves the kernel's own real-time threads and
+/// any real-time service ahead of it, and the kernel's real-time throttling
+/// (`sched_rt_runtime_us`) bounds what it can take. Only the reading thread
+/// is raised (`sched_setscheduler` on thread 0, reset on fork), never the
+/// captured threads. Where the policy is refused (no CAP_SYS_NICE, or a
+/// cgroup with no real-time runtime), nice `READER_NICE`, with a warning.
+const READER_RT_PRIORITY: libc::c_int = 1;
 const READER_NICE: libc::c_int = -10;
 
-struct ReaderPriority(Option<libc::c_int>);
+/// The reader's scheduling while it captures, as `[capture] reader_policy` names it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ReaderPolicy {
+    /// `SCHED_FIFO` at this priority.
+    Fifo(libc::c_int),
+    /// `SCHED_OTHER` at this nice.
+    Nice(libc::c_int),
+}
+
+impl std::fmt::Display for ReaderPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            ReaderPolicy::Fifo(p) => write!(f, "SCHED_FIFO {p}"),
+            ReaderPolicy::Nice(n) => write!(f, "nice {n}"),
+        }
+    }
+}
+
+/// The reader's policy: `SCHED_FIFO` if `set_fifo` takes, else the nice
+/// `set_nice` leaves (it is not lowered from a nicer one), with a warning
+/// saying why and what it risks; the nice it had if that fails too.
+fn choose_policy(set_fifo: impl FnOnce() -> std::io::Result<()>, set_nice: impl FnOnce() -> std::io::Result<libc::c_int>,
+                 was_nice: libc::c_int) -> (ReaderPolicy, Option<String>) {
+    let refused = match set_fifo() {
+        Ok(()) => return (ReaderPolicy::Fifo(READER_RT_PRIORITY), None),
+        Err(e) => e,
+    };
+    let (nice, how) = match set_nice() {
+        Ok(nice) => (nice, String::new()),
+        Err(e) => (was_nice, format!(" (nice {READER_NICE} refused too: {e})")),
+    };
+    (ReaderPolicy::Nice(nice), Some(format!(
+        "the trace reader cannot run at SCHED_FIFO ({refused}; it needs CAP_SYS_NICE and real-time runtime in its cgroup): \
+         it reads at nice {nice}{how}, and on a busy host it may fall behind and the kernel lose events"
+    )))
+}
+
+/// The calling thread raised as `choose_policy` says, and put back on drop.
+struct ReaderPriority {
+    policy: ReaderPolicy,
+    /// What to put back: the policy and its parameter, and the nice.
+    was: (libc::c_int, libc::sched_param, libc::c_int),
+}
 
 impl ReaderPriority {
-    fn raise() -> ReaderPriority {
-        // SAFETY: getpriority/setpriority on this thread (who 0); errno reset to tell -1 from an error.
-        unsafe {
+    fn raise() -> (ReaderPriority, Option<String>) {
+        // SAFETY: sched_getscheduler/getparam/getpriority on this thread (0); errno reset to tell -1 from an error.
+        let (policy, param, nice) = unsafe {
+            let mut param = libc::sched_param { sched_priority: 0 };
+            libc::sched_getparam(0, &mut param);
             *libc::__errno_location() = 0;
-            let was = libc::getpriority(libc::PRIO_PROCESS, 0);
-            if *libc::__errno_location() != 0 || was <= READER_NICE || libc::setpriority(libc::PRIO_PROCESS, 0, READER_NICE) != 0 {
-                return ReaderPriority(None);
+            let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
+            let nice = if *libc::__errno_location() != 0 { 0 } else { nice };
+            (libc::sched_getscheduler(0), param, nice)
+        };
+        let set_fifo = || {
+            let param = libc::sched_param { sched_priority: READER_RT_PRIORITY };
+            // SAFETY: this thread only (0); a thread it forks starts at SCHED_OTHER.
+            let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) };
+            if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+        };
+        let set_nice = || {
+            if nice <= READER_NICE {
+                return Ok(nice);
             }
-            ReaderPriority(Some(was))
-        }
+            // SAFETY: this thread (who 0).
+            match unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, READER_NICE) } {
+                0 => Ok(READER_NICE),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        };
+        let (chosen, warning) = choose_policy(set_fifo, set_nice, nice);
+        (ReaderPriority { policy: chosen, was: (policy.max(0), param, nice) }, warning)
     }
 }
 
 impl Drop for ReaderPriority {
     fn drop(&mut self) {
-        if let Some(was) = self.0 {
-            // SAFETY: as above.
-            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, was) };
+        let (policy, param, nice) = self.was;
+        // SAFETY: this thread, back to what it had.
+        unsafe {
+            match self.policy {
+                ReaderPolicy::Fifo(_) => libc::sched_setscheduler(0, policy, &param),
+                ReaderPolicy::Nice(_) => libc::setpriority(libc::PRIO_PROCESS, 0, nice),
+            };
         }
     }
 }
@@ -506,6 +590,8 @@ struct Stream {
     lost_at: Vec<(u32, u64, u64)>,
     /// Events read.
     events: u64,
+    /// The most one CPU's buffer gave in one read, bytes.
+    peak_bytes: u64,
 }
 
 struct CpuReader {
@@ -536,7 +622,7 @@ impl Stream {
             .collect::<Result<Vec<_>>>()?;
         // SAFETY: sysconf cannot fail for _SC_PAGESIZE.
         let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        Ok(Stream { readers, formats, commit_size, page: vec![0; page_size], decoded: Vec::new(), marks: Vec::new(), lost_at: Vec::new(), events: 0 })
+        Ok(Stream { readers, formats, commit_size, page: vec![0; page_size], decoded: Vec::new(), marks: Vec::new(), lost_at: Vec::new(), events: 0, peak_bytes: 0 })
     }
 
     /// The kernel memory of the trace: every CPU's buffer (`buffer_total_size_kb`).
@@ -557,6 +643,7 @@ impl Stream {
     /// writer for 4 s, 2.2 million events, while CPU 1's buffer overflowed).
     fn read(&mut self, upto_ns: u64) -> Result<()> {
         for r in &mut self.readers {
+            let mut bytes = 0;
             loop {
                 let n = match r.file.read(&mut self.page) {
                     Ok(0) => break,
@@ -574,11 +661,13 @@ impl Stream {
                     }
                 }
                 self.events += info.events as u64;
+                bytes += n as u64;
                 r.pending.extend(self.decoded.drain(..));
                 if info.ts_ns > upto_ns {
                     break;
                 }
             }
+            self.peak_bytes = self.peak_bytes.max(bytes);
         }
         Ok(())
     }
@@ -745,7 +834,8 @@ fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &
     }
     let _ = write!(
         t,
-        "nr_periods = {}\nnr_throttled = {}\nthrottled_usec = {}\ncpu_usec = {}\nuntraced_switches = {}\nlost_events = {}\ntrace_events = {}\ntrace_buffer_kb = {}\n",
+        "nr_periods = {}\nnr_throttled = {}\nthrottled_usec = {}\ncpu_usec = {}\nuntraced_switches = {}\nlost_events = {}\ntrace_events = {}\ntrace_buffer_kb = {}\n\
+         reader_policy = {}\nreader_max_gap_us = {}\nreader_peak_kb = {}\n",
         spec.nr_periods,
         spec.nr_throttled,
         spec.throttled_usec,
@@ -753,7 +843,10 @@ fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &
         spec.untraced_switches,
         spec.lost_events,
         spec.trace_events,
-        spec.trace_buffer_kb
+        spec.trace_buffer_kb,
+        quoted(&spec.reader_policy),
+        spec.reader_max_gap_us,
+        spec.reader_peak_kb
     );
     if let Some(n) = spec.background_preemptions {
         let _ = writeln!(t, "background_preemptions = {n}");
@@ -781,5 +874,43 @@ mod tests {
     fn reads_the_ring_buffers_stats() {
         let text = "entries: 0\noverrun: 12\ncommit overrun: 0\nbytes: 0\noldest event ts:     0.000000\ndropped events: 3\n";
         assert_eq!((stat(text, "overrun"), stat(text, "commit overrun"), stat(text, "dropped events"), stat(text, "x")), (12, 0, 3, 0));
+    }
+
+    #[test]
+    fn the_reader_runs_at_sched_fifo_where_it_may() {
+        let nice_not_tried = || -> std::io::Result<libc::c_int> { panic!("nice tried though SCHED_FIFO took") };
+        let (policy, warning) = choose_policy(|| Ok(()), nice_not_tried, 0);
+        assert_eq!((policy, warning), (ReaderPolicy::Fifo(READER_RT_PRIORITY), None));
+        assert_eq!(policy.to_string(), "SCHED_FIFO 1");
+    }
+
+    #[test]
+    fn the_reader_falls_back_to_nice_with_a_warning() {
+        let eperm = || Err(std::io::Error::from_raw_os_error(libc::EPERM));
+        let (policy, warning) = choose_policy(eperm, || Ok(READER_NICE), 0);
+        assert_eq!(policy, ReaderPolicy::Nice(-10));
+        assert_eq!(policy.to_string(), "nice -10");
+        let warning = warning.expect("a warning");
+        assert!(warning.contains("cannot run at SCHED_FIFO (Operation not permitted") && warning.contains("CAP_SYS_NICE")
+            && warning.contains("reads at nice -10,"), "{warning}");
+        // Nice refused too: the nice it had, and both reasons.
+        let (policy, warning) = choose_policy(eperm, || Err(std::io::Error::from_raw_os_error(libc::EACCES)), 5);
+        assert_eq!(policy, ReaderPolicy::Nice(5));
+        let warning = warning.expect("a warning");
+        assert!(warning.contains("reads at nice 5 (nice -10 refused too: Permission denied"), "{warning}");
+    }
+
+    #[test]
+    fn the_reader_is_raised_and_put_back() {
+        // This test's own thread: SCHED_FIFO where it may (root), nice -10 or its own nice otherwise; back after.
+        let policy_before = unsafe { libc::sched_getscheduler(0) };
+        let (raised, warning) = ReaderPriority::raise();
+        let during = unsafe { libc::sched_getscheduler(0) } & !libc::SCHED_RESET_ON_FORK;
+        match raised.policy {
+            ReaderPolicy::Fifo(_) => assert_eq!((during, warning), (libc::SCHED_FIFO, None)),
+            ReaderPolicy::Nice(_) => assert!(during == libc::SCHED_OTHER && warning.is_some()),
+        }
+        drop(raised);
+        assert_eq!(unsafe { libc::sched_getscheduler(0) }, policy_before);
     }
 }

@@ -114,6 +114,17 @@ pub struct CaptureSpec {
     /// The kernel memory the trace took: every CPU's ring buffer, KiB.
     #[serde(default)]
     pub trace_buffer_kb: u64,
+    /// How the trace's reader was scheduled: `SCHED_FIFO 1`, or `nice -10`
+    /// where the capture may not use a real-time policy. Empty in captures from before.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reader_policy: String,
+    /// The longest time between two reads of the trace's buffers, us: what
+    /// the buffers had to hold (0 in captures from before).
+    #[serde(default)]
+    pub reader_max_gap_us: u64,
+    /// The most one CPU's buffer held at a read, KiB (0 in captures from before).
+    #[serde(default)]
+    pub reader_peak_kb: u64,
     /// Other tasks' preemptions of the captured threads, the host's background
     /// as the target met it, where the threads wanted a CPU long enough to
     /// tell: then `[machine]`'s `background_per_s` and `background_us` (their
