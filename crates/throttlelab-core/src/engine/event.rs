@@ -9,7 +9,7 @@
 //!
 //! A CPU has at most one pending `RunDone` and one pending `Tick`: arming
 //! either again replaces the one before (as `hrtimer_start` on an armed
-//! hrtimer moves it). They are kept in per-CPU slots (`Slots`, a winner tree)
+//! hrtimer moves it). They are kept in per-CPU slots (`Slots`, a tournament tree)
 //! beside the heap of everything else, so a replaced one is gone at once
 //! instead of being popped and skipped later. The two are merged at pop by the
 //! same total order, so the order of the events is the one a single heap gives.
@@ -92,48 +92,53 @@ fn key(at: Time, class: u8, order: u64) -> Key {
     (at, (class as u64) << 63 | order)
 }
 
-/// The pending `RunDone` and `Tick` of every CPU: a winner tree over two
-/// leaves per CPU. Setting or clearing a leaf costs one compare per level
-/// (log2 of twice the CPU count); the earliest is at the root.
+/// The pending `RunDone` and `Tick` of every CPU: a tournament tree over two
+/// leaves per CPU, the earliest at its root. Setting a leaf walks up only
+/// while the least key of a subtree changes.
 struct Slots {
-    /// Leaves, padded to a power of two; `EMPTY` when nothing is pending.
-    keys: Vec<Key>,
+    /// `node[n + leaf]`: a leaf's key (`EMPTY` when nothing is pending) and
+    /// the leaf; `node[i]` for `i` in `1..n`: the least of `node[2i]` and
+    /// `node[2i + 1]`. `n`, the leaves, is a power of two.
+    node: Vec<(Key, u32)>,
     events: Vec<Event>,
-    /// `win[n + leaf] = leaf`; `win[node]` for `node` in `1..n` is the leaf
-    /// with the least key below it.
-    win: Vec<u32>,
 }
 
 impl Slots {
     fn new(nr_cpus: usize) -> Slots {
         let n = (2 * nr_cpus.max(1)).next_power_of_two();
-        let mut win = vec![0u32; 2 * n];
+        let mut node = vec![(EMPTY, 0u32); 2 * n];
         for leaf in 0..n {
-            win[n + leaf] = leaf as u32;
+            node[n + leaf].1 = leaf as u32;
         }
-        // Every key is EMPTY: the left leaf wins everywhere.
-        for node in (1..n).rev() {
-            win[node] = win[2 * node];
+        for i in (1..n).rev() {
+            node[i] = node[2 * i].min(node[2 * i + 1]);
         }
-        Slots { keys: vec![EMPTY; n], events: vec![Event::Sample(0); n], win }
+        Slots { node, events: vec![Event::Sample(0); n] }
+    }
+
+    fn key(&self, leaf: usize) -> Key {
+        self.node[self.events.len() + leaf].0
     }
 
     fn set(&mut self, leaf: usize, k: Key, ev: Event) {
-        let n = self.keys.len();
-        self.keys[leaf] = k;
         self.events[leaf] = ev;
-        let mut node = (n + leaf) / 2;
-        while node >= 1 {
-            let (l, r) = (self.win[2 * node], self.win[2 * node + 1]);
-            self.win[node] = if self.keys[r as usize] < self.keys[l as usize] { r } else { l };
-            node /= 2;
+        let mut i = self.events.len() + leaf;
+        self.node[i] = (k, leaf as u32);
+        while i > 1 {
+            let least = self.node[i].min(self.node[i ^ 1]);
+            i /= 2;
+            if self.node[i] == least {
+                // This subtree's least is unchanged, and so is every one above.
+                break;
+            }
+            self.node[i] = least;
         }
     }
 
-    /// The earliest pending leaf, if any.
-    fn first(&self) -> Option<usize> {
-        let leaf = self.win[1] as usize;
-        (self.keys[leaf] != EMPTY).then_some(leaf)
+    /// The earliest pending leaf and its key, if any.
+    fn first(&self) -> Option<(usize, Key)> {
+        let (k, leaf) = self.node[1];
+        (k != EMPTY).then_some((leaf as usize, k))
     }
 }
 
@@ -171,7 +176,7 @@ impl EventQueue {
     /// Drop a CPU's pending `RunDone` or `Tick`, if any.
     pub fn cancel(&mut self, slot: Slot) {
         let leaf = slot.leaf();
-        if self.slots.keys[leaf] != EMPTY {
+        if self.slots.key(leaf) != EMPTY {
             self.slots.set(leaf, EMPTY, Event::Sample(0));
         }
     }
@@ -180,7 +185,7 @@ impl EventQueue {
     /// Keys are unique but for a tick and a period timer in that tick's
     /// interrupt (same time, class 1, CPU): the tick (a slot) goes first.
     fn next_is_slot(&self) -> Option<bool> {
-        let slot = self.slots.first().map(|leaf| self.slots.keys[leaf]);
+        let slot = self.slots.first().map(|(_, k)| k);
         let heap = self.heap.peek().map(|Reverse((t, c, o, _))| key(*t, *c, *o));
         match (slot, heap) {
             (None, None) => None,
@@ -190,7 +195,7 @@ impl EventQueue {
     }
 
     pub fn peek_time(&self) -> Option<Time> {
-        let slot = self.slots.first().map(|leaf| self.slots.keys[leaf].0);
+        let slot = self.slots.first().map(|(_, k)| k.0);
         let heap = self.heap.peek().map(|Reverse((t, _, _, _))| *t);
         match (slot, heap) {
             (Some(s), Some(h)) => Some(s.min(h)),
@@ -200,8 +205,8 @@ impl EventQueue {
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
         let (t, ev) = if self.next_is_slot()? {
-            let leaf = self.slots.first().expect("a slot is pending");
-            let (t, ev) = (self.slots.keys[leaf].0, self.slots.events[leaf]);
+            let (leaf, k) = self.slots.first().expect("a slot is pending");
+            let (t, ev) = (k.0, self.slots.events[leaf]);
             self.slots.set(leaf, EMPTY, Event::Sample(0));
             (t, ev)
         } else {
