@@ -6,6 +6,13 @@
 //! expiry it is the one inserted last; and the order must not depend on when
 //! the simulator chose to arm it (it skips ticks that cannot matter). A period
 //! timer that runs in a tick's interrupt comes right after that tick.
+//!
+//! A CPU has at most one pending `RunDone` and one pending `Tick`: arming
+//! either again replaces the one before (as `hrtimer_start` on an armed
+//! hrtimer moves it). They are kept in per-CPU slots (`Slots`, a tournament tree)
+//! beside the heap of everything else, so a replaced one is gone at once
+//! instead of being popped and skipped later. The two are merged at pop by the
+//! same total order, so the order of the events is the one a single heap gives.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -22,9 +29,9 @@ pub enum Event {
     Signal(usize),
     /// A thread's `runtime` phase has had its wall time (the `gen`-th it began).
     RuntimeEnd { tid: usize, gen: u64 },
-    /// The running thread on a CPU completes its run phase (valid for `gen`).
+    /// The running thread on a CPU completes its run phase (armed at `gen`).
     RunDone { cpu: usize, gen: u64 },
-    /// Scheduler tick `index` on a CPU (valid for `gen`).
+    /// Scheduler tick `index` on a CPU (armed at `gen`).
     Tick { cpu: usize, index: u64, gen: u64 },
     /// `sched_cfs_period_timer` of a group, run by `irq`.
     PeriodTimer { tg: usize, irq: Irq },
@@ -59,16 +66,99 @@ pub enum Irq {
     AfterIdle,
 }
 
-#[derive(Default)]
+/// A CPU's per-CPU timer: the slot it takes in `Slots`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    RunDone(usize),
+    Tick(usize),
+}
+
+impl Slot {
+    fn leaf(self) -> usize {
+        match self {
+            Slot::RunDone(cpu) => 2 * cpu,
+            Slot::Tick(cpu) => 2 * cpu + 1,
+        }
+    }
+}
+
+/// The sort key of an event: (time, class and order). Class 0 (by `seq`) in
+/// the top bit clear, class 1 (ticks, by CPU) set: the order of
+/// `(time, class, order)`.
+type Key = (Time, u64);
+const EMPTY: Key = (Time::MAX, u64::MAX);
+
+fn key(at: Time, class: u8, order: u64) -> Key {
+    (at, (class as u64) << 63 | order)
+}
+
+/// The pending `RunDone` and `Tick` of every CPU: a tournament tree over two
+/// leaves per CPU, the earliest at its root. Setting a leaf walks up only
+/// while the least key of a subtree changes.
+struct Slots {
+    /// `node[n + leaf]`: a leaf's key (`EMPTY` when nothing is pending) and
+    /// the leaf; `node[i]` for `i` in `1..n`: the least of `node[2i]` and
+    /// `node[2i + 1]`. `n`, the leaves, is a power of two.
+    node: Vec<(Key, u32)>,
+    events: Vec<Event>,
+}
+
+impl Slots {
+    fn new(nr_cpus: usize) -> Slots {
+        let n = (2 * nr_cpus.max(1)).next_power_of_two();
+        let mut node = vec![(EMPTY, 0u32); 2 * n];
+        for leaf in 0..n {
+            node[n + leaf].1 = leaf as u32;
+        }
+        for i in (1..n).rev() {
+            node[i] = node[2 * i].min(node[2 * i + 1]);
+        }
+        Slots { node, events: vec![Event::Sample(0); n] }
+    }
+
+    fn key(&self, leaf: usize) -> Key {
+        self.node[self.events.len() + leaf].0
+    }
+
+    fn set(&mut self, leaf: usize, k: Key, ev: Event) {
+        self.events[leaf] = ev;
+        let mut i = self.events.len() + leaf;
+        self.node[i] = (k, leaf as u32);
+        while i > 1 {
+            let least = self.node[i].min(self.node[i ^ 1]);
+            i /= 2;
+            if self.node[i] == least {
+                // This subtree's least is unchanged, and so is every one above.
+                break;
+            }
+            self.node[i] = least;
+        }
+    }
+
+    /// The earliest pending leaf and its key, if any.
+    fn first(&self) -> Option<(usize, Key)> {
+        let (k, leaf) = self.node[1];
+        (k != EMPTY).then_some((leaf as usize, k))
+    }
+}
+
 pub struct EventQueue {
-    /// (time, 0 or 1 for ticks, seq or CPU for ticks, event).
+    /// (time, 0 or 1 for ticks, seq or CPU for ticks, event): every event
+    /// but the per-CPU slots'.
     heap: BinaryHeap<Reverse<(Time, u8, u64, Event)>>,
+    slots: Slots,
     seq: u64,
     /// Events popped so far.
     pub processed: u64,
 }
 
 impl EventQueue {
+    pub fn new(nr_cpus: usize) -> EventQueue {
+        EventQueue { heap: BinaryHeap::new(), slots: Slots::new(nr_cpus), seq: 0, processed: 0 }
+    }
+
+    /// Schedule `ev` at `at`. A `RunDone` or `Tick` replaces its CPU's
+    /// pending one.
     pub fn push(&mut self, at: Time, ev: Event) {
         self.seq += 1;
         let (class, order) = match ev {
@@ -76,15 +166,53 @@ impl EventQueue {
             Event::Tick { cpu, .. } | Event::PeriodTimer { irq: Irq::Tick(cpu), .. } => (1, cpu as u64),
             _ => (0, self.seq),
         };
-        self.heap.push(Reverse((at, class, order, ev)));
+        match ev {
+            Event::RunDone { cpu, .. } => self.slots.set(Slot::RunDone(cpu).leaf(), key(at, class, order), ev),
+            Event::Tick { cpu, .. } => self.slots.set(Slot::Tick(cpu).leaf(), key(at, class, order), ev),
+            _ => self.heap.push(Reverse((at, class, order, ev))),
+        }
+    }
+
+    /// Drop a CPU's pending `RunDone` or `Tick`, if any.
+    pub fn cancel(&mut self, slot: Slot) {
+        let leaf = slot.leaf();
+        if self.slots.key(leaf) != EMPTY {
+            self.slots.set(leaf, EMPTY, Event::Sample(0));
+        }
+    }
+
+    /// Whether the next event is the earliest slot's (else the heap's top).
+    /// Keys are unique but for a tick and a period timer in that tick's
+    /// interrupt (same time, class 1, CPU): the tick (a slot) goes first.
+    fn next_is_slot(&self) -> Option<bool> {
+        let slot = self.slots.first().map(|(_, k)| k);
+        let heap = self.heap.peek().map(|Reverse((t, c, o, _))| key(*t, *c, *o));
+        match (slot, heap) {
+            (None, None) => None,
+            (Some(s), Some(h)) => Some(s <= h),
+            (s, _) => Some(s.is_some()),
+        }
     }
 
     pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|Reverse((t, _, _, _))| *t)
+        let slot = self.slots.first().map(|(_, k)| k.0);
+        let heap = self.heap.peek().map(|Reverse((t, _, _, _))| *t);
+        match (slot, heap) {
+            (Some(s), Some(h)) => Some(s.min(h)),
+            (s, h) => s.or(h),
+        }
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
-        let Reverse((t, _, _, ev)) = self.heap.pop()?;
+        let (t, ev) = if self.next_is_slot()? {
+            let (leaf, k) = self.slots.first().expect("a slot is pending");
+            let (t, ev) = (k.0, self.slots.events[leaf]);
+            self.slots.set(leaf, EMPTY, Event::Sample(0));
+            (t, ev)
+        } else {
+            let Reverse((t, _, _, ev)) = self.heap.pop().expect("the heap is not empty");
+            (t, ev)
+        };
         self.processed += 1;
         Some((t, ev))
     }
@@ -96,7 +224,7 @@ mod tests {
 
     #[test]
     fn ties_resolve_fifo() {
-        let mut q = EventQueue::default();
+        let mut q = EventQueue::new(4);
         q.push(10, Event::Wake(2));
         q.push(5, Event::Wake(9));
         q.push(10, Event::Wake(1));
@@ -108,7 +236,7 @@ mod tests {
 
     #[test]
     fn ticks_run_last_in_cpu_order() {
-        let mut q = EventQueue::default();
+        let mut q = EventQueue::new(4);
         q.push(10, Event::Tick { cpu: 1, index: 2, gen: 0 });
         q.push(10, Event::Tick { cpu: 0, index: 2, gen: 0 });
         q.push(10, Event::Wake(4));
@@ -119,7 +247,7 @@ mod tests {
 
     #[test]
     fn period_timer_in_a_tick_follows_that_tick() {
-        let mut q = EventQueue::default();
+        let mut q = EventQueue::new(4);
         let timer = Event::PeriodTimer { tg: 1, irq: Irq::Tick(1) };
         q.push(10, timer);
         q.push(10, Event::Tick { cpu: 1, index: 2, gen: 0 });
@@ -128,5 +256,94 @@ mod tests {
         assert_eq!(q.pop(), Some((10, Event::Tick { cpu: 1, index: 2, gen: 0 })));
         assert_eq!(q.pop(), Some((10, timer)));
         assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn a_rearmed_slot_replaces_the_pending_one_and_a_cancelled_one_is_gone() {
+        let mut q = EventQueue::new(2);
+        q.push(20, Event::RunDone { cpu: 0, gen: 1 });
+        q.push(30, Event::Tick { cpu: 1, index: 3, gen: 1 });
+        q.push(15, Event::RunDone { cpu: 0, gen: 2 });
+        q.push(25, Event::Wake(7));
+        q.cancel(Slot::Tick(1));
+        q.cancel(Slot::Tick(0));
+        assert_eq!(q.peek_time(), Some(15));
+        assert_eq!(q.pop(), Some((15, Event::RunDone { cpu: 0, gen: 2 })));
+        assert_eq!(q.pop(), Some((25, Event::Wake(7))));
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.processed, 2);
+    }
+
+    /// Random pushes, re-arms and cancels: the queue pops what one heap of
+    /// every live event (stale ones skipped at pop, as the queue did before
+    /// the slots) pops, in the same order.
+    #[test]
+    fn slots_pop_in_the_order_of_one_heap_with_stale_entries_skipped() {
+        let nr_cpus = 5;
+        let mut q = EventQueue::new(nr_cpus);
+        let mut reference: BinaryHeap<Reverse<(Time, u8, u64, Event)>> = BinaryHeap::new();
+        let (mut seq, mut run_gen, mut tick_gen) = (0u64, vec![0u64; nr_cpus], vec![0u64; nr_cpus]);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let (mut now, mut popped) = (0, 0);
+        for _ in 0..20_000 {
+            let cpu = rand(nr_cpus as u64) as usize;
+            let at = now + rand(40);
+            seq += 1;
+            match rand(6) {
+                0 => {
+                    run_gen[cpu] += 1;
+                    let ev = Event::RunDone { cpu, gen: run_gen[cpu] };
+                    q.push(at, ev);
+                    reference.push(Reverse((at, 0, seq, ev)));
+                }
+                1 => {
+                    tick_gen[cpu] += 1;
+                    // Ticks on a grid of 10, so they tie with one another and with timers.
+                    let at = at / 10 * 10;
+                    let ev = Event::Tick { cpu, index: at / 10, gen: tick_gen[cpu] };
+                    q.push(at, ev);
+                    reference.push(Reverse((at, 1, cpu as u64, ev)));
+                }
+                2 => {
+                    let at = at / 10 * 10;
+                    let ev = Event::PeriodTimer { tg: rand(3) as usize, irq: Irq::Tick(cpu) };
+                    q.push(at, ev);
+                    reference.push(Reverse((at, 1, cpu as u64, ev)));
+                }
+                3 => {
+                    run_gen[cpu] += 1;
+                    seq -= 1;
+                    q.cancel(Slot::RunDone(cpu));
+                }
+                _ => {
+                    let ev = Event::Wake(rand(100) as usize);
+                    q.push(at, ev);
+                    reference.push(Reverse((at, 0, seq, ev)));
+                }
+            }
+            if rand(2) == 0 {
+                let want = loop {
+                    match reference.pop() {
+                        Some(Reverse((_, _, _, Event::RunDone { cpu, gen }))) if gen != run_gen[cpu] => continue,
+                        Some(Reverse((_, _, _, Event::Tick { cpu, gen, .. }))) if gen != tick_gen[cpu] => continue,
+                        Some(Reverse((t, _, _, ev))) => break Some((t, ev)),
+                        None => break None,
+                    }
+                };
+                assert_eq!(q.pop(), want);
+                if let Some((t, _)) = want {
+                    now = t;
+                    popped += 1;
+                }
+            }
+        }
+        assert!(popped > 5_000, "the queue was exercised: {popped} pops");
+        assert_eq!(q.processed, popped);
     }
 }

@@ -20,9 +20,9 @@ pub struct Rq {
     /// When `curr` last had its thread-level time (work, cpu time) accounted.
     pub since: Time,
     pub need_resched: bool,
-    /// Invalidates a pending `RunDone`.
+    /// The generation of the pending `RunDone` (and `DlRuntimeEnd`).
     pub run_gen: u64,
-    /// Invalidates a pending `Tick`.
+    /// The generation of the pending `Tick`.
     pub tick_gen: u64,
     /// The pending tick, if any: (index, time).
     pub tick_armed: Option<(u64, Time)>,

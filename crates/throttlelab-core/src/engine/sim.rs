@@ -6,7 +6,7 @@
 //! `rq`.
 
 use crate::engine::cfs_bandwidth::CfsBandwidth;
-use crate::engine::event::{Event, EventQueue, Irq};
+use crate::engine::event::{Event, EventQueue, Irq, Slot};
 use crate::engine::fair::{CfsRq, Se};
 use crate::engine::rq::{Features, Rq, TaskGroup, Thread, Tunables};
 use crate::engine::smt::{self, Smt};
@@ -145,7 +145,7 @@ impl<'s> Sim<'s> {
             now: 0,
             end: scenario.duration_ns(),
             seed: scenario.seed,
-            events: EventQueue::default(),
+            events: EventQueue::new(nr_cpus),
             rqs: (0..nr_cpus).map(|_| Rq::default()).collect(),
             cfs_rqs: Vec::new(),
             ses: Vec::new(),
@@ -289,20 +289,20 @@ impl<'s> Sim<'s> {
                 self.advance(tid, true)
             }
             Event::RuntimeEnd { tid, gen } => self.runtime_end(tid, gen),
+            // The queue holds only the last one armed: re-arming replaced
+            // (and disarming cancelled) the ones before.
             Event::RunDone { cpu, gen } => {
-                if self.rqs[cpu].run_gen == gen {
-                    self.run_done(cpu);
-                }
+                debug_assert_eq!(self.rqs[cpu].run_gen, gen, "a replaced RunDone was popped");
+                self.run_done(cpu);
             }
             Event::Tick { cpu, index, gen } => {
-                if self.rqs[cpu].tick_gen == gen {
-                    self.rqs[cpu].tick_armed = None;
-                    self.sched_tick(cpu, index);
-                    // Its interrupt lasts until the period timers expiring
-                    // before it ends have run.
-                    if self.rqs[cpu].tick_timers.iter().any(|&(k, _)| k == index) {
-                        self.rqs[cpu].irq_tick = Some(index);
-                    }
+                debug_assert_eq!(self.rqs[cpu].tick_gen, gen, "a replaced Tick was popped");
+                self.rqs[cpu].tick_armed = None;
+                self.sched_tick(cpu, index);
+                // Its interrupt lasts until the period timers expiring
+                // before it ends have run.
+                if self.rqs[cpu].tick_timers.iter().any(|&(k, _)| k == index) {
+                    self.rqs[cpu].irq_tick = Some(index);
                 }
             }
             Event::PeriodTimer { tg, irq } => {
@@ -409,7 +409,8 @@ impl<'s> Sim<'s> {
         self.events.push((n + 1) * self.scenario.sample_ms * NSEC_PER_MSEC, Event::Sample(n + 1));
     }
 
-    /// Arm the `RunDone` of the thread now running on `cpu`.
+    /// Arm the `RunDone` of the thread now running on `cpu` (replacing the
+    /// pending one), or cancel it when the CPU is idle.
     pub(crate) fn arm_run_done(&mut self, cpu: CpuId) {
         let speed = self.hw.speed_ppm(cpu);
         let rq = &mut self.rqs[cpu];
@@ -422,6 +423,8 @@ impl<'s> Sim<'s> {
             if let Some(dl) = th.dl.as_ref().filter(|d| d.admitted) {
                 self.events.push(self.now + dl.runtime.max(0) as u64, Event::DlRuntimeEnd { cpu, gen });
             }
+        } else {
+            self.events.cancel(Slot::RunDone(cpu));
         }
     }
 

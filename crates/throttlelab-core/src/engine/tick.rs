@@ -4,7 +4,7 @@
 //! charged time is skipped and applied later, in one `update_curr` per level
 //! (`catch_up_ticks`), when the CPU is next touched.
 
-use crate::engine::event::Event;
+use crate::engine::event::{Event, Slot};
 use crate::engine::fair::NICE_0_LOAD;
 use crate::vocab::noise::{self, Stream};
 use crate::engine::sim::Sim;
@@ -190,7 +190,8 @@ impl Sim<'_> {
         runtime_tick.into_iter().chain(timer_tick).min()
     }
 
-    /// (Re-)arm the next tick event of `cpu` if it changed.
+    /// (Re-)arm the next tick event of `cpu` if it changed (the queue drops
+    /// the one it replaces).
     pub(crate) fn arm_tick(&mut self, cpu: CpuId) {
         let next = self.next_interesting_tick(cpu);
         let rq = &mut self.rqs[cpu];
@@ -205,6 +206,8 @@ impl Sim<'_> {
             rq.tick_armed = Some((index, at));
             let gen = rq.tick_gen;
             self.events.push(at, Event::Tick { cpu, index, gen });
+        } else {
+            self.events.cancel(Slot::Tick(cpu));
         }
     }
 }
