@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use throttlelab_core::phases_file::HEADER;
 use throttlelab_core::scenario::{parse_cpu_list, CaptureSpec};
+use throttlelab_core::output::Limit;
 use throttlelab_core::{Profile, Quota};
 
 /// What to capture.
@@ -700,21 +701,49 @@ const BACKGROUND_MIN_WANTED_NS: u64 = 1_000_000_000;
 /// threads met, `(per_s, us)`, where they tell it), the kernel and the cgroup as found.
 fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &[String], phases_file: &str,
                  background: Option<(f64, f64)>) -> Result<String> {
-    let quoted = |s: &str| serde_json::to_string(s).expect("a string serialises");
     let cpus = host::online_cpus()?;
     let nr_cpus = cpus.iter().max().map_or(1, |c| c + 1);
     let hz = host::config_hz(&spec.release).unwrap_or_else(|| {
         eprintln!("throttlelab: warning: CONFIG_HZ not found (no /boot/config-{} or /proc/config.gz): machine.hz = 250", spec.release);
         250
     });
-    let profile = Profile::for_release(&spec.release).unwrap_or_default();
-    let limit = group.limit()?;
     let cgroup: String = group
         .dir()
         .file_name()
         .map(|n| n.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).take(64).collect())
         .filter(|n: &String| !n.is_empty())
         .unwrap_or_else(|| "captured".to_string());
+    let group_cpus = group.cpus()?.filter(|list| parse_cpu_list(list).is_ok_and(|c| c != (0..nr_cpus).collect::<Vec<_>>()));
+    let host = Host {
+        nr_cpus,
+        hz,
+        profile: Profile::for_release(&spec.release).unwrap_or_default(),
+        cgroup,
+        limit: group.limit()?,
+        weight: group.weight()?,
+        cpus: group_cpus,
+    };
+    let tasks: Vec<(&str, u64)> = names.iter().map(String::as_str).zip(threads.iter().map(|t| t.start_ns)).collect();
+    Ok(scenario_toml(spec, &host, &tasks, phases_file, background))
+}
+
+/// What a capture's scenario says of the host and the cgroup as found.
+struct Host {
+    nr_cpus: usize,
+    hz: u32,
+    profile: Profile,
+    /// The cgroup's name in the scenario.
+    cgroup: String,
+    limit: Limit,
+    weight: u64,
+    /// Its CPUs, where not all the machine's.
+    cpus: Option<String>,
+}
+
+/// The scenario's text: `tasks` are each captured thread's name and start (ns).
+fn scenario_toml(spec: &CaptureSpec, host: &Host, tasks: &[(&str, u64)], phases_file: &str, background: Option<(f64, f64)>) -> String {
+    let quoted = |s: &str| serde_json::to_string(s).expect("a string serialises");
+    let (nr_cpus, hz, cgroup, limit) = (host.nr_cpus, host.hz, &host.cgroup, &host.limit);
     // The scenario's limits: a mean of 1 s or 10000 a second is a host no
     // prediction holds on anyway.
     let background = background.map_or(String::new(), |(per_s, us)| {
@@ -725,7 +754,7 @@ fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &
          name = {}\nduration_s = {}\n\n[machine]\ncpus = {nr_cpus}\nhz = {hz}\n{background}\n[kernel]\nprofile = \"{}\"\n\n",
         quoted(&format!("capture-{cgroup}")),
         spec.duration_s,
-        profile.as_str()
+        host.profile.as_str()
     );
     let _ = write!(t, "[[cgroup]]\nname = \"{cgroup}\"\nperiod_us = {}\n", limit.period_us);
     if let Quota::Us(q) = limit.quota_us {
@@ -734,10 +763,9 @@ fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &
     if limit.burst_us > 0 {
         let _ = writeln!(t, "burst_us = {}", limit.burst_us);
     }
-    let _ = writeln!(t, "weight = {}", group.weight()?);
-    let group_cpus = group.cpus()?.filter(|list| parse_cpu_list(list).is_ok_and(|c| c != (0..nr_cpus).collect::<Vec<_>>()));
-    if let Some(list) = group_cpus {
-        let _ = writeln!(t, "cpus = {}", quoted(&list));
+    let _ = writeln!(t, "weight = {}", host.weight);
+    if let Some(list) = &host.cpus {
+        let _ = writeln!(t, "cpus = {}", quoted(list));
     }
     let _ = write!(t, "\n[capture]\nsource = {}\nrelease = {}\nduration_s = {}\nthreads = {}\n", quoted(&spec.source), quoted(&spec.release), spec.duration_s, spec.threads);
     if let Some(usage) = spec.usage_usec {
@@ -764,18 +792,59 @@ fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &
             let _ = writeln!(t, "{key} = {us:?}");
         }
     }
-    for (thread, name) in threads.iter().zip(names) {
+    for (name, start_ns) in tasks {
         let _ = write!(t, "\n[[task]]\nname = \"{name}\"\ncgroup = \"{cgroup}\"\nloop = 1\nphases_file = {}\n", quoted(phases_file));
-        if thread.start_ns > 0 {
-            let _ = writeln!(t, "start_us = {}", thread.start_ns / 1_000);
+        if *start_ns > 0 {
+            let _ = writeln!(t, "start_us = {}", start_ns / 1_000);
         }
     }
-    Ok(t)
+    t
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two captures' scenarios, one with every optional key and one with
+    /// none, byte for byte as capture has written them.
+    #[test]
+    fn a_capture_scenario_is_written_as_before() {
+        let mut spec = CaptureSpec {
+            source: "/sys/fs/cgroup/app".into(),
+            release: "6.18.44-fc".into(),
+            duration_s: 60.000186,
+            threads: 2,
+            usage_usec: Some(35873780),
+            nr_periods: 600,
+            nr_throttled: 9,
+            throttled_usec: 132017,
+            cpu_usec: 35873313,
+            untraced_switches: 3,
+            lost_events: 1,
+            trace_events: 123456,
+            trace_buffer_kb: 8192,
+            background_preemptions: Some(42),
+            background_p50_us: Some(12.5),
+            background_p90_us: Some(40.0),
+            background_max_us: Some(1234.25),
+        };
+        let limit = Limit { quota_us: Quota::Us(120000), period_us: 100000, burst_us: 5000 };
+        let mut host = Host { nr_cpus: 4, hz: 250, profile: Profile::for_release("6.18.44").unwrap(), cgroup: "app".into(), limit, weight: 100, cpus: Some("0-1".into()) };
+        let tasks = [("web-12", 0), ("web-13", 2_500_999)];
+        let text = scenario_toml(&spec, &host, &tasks, "c.phases.gz", Some((3.25, 17.0)));
+        assert_eq!(
+            text,
+            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 60.000186\n\n[machine]\ncpus = 4\nhz = 250\nbackground_per_s = 3.25\nbackground_us = 17.0\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nquota_us = 120000\nburst_us = 5000\nweight = 100\ncpus = \"0-1\"\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 60.000186\nthreads = 2\nusage_usec = 35873780\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nbackground_preemptions = 42\nbackground_p50_us = 12.5\nbackground_p90_us = 40.0\nbackground_max_us = 1234.25\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n\n[[task]]\nname = \"web-13\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\nstart_us = 2500\n"
+        );
+        spec = CaptureSpec { duration_s: 20.0, usage_usec: None, background_preemptions: None, background_p50_us: None, background_p90_us: None, background_max_us: None, ..spec };
+        host.limit = Limit { quota_us: Quota::Max, period_us: 100000, burst_us: 0 };
+        host.cpus = None;
+        let text = scenario_toml(&spec, &host, &tasks[..1], "c.phases.gz", None);
+        assert_eq!(
+            text,
+            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 20\n\n[machine]\ncpus = 4\nhz = 250\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nweight = 100\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 20\nthreads = 2\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n"
+        );
+    }
 
     #[test]
     fn reads_the_ring_buffers_stats() {
