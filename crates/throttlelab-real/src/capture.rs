@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use throttlelab_core::phases_file::HEADER;
 use throttlelab_core::scenario::{parse_cpu_list, CaptureSpec};
 use throttlelab_core::output::Limit;
+use throttlelab_core::write::{captured_task, seconds, value, ScenarioToml, Table};
 use throttlelab_core::{Profile, Quota};
 
 /// What to capture.
@@ -742,63 +743,67 @@ struct Host {
 
 /// The scenario's text: `tasks` are each captured thread's name and start (ns).
 fn scenario_toml(spec: &CaptureSpec, host: &Host, tasks: &[(&str, u64)], phases_file: &str, background: Option<(f64, f64)>) -> String {
-    let quoted = |s: &str| serde_json::to_string(s).expect("a string serialises");
-    let (nr_cpus, hz, cgroup, limit) = (host.nr_cpus, host.hz, &host.cgroup, &host.limit);
+    let mut s = ScenarioToml::new("Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.");
+    s.set("name", value(format!("capture-{}", host.cgroup)));
+    s.set("duration_s", seconds(spec.duration_s));
+    let machine = s.table("machine");
+    machine["cpus"] = value(host.nr_cpus as i64);
+    machine["hz"] = value(i64::from(host.hz));
     // The scenario's limits: a mean of 1 s or 10000 a second is a host no
     // prediction holds on anyway.
-    let background = background.map_or(String::new(), |(per_s, us)| {
-        format!("background_per_s = {:?}\nbackground_us = {:?}\n", per_s.min(10_000.0), us.min(1_000_000.0))
-    });
-    let mut t = format!(
-        "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\n\
-         name = {}\nduration_s = {}\n\n[machine]\ncpus = {nr_cpus}\nhz = {hz}\n{background}\n[kernel]\nprofile = \"{}\"\n\n",
-        quoted(&format!("capture-{cgroup}")),
-        spec.duration_s,
-        host.profile.as_str()
-    );
-    let _ = write!(t, "[[cgroup]]\nname = \"{cgroup}\"\nperiod_us = {}\n", limit.period_us);
-    if let Quota::Us(q) = limit.quota_us {
-        let _ = writeln!(t, "quota_us = {q}");
+    if let Some((per_s, us)) = background {
+        machine["background_per_s"] = value(per_s.min(10_000.0));
+        machine["background_us"] = value(us.min(1_000_000.0));
     }
-    if limit.burst_us > 0 {
-        let _ = writeln!(t, "burst_us = {}", limit.burst_us);
+    s.table("kernel")["profile"] = value(host.profile.as_str());
+    let mut cgroup = Table::new();
+    cgroup["name"] = value(&host.cgroup);
+    cgroup["period_us"] = value(host.limit.period_us as i64);
+    if let Quota::Us(q) = host.limit.quota_us {
+        cgroup["quota_us"] = value(q as i64);
     }
-    let _ = writeln!(t, "weight = {}", host.weight);
+    if host.limit.burst_us > 0 {
+        cgroup["burst_us"] = value(host.limit.burst_us as i64);
+    }
+    cgroup["weight"] = value(host.weight as i64);
     if let Some(list) = &host.cpus {
-        let _ = writeln!(t, "cpus = {}", quoted(list));
+        cgroup["cpus"] = value(list);
     }
-    let _ = write!(t, "\n[capture]\nsource = {}\nrelease = {}\nduration_s = {}\nthreads = {}\n", quoted(&spec.source), quoted(&spec.release), spec.duration_s, spec.threads);
+    s.push("cgroup", cgroup);
+    let c = s.table("capture");
+    c["source"] = value(&spec.source);
+    c["release"] = value(&spec.release);
+    c["duration_s"] = seconds(spec.duration_s);
+    c["threads"] = value(spec.threads as i64);
     if let Some(usage) = spec.usage_usec {
-        let _ = writeln!(t, "usage_usec = {usage}");
+        c["usage_usec"] = value(usage as i64);
     }
-    let _ = write!(
-        t,
-        "nr_periods = {}\nnr_throttled = {}\nthrottled_usec = {}\ncpu_usec = {}\nuntraced_switches = {}\nlost_events = {}\ntrace_events = {}\ntrace_buffer_kb = {}\n",
-        spec.nr_periods,
-        spec.nr_throttled,
-        spec.throttled_usec,
-        spec.cpu_usec,
-        spec.untraced_switches,
-        spec.lost_events,
-        spec.trace_events,
-        spec.trace_buffer_kb
-    );
+    let counts = [
+        ("nr_periods", spec.nr_periods),
+        ("nr_throttled", spec.nr_throttled),
+        ("throttled_usec", spec.throttled_usec),
+        ("cpu_usec", spec.cpu_usec),
+        ("untraced_switches", spec.untraced_switches),
+        ("lost_events", spec.lost_events),
+        ("trace_events", spec.trace_events),
+        ("trace_buffer_kb", spec.trace_buffer_kb),
+    ];
+    for (key, n) in counts {
+        c[key] = value(n as i64);
+    }
     if let Some(n) = spec.background_preemptions {
-        let _ = writeln!(t, "background_preemptions = {n}");
+        c["background_preemptions"] = value(n as i64);
     }
     let lengths = [("background_p50_us", spec.background_p50_us), ("background_p90_us", spec.background_p90_us), ("background_max_us", spec.background_max_us)];
     for (key, us) in lengths {
         if let Some(us) = us {
-            let _ = writeln!(t, "{key} = {us:?}");
+            c[key] = value(us);
         }
     }
     for (name, start_ns) in tasks {
-        let _ = write!(t, "\n[[task]]\nname = \"{name}\"\ncgroup = \"{cgroup}\"\nloop = 1\nphases_file = {}\n", quoted(phases_file));
-        if *start_ns > 0 {
-            let _ = writeln!(t, "start_us = {}", start_ns / 1_000);
-        }
+        s.push("task", captured_task(name, &host.cgroup, phases_file, start_ns / 1_000));
     }
-    t
+    s.finish()
 }
 
 #[cfg(test)]
@@ -844,6 +849,12 @@ mod tests {
             text,
             "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 20\n\n[machine]\ncpus = 4\nhz = 250\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nweight = 100\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 20\nthreads = 2\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n"
         );
+        // A name TOML's basic strings would escape is written as a literal
+        // string (JSON's escapes before): the same value once parsed.
+        let odd = "pids 1,2 \"a\\b\"";
+        let text = scenario_toml(&CaptureSpec { source: odd.into(), ..spec }, &host, &tasks[..1], "c.phases.gz", None);
+        let doc: throttlelab_core::write::DocumentMut = text.parse().unwrap();
+        assert_eq!(doc["capture"]["source"].as_str(), Some(odd));
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! quoting, number forms and layout (a blank line before each table) are
 //! decided once.
 
-use toml_edit::{value, ArrayOfTables, DocumentMut, Item, Table};
+use toml_edit::ArrayOfTables;
+/// The tables and values a writer fills.
+pub use toml_edit::{value, DocumentMut, Item, Table};
 
 /// A scenario's text being built: an opening comment, then its keys and
 /// tables in the order they are set.
