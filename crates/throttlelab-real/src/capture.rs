@@ -12,13 +12,13 @@ use crate::timer_trace::Instance;
 use crate::trace_raw::{self, Formats};
 use crate::{cgroup_root, host, signals};
 use std::collections::VecDeque;
-use std::fmt::Write as _;
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use throttlelab_core::phases_file::HEADER;
+use throttlelab_core::phases_file;
+use throttlelab_core::scenario::Phase as FilePhase;
 use throttlelab_core::scenario::{parse_cpu_list, CaptureSpec};
 use throttlelab_core::output::Limit;
 use throttlelab_core::write::{captured_task, seconds, value, ScenarioToml, Table};
@@ -671,26 +671,31 @@ fn task_names(threads: &[Thread]) -> Vec<String> {
         .collect()
 }
 
-fn write_phases(path: &Path, file: fs::File, threads: &[Thread], names: &[String]) -> Result<()> {
-    let name_of = |pid: u32| threads.iter().position(|t| t.pid == pid).map(|i| names[i].as_str());
-    let mut text = format!("{HEADER}\n");
-    for (t, name) in threads.iter().zip(names) {
-        let _ = writeln!(text, "[{name}]");
-        for p in &t.phases {
-            let _ = match p {
-                Phase::Run { ns } => writeln!(text, "run_us {}", ns / 1_000),
-                Phase::Sleep { ns, .. } => writeln!(text, "sleep_us {}", ns / 1_000),
-                Phase::CatchUp { ns } => writeln!(text, "catchup_us {}", ns / 1_000),
-                Phase::Schedule { ns } => writeln!(text, "schedule_us {}", ns / 1_000),
-                Phase::Until { ns } => writeln!(text, "until_us {}", ns / 1_000),
-                Phase::Wait => writeln!(text, "wait"),
+/// The captured threads' phases as the phases file holds them, each
+/// thread's section under its task name; `threads` are each one's pid and phases.
+fn sections(threads: &[(u32, &[Phase])], names: &[String]) -> phases_file::Sections {
+    let index_of = |pid: u32| threads.iter().position(|t| t.0 == pid);
+    let phases = |t: &(u32, &[Phase])| {
+        t.1.iter()
+            .filter_map(|p| match *p {
+                Phase::Run { ns } => Some(FilePhase::Run(ns)),
+                Phase::Sleep { ns, .. } => Some(FilePhase::Sleep(ns)),
+                Phase::CatchUp { ns } => Some(FilePhase::CatchUp(ns)),
+                Phase::Schedule { ns } => Some(FilePhase::Schedule(ns)),
+                Phase::Until { ns } => Some(FilePhase::SleepUntil(ns)),
+                Phase::Wait => Some(FilePhase::Wait),
                 // A thread that never ran was left out, and so are wakes of it.
-                Phase::Wake { pid } => name_of(*pid).map_or(Ok(()), |target| writeln!(text, "wake {target}")),
-            };
-        }
-    }
-    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
-    gz.write_all(text.as_bytes()).and_then(|_| gz.finish().map(drop)).map_err(|e| Error::io("write", path, e))
+                Phase::Wake { pid } => index_of(pid).map(FilePhase::Wake),
+            })
+            .collect()
+    };
+    phases_file::Sections { sections: names.iter().cloned().zip(threads.iter().map(phases)).collect(), wake_targets: names.to_vec() }
+}
+
+fn write_phases(path: &Path, file: fs::File, threads: &[Thread], names: &[String]) -> Result<()> {
+    let threads: Vec<(u32, &[Phase])> = threads.iter().map(|t| (t.pid, t.phases.as_slice())).collect();
+    phases_file::write(file, &sections(&threads, names), &(0..threads.len()).collect::<Vec<_>>())
+        .map_err(|e| Error::io("write", path, std::io::Error::other(e)))
 }
 
 /// Below this much time wanting a CPU (on one, or preempted from it) the
@@ -855,6 +860,23 @@ mod tests {
         let text = scenario_toml(&CaptureSpec { source: odd.into(), ..spec }, &host, &tasks[..1], "c.phases.gz", None);
         let doc: throttlelab_core::write::DocumentMut = text.parse().unwrap();
         assert_eq!(doc["capture"]["source"].as_str(), Some(odd));
+    }
+
+    /// The phases file's text, line for line as capture has written it: a
+    /// wake of a thread left out (it never ran) is left out too.
+    #[test]
+    fn captured_phases_are_written_as_before() {
+        let a = [Phase::Run { ns: 1_500_999 }, Phase::Sleep { ns: 2_000_000, late_ns: 7 }, Phase::Wake { pid: 11 }, Phase::Wake { pid: 99 }];
+        let b = [Phase::Wait, Phase::CatchUp { ns: 3_000 }, Phase::Schedule { ns: 4_000 }, Phase::Until { ns: 250_000_000 }, Phase::Run { ns: 999 }];
+        let names = ["a-10".to_string(), "b-11".to_string()];
+        let mut gz = Vec::new();
+        phases_file::write(&mut gz, &sections(&[(10, &a[..]), (11, &b[..])], &names), &[0, 1]).unwrap();
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut text).unwrap();
+        assert_eq!(
+            text,
+            "# throttlelab phases v1\n[a-10]\nrun_us 1500\nsleep_us 2000\nwake b-11\n[b-11]\nwait\ncatchup_us 3\nschedule_us 4\nuntil_us 250000\nrun_us 0\n"
+        );
     }
 
     #[test]

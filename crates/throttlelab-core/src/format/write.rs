@@ -76,24 +76,29 @@ pub fn captured_task(name: &str, cgroup: &str, phases_file: &str, start_us: u64)
     t
 }
 
-/// A captured thread's `[[task]]` as a scenario holds it: `(name, cgroup, start_us)`.
-pub type CapturedTask = (String, String, u64);
+/// A captured thread's `[[task]]` as a scenario holds it (see [`captured_task`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedTask {
+    pub name: String,
+    pub cgroup: String,
+    pub start_us: u64,
+    pub phases_file: String,
+}
 
-/// `scenario` (a capture's TOML) with `tasks` for its `[[task]]` tables, each
-/// replaying its section of `phases_file` (see [`captured_task`]); the rest
-/// of the text is kept as it is.
-pub fn with_captured_tasks(scenario: &str, tasks: &[CapturedTask], phases_file: &str) -> Result<String, String> {
-    let mut doc: DocumentMut = scenario.parse().map_err(|e: toml_edit::TomlError| e.message().to_string())?;
+/// `scenario` (a capture's TOML) with `tasks` for its `[[task]]` tables; the
+/// rest of the text is kept as it is.
+pub fn with_captured_tasks(scenario: &str, tasks: &[CapturedTask]) -> Result<String, String> {
+    let mut doc: DocumentMut = scenario.parse().map_err(|e: toml_edit::TomlError| e.message().trim().to_string())?;
     doc.remove("task");
-    for (name, cgroup, start_us) in tasks {
-        push(&mut doc, "task", captured_task(name, cgroup, phases_file, *start_us));
+    for t in tasks {
+        push(&mut doc, "task", captured_task(&t.name, &t.cgroup, &t.phases_file, t.start_us));
     }
     Ok(doc.to_string())
 }
 
-/// The `[[task]]` tables of a capture's TOML: `(name, cgroup, start_us)` each.
+/// The `[[task]]` tables of a capture's TOML.
 pub fn captured_tasks(scenario: &str) -> Result<Vec<CapturedTask>, String> {
-    let doc: DocumentMut = scenario.parse().map_err(|e: toml_edit::TomlError| e.message().to_string())?;
+    let doc: DocumentMut = scenario.parse().map_err(|e: toml_edit::TomlError| e.message().trim().to_string())?;
     let Some(tasks) = doc.get("task").and_then(Item::as_array_of_tables) else { return Ok(Vec::new()) };
     let text = |t: &Table, k: &str| t.get(k).and_then(Item::as_str).map(str::to_string).ok_or_else(|| format!("task.{k}: expected a string"));
     tasks
@@ -103,7 +108,7 @@ pub fn captured_tasks(scenario: &str) -> Result<Vec<CapturedTask>, String> {
                 None => 0,
                 Some(v) => v.as_integer().and_then(|n| u64::try_from(n).ok()).ok_or("task.start_us: expected an integer >= 0")?,
             };
-            Ok((text(t, "name")?, text(t, "cgroup")?, start_us))
+            Ok(CapturedTask { name: text(t, "name")?, cgroup: text(t, "cgroup")?, start_us, phases_file: text(t, "phases_file")? })
         })
         .collect()
 }
@@ -140,14 +145,15 @@ mod tests {
     fn captured_tasks_are_replaced_and_the_rest_kept() {
         let head = "# a capture\nname = \"c\"\n\n[machine]\ncpus = 2 # two\n\n[capture]\nthreads = 2\n";
         let text = format!("{head}\n[[task]]\nname = \"a-1\"\ncgroup = \"g\"\nloop = 1\nphases_file = \"c.phases.gz\"\nstart_us = 7\n");
-        assert_eq!(captured_tasks(&text).unwrap(), vec![("a-1".to_string(), "g".to_string(), 7)]);
-        let tasks = [("a-1".to_string(), "g".to_string(), 7), ("a-1-copy1".to_string(), "g".to_string(), 0)];
-        let out = with_captured_tasks(&text, &tasks, "r.phases.gz").unwrap();
+        let task = |name: &str, start_us, file: &str| CapturedTask { name: name.into(), cgroup: "g".into(), start_us, phases_file: file.into() };
+        assert_eq!(captured_tasks(&text).unwrap(), vec![task("a-1", 7, "c.phases.gz")]);
+        let tasks = [task("a-1", 7, "r.phases.gz"), task("a-1-copy1", 0, "r.phases.gz")];
+        let out = with_captured_tasks(&text, &tasks).unwrap();
         let tail = "\n[[task]]\nname = \"a-1\"\ncgroup = \"g\"\nloop = 1\nphases_file = \"r.phases.gz\"\nstart_us = 7\n\n\
                     [[task]]\nname = \"a-1-copy1\"\ncgroup = \"g\"\nloop = 1\nphases_file = \"r.phases.gz\"\n";
         assert_eq!(out, format!("{head}{tail}"));
-        assert!(with_captured_tasks("name = ", &tasks, "r").is_err());
+        assert!(with_captured_tasks("name = ", &tasks).is_err());
         assert_eq!(captured_tasks("[[task]]\nname = 3\n").unwrap_err(), "task.name: expected a string");
-        assert_eq!(captured_tasks("[[task]]\nname = \"a\"\ncgroup = \"g\"\nstart_us = -1\n").unwrap_err(), "task.start_us: expected an integer >= 0");
+        assert_eq!(captured_tasks("[[task]]\nname = \"a\"\ncgroup = \"g\"\nphases_file = \"f\"\nstart_us = -1\n").unwrap_err(), "task.start_us: expected an integer >= 0");
     }
 }
