@@ -3,6 +3,7 @@ kernel runs are pooled and held against the simulator's seeds, and its
 command's refusals. The runs themselves need real programs and an idle host,
 so they are not tests."""
 
+import gzip
 import os
 import subprocess
 import sys
@@ -269,3 +270,17 @@ def test_pgbench_deals_the_captured_requests_among_other_backends(tmp_path):
     assert sorted(dealt) == requests
     text = out.read_text()
     assert text.count("[[task]]") == 5 and text.count('phases_file = "four.phases.gz"') == 5
+
+
+def test_a_bad_phases_file_or_line_is_refused_in_one_line(tmp_path):
+    # The driver reads and writes phases files through the core's module:
+    # what it cannot read or write is one ValueError naming the line.
+    bad = tmp_path / "bad.phases.gz"
+    bad.write_bytes(gzip.compress(b"# throttlelab phases v1\n[a]\njump 3\n"))
+    with pytest.raises(ValueError, match=r"bad.phases.gz: line 3: unknown phase \"jump 3\""):
+        programs.read_phases(bad)
+    with pytest.raises(ValueError, match=r"line 3: run_us: expected microseconds, got \"x\""):
+        programs.write_phases(tmp_path / "c.phases.gz", {"a": ["run_us x"]})
+    with pytest.raises(ValueError, match=r"a phase is one line"):
+        programs.write_phases(tmp_path / "c.phases.gz", {"a": ["run_us 1\n[b]"]})
+    assert not (tmp_path / "c.phases.gz").exists()

@@ -13,7 +13,7 @@ mod vocab;
 mod format;
 mod engine;
 
-pub use format::{phases_file, program, rt_app, scenario};
+pub use format::{phases_file, program, rt_app, scenario, write};
 pub use vocab::{noise, output, trace};
 
 pub use format::error::ScenarioError;

@@ -118,6 +118,40 @@ fn rt_app_scenario(json: &str, name: &str) -> PyResult<String> {
 
 /// How `--set key=raw` reads `raw`, as JSON: a TOML value, or text (for a
 /// text key such as `kernel.profile`, or a bare word such as `max`).
+/// A phases file's sections: `(name, phase lines)` each, in file order.
+#[pyfunction]
+fn read_phases(path: PathBuf) -> PyResult<Vec<(String, Vec<String>)>> {
+    let sections = throttlelab_core::phases_file::read(&path, throttlelab_core::scenario::MAX_PHASES).map_err(PyValueError::new_err)?;
+    Ok(throttlelab_core::phases_file::to_lines(&sections))
+}
+
+/// Write a phases file of `sections` (`(name, phase lines)`, in that order).
+#[pyfunction]
+fn write_phases(path: PathBuf, sections: Vec<(String, Vec<String>)>) -> PyResult<()> {
+    use throttlelab_core::phases_file;
+    let sections = phases_file::from_lines(sections).map_err(PyValueError::new_err)?;
+    phases_file::write_file(&path, &sections).map_err(PyValueError::new_err)
+}
+
+/// `out`: the capture's scenario `text` with `tasks` (`(name, cgroup,
+/// start_us)`) for its tasks, each replaying its section of `sections`
+/// (`(name, phase lines)`), written beside `out` as its `.phases.gz`.
+#[pyfunction]
+fn write_replay(text: &str, tasks: Vec<(String, String, u64)>, sections: Vec<(String, Vec<String>)>, out: PathBuf) -> PyResult<()> {
+    use throttlelab_core::{phases_file, write::CapturedTask};
+    let sections = phases_file::from_lines(sections).map_err(PyValueError::new_err)?;
+    let tasks: Vec<CapturedTask> =
+        tasks.into_iter().map(|(name, cgroup, start_us)| CapturedTask { name, cgroup, start_us, phases_file: String::new() }).collect();
+    phases_file::write_replay(text, &tasks, &sections, &out).map_err(PyValueError::new_err)
+}
+
+/// `capture` as if its program ran `threads` of the tasks named in
+/// `workers`, written to `out` and its `.phases.gz` (the core's `phases_file::with_threads`).
+#[pyfunction]
+fn with_threads(capture: PathBuf, workers: Vec<String>, threads: usize, out: PathBuf) -> PyResult<()> {
+    throttlelab_core::phases_file::with_threads(&capture, &workers, threads, &out).map_err(PyValueError::new_err)
+}
+
 #[pyfunction]
 fn override_value(key: &str, raw: &str) -> String {
     serde_json::to_string(&throttlelab_core::parse_value(key, raw)).expect("a TOML value serialises")
@@ -305,6 +339,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Document>()?;
     m.add_function(wrap_pyfunction!(override_value, m)?)?;
     m.add_function(wrap_pyfunction!(rt_app_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(read_phases, m)?)?;
+    m.add_function(wrap_pyfunction!(write_replay, m)?)?;
+    m.add_function(wrap_pyfunction!(write_phases, m)?)?;
+    m.add_function(wrap_pyfunction!(with_threads, m)?)?;
     m.add_function(wrap_pyfunction!(real, m)?)?;
     m.add_function(wrap_pyfunction!(real_preflight, m)?)?;
     m.add_function(wrap_pyfunction!(capture, m)?)?;

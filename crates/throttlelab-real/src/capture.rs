@@ -12,14 +12,16 @@ use crate::timer_trace::Instance;
 use crate::trace_raw::{self, Formats};
 use crate::{cgroup_root, host, signals};
 use std::collections::VecDeque;
-use std::fmt::Write as _;
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use throttlelab_core::phases_file::HEADER;
+use throttlelab_core::phases_file;
+use throttlelab_core::scenario::Phase as FilePhase;
 use throttlelab_core::scenario::{parse_cpu_list, CaptureSpec};
+use throttlelab_core::output::Limit;
+use throttlelab_core::write::{captured_task, seconds, value, ScenarioToml, Table};
 use throttlelab_core::{Profile, Quota};
 
 /// What to capture.
@@ -758,26 +760,31 @@ fn task_names(threads: &[Thread]) -> Vec<String> {
         .collect()
 }
 
-fn write_phases(path: &Path, file: fs::File, threads: &[Thread], names: &[String]) -> Result<()> {
-    let name_of = |pid: u32| threads.iter().position(|t| t.pid == pid).map(|i| names[i].as_str());
-    let mut text = format!("{HEADER}\n");
-    for (t, name) in threads.iter().zip(names) {
-        let _ = writeln!(text, "[{name}]");
-        for p in &t.phases {
-            let _ = match p {
-                Phase::Run { ns } => writeln!(text, "run_us {}", ns / 1_000),
-                Phase::Sleep { ns, .. } => writeln!(text, "sleep_us {}", ns / 1_000),
-                Phase::CatchUp { ns } => writeln!(text, "catchup_us {}", ns / 1_000),
-                Phase::Schedule { ns } => writeln!(text, "schedule_us {}", ns / 1_000),
-                Phase::Until { ns } => writeln!(text, "until_us {}", ns / 1_000),
-                Phase::Wait => writeln!(text, "wait"),
+/// The captured threads' phases as the phases file holds them, each
+/// thread's section under its task name; `threads` are each one's pid and phases.
+fn sections(threads: &[(u32, &[Phase])], names: &[String]) -> phases_file::Sections {
+    let index_of = |pid: u32| threads.iter().position(|t| t.0 == pid);
+    let phases = |t: &(u32, &[Phase])| {
+        t.1.iter()
+            .filter_map(|p| match *p {
+                Phase::Run { ns } => Some(FilePhase::Run(ns)),
+                Phase::Sleep { ns, .. } => Some(FilePhase::Sleep(ns)),
+                Phase::CatchUp { ns } => Some(FilePhase::CatchUp(ns)),
+                Phase::Schedule { ns } => Some(FilePhase::Schedule(ns)),
+                Phase::Until { ns } => Some(FilePhase::SleepUntil(ns)),
+                Phase::Wait => Some(FilePhase::Wait),
                 // A thread that never ran was left out, and so are wakes of it.
-                Phase::Wake { pid } => name_of(*pid).map_or(Ok(()), |target| writeln!(text, "wake {target}")),
-            };
-        }
-    }
-    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
-    gz.write_all(text.as_bytes()).and_then(|_| gz.finish().map(drop)).map_err(|e| Error::io("write", path, e))
+                Phase::Wake { pid } => index_of(pid).map(FilePhase::Wake),
+            })
+            .collect()
+    };
+    phases_file::Sections { sections: names.iter().cloned().zip(threads.iter().map(phases)).collect(), wake_targets: names.to_vec() }
+}
+
+fn write_phases(path: &Path, file: fs::File, threads: &[Thread], names: &[String]) -> Result<()> {
+    let threads: Vec<(u32, &[Phase])> = threads.iter().map(|t| (t.pid, t.phases.as_slice())).collect();
+    phases_file::write(file, &sections(&threads, names), &(0..threads.len()).collect::<Vec<_>>())
+        .map_err(|e| Error::io("write", path, std::io::Error::other(e)))
 }
 
 /// Below this much time wanting a CPU (on one, or preempted from it) the
@@ -789,86 +796,183 @@ const BACKGROUND_MIN_WANTED_NS: u64 = 1_000_000_000;
 /// threads met, `(per_s, us)`, where they tell it), the kernel and the cgroup as found.
 fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &[String], phases_file: &str,
                  background: Option<(f64, f64)>) -> Result<String> {
-    let quoted = |s: &str| serde_json::to_string(s).expect("a string serialises");
     let cpus = host::online_cpus()?;
     let nr_cpus = cpus.iter().max().map_or(1, |c| c + 1);
     let hz = host::config_hz(&spec.release).unwrap_or_else(|| {
         eprintln!("throttlelab: warning: CONFIG_HZ not found (no /boot/config-{} or /proc/config.gz): machine.hz = 250", spec.release);
         250
     });
-    let profile = Profile::for_release(&spec.release).unwrap_or_default();
-    let limit = group.limit()?;
     let cgroup: String = group
         .dir()
         .file_name()
         .map(|n| n.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).take(64).collect())
         .filter(|n: &String| !n.is_empty())
         .unwrap_or_else(|| "captured".to_string());
+    let group_cpus = group.cpus()?.filter(|list| parse_cpu_list(list).is_ok_and(|c| c != (0..nr_cpus).collect::<Vec<_>>()));
+    let host = Host {
+        nr_cpus,
+        hz,
+        profile: Profile::for_release(&spec.release).unwrap_or_default(),
+        cgroup,
+        limit: group.limit()?,
+        weight: group.weight()?,
+        cpus: group_cpus,
+    };
+    let tasks: Vec<(&str, u64)> = names.iter().map(String::as_str).zip(threads.iter().map(|t| t.start_ns)).collect();
+    Ok(scenario_toml(spec, &host, &tasks, phases_file, background))
+}
+
+/// What a capture's scenario says of the host and the cgroup as found.
+struct Host {
+    nr_cpus: usize,
+    hz: u32,
+    profile: Profile,
+    /// The cgroup's name in the scenario.
+    cgroup: String,
+    limit: Limit,
+    weight: u64,
+    /// Its CPUs, where not all the machine's.
+    cpus: Option<String>,
+}
+
+/// The scenario's text: `tasks` are each captured thread's name and start (ns).
+fn scenario_toml(spec: &CaptureSpec, host: &Host, tasks: &[(&str, u64)], phases_file: &str, background: Option<(f64, f64)>) -> String {
+    let mut s = ScenarioToml::new("Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.");
+    s.set("name", value(format!("capture-{}", host.cgroup)));
+    s.set("duration_s", seconds(spec.duration_s));
+    let machine = s.table("machine");
+    machine["cpus"] = value(host.nr_cpus as i64);
+    machine["hz"] = value(i64::from(host.hz));
     // The scenario's limits: a mean of 1 s or 10000 a second is a host no
     // prediction holds on anyway.
-    let background = background.map_or(String::new(), |(per_s, us)| {
-        format!("background_per_s = {:?}\nbackground_us = {:?}\n", per_s.min(10_000.0), us.min(1_000_000.0))
-    });
-    let mut t = format!(
-        "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\n\
-         name = {}\nduration_s = {}\n\n[machine]\ncpus = {nr_cpus}\nhz = {hz}\n{background}\n[kernel]\nprofile = \"{}\"\n\n",
-        quoted(&format!("capture-{cgroup}")),
-        spec.duration_s,
-        profile.as_str()
-    );
-    let _ = write!(t, "[[cgroup]]\nname = \"{cgroup}\"\nperiod_us = {}\n", limit.period_us);
-    if let Quota::Us(q) = limit.quota_us {
-        let _ = writeln!(t, "quota_us = {q}");
+    if let Some((per_s, us)) = background {
+        machine["background_per_s"] = value(per_s.min(10_000.0));
+        machine["background_us"] = value(us.min(1_000_000.0));
     }
-    if limit.burst_us > 0 {
-        let _ = writeln!(t, "burst_us = {}", limit.burst_us);
+    s.table("kernel")["profile"] = value(host.profile.as_str());
+    let mut cgroup = Table::new();
+    cgroup["name"] = value(&host.cgroup);
+    cgroup["period_us"] = value(host.limit.period_us as i64);
+    if let Quota::Us(q) = host.limit.quota_us {
+        cgroup["quota_us"] = value(q as i64);
     }
-    let _ = writeln!(t, "weight = {}", group.weight()?);
-    let group_cpus = group.cpus()?.filter(|list| parse_cpu_list(list).is_ok_and(|c| c != (0..nr_cpus).collect::<Vec<_>>()));
-    if let Some(list) = group_cpus {
-        let _ = writeln!(t, "cpus = {}", quoted(&list));
+    if host.limit.burst_us > 0 {
+        cgroup["burst_us"] = value(host.limit.burst_us as i64);
     }
-    let _ = write!(t, "\n[capture]\nsource = {}\nrelease = {}\nduration_s = {}\nthreads = {}\n", quoted(&spec.source), quoted(&spec.release), spec.duration_s, spec.threads);
+    cgroup["weight"] = value(host.weight as i64);
+    if let Some(list) = &host.cpus {
+        cgroup["cpus"] = value(list);
+    }
+    s.push("cgroup", cgroup);
+    let c = s.table("capture");
+    c["source"] = value(&spec.source);
+    c["release"] = value(&spec.release);
+    c["duration_s"] = seconds(spec.duration_s);
+    c["threads"] = value(spec.threads as i64);
     if let Some(usage) = spec.usage_usec {
-        let _ = writeln!(t, "usage_usec = {usage}");
+        c["usage_usec"] = value(usage as i64);
     }
-    let _ = write!(
-        t,
-        "nr_periods = {}\nnr_throttled = {}\nthrottled_usec = {}\ncpu_usec = {}\nuntraced_switches = {}\nlost_events = {}\ntrace_events = {}\ntrace_buffer_kb = {}\n\
-         reader_policy = {}\nreader_max_gap_us = {}\nreader_peak_kb = {}\n",
-        spec.nr_periods,
-        spec.nr_throttled,
-        spec.throttled_usec,
-        spec.cpu_usec,
-        spec.untraced_switches,
-        spec.lost_events,
-        spec.trace_events,
-        spec.trace_buffer_kb,
-        quoted(&spec.reader_policy),
-        spec.reader_max_gap_us,
-        spec.reader_peak_kb
-    );
+    let counts = [
+        ("nr_periods", spec.nr_periods),
+        ("nr_throttled", spec.nr_throttled),
+        ("throttled_usec", spec.throttled_usec),
+        ("cpu_usec", spec.cpu_usec),
+        ("untraced_switches", spec.untraced_switches),
+        ("lost_events", spec.lost_events),
+        ("trace_events", spec.trace_events),
+        ("trace_buffer_kb", spec.trace_buffer_kb),
+    ];
+    for (key, n) in counts {
+        c[key] = value(n as i64);
+    }
+    c["reader_policy"] = value(&spec.reader_policy);
+    c["reader_max_gap_us"] = value(spec.reader_max_gap_us as i64);
+    c["reader_peak_kb"] = value(spec.reader_peak_kb as i64);
     if let Some(n) = spec.background_preemptions {
-        let _ = writeln!(t, "background_preemptions = {n}");
+        c["background_preemptions"] = value(n as i64);
     }
     let lengths = [("background_p50_us", spec.background_p50_us), ("background_p90_us", spec.background_p90_us), ("background_max_us", spec.background_max_us)];
     for (key, us) in lengths {
         if let Some(us) = us {
-            let _ = writeln!(t, "{key} = {us:?}");
+            c[key] = value(us);
         }
     }
-    for (thread, name) in threads.iter().zip(names) {
-        let _ = write!(t, "\n[[task]]\nname = \"{name}\"\ncgroup = \"{cgroup}\"\nloop = 1\nphases_file = {}\n", quoted(phases_file));
-        if thread.start_ns > 0 {
-            let _ = writeln!(t, "start_us = {}", thread.start_ns / 1_000);
-        }
+    for (name, start_ns) in tasks {
+        s.push("task", captured_task(name, &host.cgroup, phases_file, start_ns / 1_000));
     }
-    Ok(t)
+    s.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two captures' scenarios, one with every optional key and one with
+    /// none, byte for byte as capture has written them.
+    #[test]
+    fn a_capture_scenario_is_written_as_before() {
+        let mut spec = CaptureSpec {
+            source: "/sys/fs/cgroup/app".into(),
+            release: "6.18.44-fc".into(),
+            duration_s: 60.000186,
+            threads: 2,
+            usage_usec: Some(35873780),
+            nr_periods: 600,
+            nr_throttled: 9,
+            throttled_usec: 132017,
+            cpu_usec: 35873313,
+            untraced_switches: 3,
+            lost_events: 1,
+            trace_events: 123456,
+            trace_buffer_kb: 8192,
+            reader_policy: "SCHED_FIFO 1".into(),
+            reader_max_gap_us: 62_000,
+            reader_peak_kb: 2984,
+            background_preemptions: Some(42),
+            background_p50_us: Some(12.5),
+            background_p90_us: Some(40.0),
+            background_max_us: Some(1234.25),
+        };
+        let limit = Limit { quota_us: Quota::Us(120000), period_us: 100000, burst_us: 5000 };
+        let mut host = Host { nr_cpus: 4, hz: 250, profile: Profile::for_release("6.18.44").unwrap(), cgroup: "app".into(), limit, weight: 100, cpus: Some("0-1".into()) };
+        let tasks = [("web-12", 0), ("web-13", 2_500_999)];
+        let text = scenario_toml(&spec, &host, &tasks, "c.phases.gz", Some((3.25, 17.0)));
+        assert_eq!(
+            text,
+            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 60.000186\n\n[machine]\ncpus = 4\nhz = 250\nbackground_per_s = 3.25\nbackground_us = 17.0\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nquota_us = 120000\nburst_us = 5000\nweight = 100\ncpus = \"0-1\"\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 60.000186\nthreads = 2\nusage_usec = 35873780\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nreader_policy = \"SCHED_FIFO 1\"\nreader_max_gap_us = 62000\nreader_peak_kb = 2984\nbackground_preemptions = 42\nbackground_p50_us = 12.5\nbackground_p90_us = 40.0\nbackground_max_us = 1234.25\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n\n[[task]]\nname = \"web-13\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\nstart_us = 2500\n"
+        );
+        spec = CaptureSpec { duration_s: 20.0, usage_usec: None, background_preemptions: None, background_p50_us: None, background_p90_us: None, background_max_us: None, ..spec };
+        host.limit = Limit { quota_us: Quota::Max, period_us: 100000, burst_us: 0 };
+        host.cpus = None;
+        let text = scenario_toml(&spec, &host, &tasks[..1], "c.phases.gz", None);
+        assert_eq!(
+            text,
+            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 20\n\n[machine]\ncpus = 4\nhz = 250\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nweight = 100\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 20\nthreads = 2\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nreader_policy = \"SCHED_FIFO 1\"\nreader_max_gap_us = 62000\nreader_peak_kb = 2984\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n"
+        );
+        // A name TOML's basic strings would escape is written as a literal
+        // string (JSON's escapes before): the same value once parsed.
+        let odd = "pids 1,2 \"a\\b\"";
+        let text = scenario_toml(&CaptureSpec { source: odd.into(), ..spec }, &host, &tasks[..1], "c.phases.gz", None);
+        let doc: throttlelab_core::write::DocumentMut = text.parse().unwrap();
+        assert_eq!(doc["capture"]["source"].as_str(), Some(odd));
+    }
+
+    /// The phases file's text, line for line as capture has written it: a
+    /// wake of a thread left out (it never ran) is left out too.
+    #[test]
+    fn captured_phases_are_written_as_before() {
+        let a = [Phase::Run { ns: 1_500_999 }, Phase::Sleep { ns: 2_000_000, late_ns: 7 }, Phase::Wake { pid: 11 }, Phase::Wake { pid: 99 }];
+        let b = [Phase::Wait, Phase::CatchUp { ns: 3_000 }, Phase::Schedule { ns: 4_000 }, Phase::Until { ns: 250_000_000 }, Phase::Run { ns: 999 }];
+        let names = ["a-10".to_string(), "b-11".to_string()];
+        let mut gz = Vec::new();
+        phases_file::write(&mut gz, &sections(&[(10, &a[..]), (11, &b[..])], &names), &[0, 1]).unwrap();
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut text).unwrap();
+        assert_eq!(
+            text,
+            "# throttlelab phases v1\n[a-10]\nrun_us 1500\nsleep_us 2000\nwake b-11\n[b-11]\nwait\ncatchup_us 3\nschedule_us 4\nuntil_us 250000\nrun_us 0\n"
+        );
+    }
 
     #[test]
     fn reads_the_ring_buffers_stats() {

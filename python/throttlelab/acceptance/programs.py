@@ -12,7 +12,6 @@ is a Python file defining ``PROGRAM``, a class written to this interface
 
 from __future__ import annotations
 
-import gzip
 import random
 import re
 import shutil
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from throttlelab import _native
 from throttlelab.acceptance.cgroup import spawn, stop
 from throttlelab.metrics import percentile
 
@@ -168,64 +168,35 @@ class Program:
 
 def replicate_workers(capture: Path, threads: int, out: Path, is_worker: Callable[[str], bool]) -> Path:
     """`out`, a copy of `capture` with `threads` worker tasks: the first
-    captured ones kept, then copies (see `Program.with_threads`); its phases
-    beside it. The other tasks (a parent, a generator) stay as captured."""
-    doc = tomllib.loads(capture.read_text())
-    sections = read_phases(capture.parent / doc["task"][0]["phases_file"])
-    workers = [t for t in doc["task"] if is_worker(t["name"])]
+    captured ones kept, then copies (see `Program.with_threads`; the core's
+    `phases_file::with_threads`); its phases beside it. The other tasks (a
+    parent, a generator) stay as captured."""
+    workers = [t["name"] for t in tomllib.loads(capture.read_text())["task"] if is_worker(t["name"])]
     if not workers:
         raise RuntimeError(f"{capture}: no worker task to replicate")
-    kept = workers[:threads]
-    copies = []
-    for i in range(len(kept), threads):
-        base = workers[i % len(workers)]
-        lines = [l for l in sections[base["name"]] if l.split()[0] in ("run_us", "sleep_us", "catchup_us", "schedule_us", "until_us")]
-        shift = len(lines) * (i // len(workers)) // (threads // len(workers) + 1)
-        name = f"{base['name']}-copy{i}"
-        sections[name] = lines[shift:] + lines[:shift]
-        copies.append({**base, "name": name})
-    tasks = [t for t in doc["task"] if not is_worker(t["name"])] + kept + copies
-    return write_scenario(capture, tasks, sections, out)
+    _native.with_threads(capture, workers, threads, out)
+    return out
 
 
 def write_scenario(capture: Path, tasks: list[dict], sections: dict[str, list[str]], out: Path) -> Path:
     """`out`: `capture`'s scenario with `tasks` for its tasks (each a task's
     table as the capture writes it: `name`, `cgroup`, `start_us` if any), each
-    replaying its section of `sections` once, written beside `out` as its
-    `.phases.gz`."""
-    phases = out.with_suffix(".phases.gz")
-    write_phases(phases, {t["name"]: sections[t["name"]] for t in tasks})
-    head = capture.read_text().split("\n[[task]]")[0]
-    body = "".join(
-        f'\n[[task]]\nname = "{t["name"]}"\ncgroup = "{t["cgroup"]}"\nloop = 1\nphases_file = "{phases.name}"\n'
-        + (f"start_us = {t['start_us']}\n" if "start_us" in t else "")
-        for t in tasks
-    )
-    out.write_text(head + body)
+    replaying its section of `sections`, written beside `out` as its
+    `.phases.gz` (by the core's phases file and TOML writers)."""
+    tasks_ = [(t["name"], t["cgroup"], t.get("start_us", 0)) for t in tasks]
+    _native.write_replay(capture.read_text(), tasks_, list(sections.items()), out)
     return out
 
 
 def read_phases(path: Path) -> dict[str, list[str]]:
-    """A phases file's sections: task name -> its phase lines."""
-    sections: dict[str, list[str]] = {}
-    current: list[str] = []
-    with gzip.open(path, "rt") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if line.startswith("#") or not line:
-                continue
-            if line.startswith("["):
-                current = sections.setdefault(line[1:-1], [])
-            else:
-                current.append(line)
-    return sections
+    """A phases file's sections: task name -> its phase lines (read by the core)."""
+    return dict(_native.read_phases(path))
 
 
 def write_phases(path: Path, sections: dict[str, list[str]]) -> None:
-    """A phases file at `path` (gzip) with `sections` (task name -> its phase
-    lines) in their order: what `read_phases` reads back."""
-    text = "# throttlelab phases v1\n" + "".join(f"[{name}]\n" + "".join(l + "\n" for l in lines) for name, lines in sections.items())
-    path.write_bytes(gzip.compress(text.encode()))
+    """A phases file at `path` with `sections` (task name -> its phase
+    lines) in their order (written by the core): what `read_phases` reads back."""
+    _native.write_phases(path, list(sections.items()))
 
 
 class Sysbench(Program):

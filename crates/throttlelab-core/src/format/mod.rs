@@ -12,4 +12,5 @@ pub mod program;
 pub mod rt_app;
 pub mod scenario;
 pub mod validate;
+pub mod write;
 pub mod usage_csv;

@@ -14,13 +14,18 @@
 //! wake web-1235        wakes a sibling thread (without blocking)
 //! wait                 sleeps until a sibling wakes it
 //! ```
+//!
+//! Here it is read, written, and scaled to another thread count: capture
+//! writes it, the loader reads it, and the acceptance driver (through the
+//! bindings) reads, deals and scales it.
 
 use crate::format::error::shown;
+use crate::format::write::{captured_tasks, with_captured_tasks, CapturedTask};
 use crate::vocab::phase::Phase;
 use crate::format::scenario::{MAX_PHASES, MAX_TIME_NS};
 use crate::format::usage_csv::open_regular;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 
 /// The first line of a phases file.
@@ -162,6 +167,124 @@ fn parse_phase(line: &str) -> Result<FilePhase, String> {
     }))
 }
 
+/// A phase's line in the file (`None`: a phase no file holds, as rt-app's
+/// timers); a wake names `wake_targets[k]`.
+pub fn line(p: &Phase, wake_targets: &[String]) -> Option<String> {
+    Some(match p {
+        Phase::Run(ns) => format!("run_us {}", ns / 1_000),
+        Phase::Sleep(ns) => format!("sleep_us {}", ns / 1_000),
+        Phase::CatchUp(ns) => format!("catchup_us {}", ns / 1_000),
+        Phase::Schedule(ns) => format!("schedule_us {}", ns / 1_000),
+        Phase::SleepUntil(ns) => format!("until_us {}", ns / 1_000),
+        Phase::Wait => "wait".to_string(),
+        Phase::Wake(k) => format!("wake {}", wake_targets[*k]),
+        Phase::Runtime(_) | Phase::Timer(_) | Phase::RtTimer { .. } => return None,
+    })
+}
+
+/// The sections of `sections` named in `order`, in that order, as the
+/// file's text.
+fn text(sections: &Sections, order: &[usize]) -> Result<String, String> {
+    let mut text = format!("{HEADER}\n");
+    for &i in order {
+        let (name, phases) = &sections.sections[i];
+        text += &format!("[{name}]\n");
+        for p in phases {
+            text += &line(p, &sections.wake_targets).ok_or_else(|| format!("[{name}]: {p:?} has no line in a phases file"))?;
+            text.push('\n');
+        }
+    }
+    Ok(text)
+}
+
+/// Write `sections` (those named in `order`, in that order) gzip-compressed to `out`.
+pub fn write(out: impl Write, sections: &Sections, order: &[usize]) -> Result<(), String> {
+    let text = text(sections, order)?;
+    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+    gz.write_all(text.as_bytes()).and_then(|_| gz.finish().map(drop)).map_err(|e| e.to_string())
+}
+
+/// Write every section, in order, to a new file at `path`.
+pub fn write_file(path: &Path, sections: &Sections) -> Result<(), String> {
+    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    write(file, sections, &(0..sections.sections.len()).collect::<Vec<_>>()).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Sections from phase lines, `(name, lines)` each, as the file holds them.
+pub fn from_lines(sections: Vec<(String, Vec<String>)>) -> Result<Sections, String> {
+    let mut text = format!("{HEADER}\n");
+    for (name, lines) in &sections {
+        text += &format!("[{name}]\n");
+        for l in lines {
+            if l.contains('\n') {
+                return Err(format!("[{name}]: a phase is one line, got {}", shown(l)));
+            }
+            text += l;
+            text.push('\n');
+        }
+    }
+    parse(text.as_bytes(), MAX_PHASES)
+}
+
+/// Each section's phase lines, `(name, lines)`, in file order.
+pub fn to_lines(sections: &Sections) -> Vec<(String, Vec<String>)> {
+    let lines = |phases: &[Phase]| phases.iter().filter_map(|p| line(p, &sections.wake_targets)).collect();
+    sections.sections.iter().map(|(name, phases)| (name.clone(), lines(phases))).collect()
+}
+
+/// `capture` (a captured scenario) as if its program ran `threads` workers,
+/// written to `out` and its phases beside it (`.phases.gz`): of the tasks
+/// named in `workers`, the first `threads` are kept, then copies are dealt
+/// round-robin, each copy's phases rotated by a fraction of its list so that
+/// copies do not burst in step; copies keep run and sleep phases only (no
+/// wake or wait: a copy has no sibling of its own to wake it). The other
+/// tasks (a parent, a generator) stay as captured.
+pub fn with_threads(capture: &Path, workers: &[String], threads: usize, out: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(capture).map_err(|e| format!("{}: {e}", capture.display()))?;
+    let tasks = captured_tasks(&text).map_err(|e| format!("{}: {e}", capture.display()))?;
+    let first = tasks.first().ok_or_else(|| format!("{}: no [[task]] to replicate", capture.display()))?;
+    let mut sections = read(&capture.parent().unwrap_or(Path::new("")).join(&first.phases_file), MAX_PHASES)?;
+    let is_worker = |t: &CapturedTask| workers.contains(&t.name);
+    let found: Vec<&CapturedTask> = tasks.iter().filter(|t| is_worker(t)).collect();
+    if found.is_empty() {
+        return Err(format!("{}: no worker task to replicate", capture.display()));
+    }
+    let mut out_tasks: Vec<CapturedTask> = tasks.iter().filter(|t| !is_worker(t)).cloned().collect();
+    out_tasks.extend(found.iter().take(threads).map(|t| (*t).clone()));
+    let n = found.len();
+    for i in n.min(threads)..threads {
+        let base = found[i % n];
+        let Some(k) = sections.sections.iter().position(|(name, _)| *name == base.name) else {
+            return Err(format!("{}: no section [{}]", first.phases_file, base.name));
+        };
+        let mut phases: Vec<Phase> = sections.sections[k].1.iter().copied().filter(|p| matches!(p, Phase::Run(_) | Phase::Sleep(_) | Phase::CatchUp(_) | Phase::Schedule(_) | Phase::SleepUntil(_))).collect();
+        let shift = phases.len() * (i / n) / (threads / n + 1);
+        phases.rotate_left(shift);
+        let name = format!("{}-copy{i}", base.name);
+        sections.sections.push((name.clone(), phases));
+        out_tasks.push(CapturedTask { name, ..base.clone() });
+    }
+    write_replay(&text, &out_tasks, &sections, out)
+}
+
+/// `out`: scenario `text` (a capture's) with `tasks` for its tasks, each
+/// replaying its section of `sections`, written beside `out` as its
+/// `.phases.gz` (in the tasks' order).
+pub fn write_replay(text: &str, tasks: &[CapturedTask], sections: &Sections, out: &Path) -> Result<(), String> {
+    let phases_path = out.with_extension("phases.gz");
+    let phases_name = phases_path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let mut order = Vec::new();
+    for t in tasks {
+        let k = sections.sections.iter().position(|(name, _)| *name == t.name).ok_or_else(|| format!("task {}: no section of that name", t.name))?;
+        order.push(k);
+    }
+    let tasks: Vec<CapturedTask> = tasks.iter().map(|t| CapturedTask { phases_file: phases_name.clone(), ..t.clone() }).collect();
+    let scenario = with_captured_tasks(text, &tasks)?;
+    let file = std::fs::File::create(&phases_path).map_err(|e| format!("{}: {e}", phases_path.display()))?;
+    write(file, sections, &order).map_err(|e| format!("{}: {e}", phases_path.display()))?;
+    std::fs::write(out, scenario).map_err(|e| format!("{}: {e}", out.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +298,51 @@ mod tests {
         let p = |p| FilePhase::Phase(p);
         assert_eq!(s.file_phases(0), vec![p(Phase::Run(10_000)), FilePhase::Wake("b-2".into()), p(Phase::Sleep(5_000))]);
         assert_eq!(s.file_phases(1), vec![p(Phase::Wait), p(Phase::SleepUntil(7_000)), p(Phase::Run(3_000)), p(Phase::CatchUp(4_000)), p(Phase::Schedule(0))]);
+    }
+
+    /// What is written reads back the same, and lines go both ways unchanged.
+    #[test]
+    fn written_sections_read_back() {
+        let text = format!("{HEADER}\n[a-1]\nrun_us 10\nwake b-2\nsleep_us 5\n[b-2]\nwait\nuntil_us 7\nrun_us 3\ncatchup_us 4\nschedule_us 0\n");
+        let s = parse(text.as_bytes(), MAX_PHASES).unwrap();
+        let mut gz = Vec::new();
+        write(&mut gz, &s, &[0, 1]).unwrap();
+        let mut back = String::new();
+        flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut back).unwrap();
+        assert_eq!(back, text);
+        let lines = to_lines(&s);
+        assert_eq!(lines[0], ("a-1".to_string(), vec!["run_us 10".to_string(), "wake b-2".into(), "sleep_us 5".into()]));
+        let again = from_lines(lines.clone()).unwrap();
+        assert_eq!(to_lines(&again), lines);
+        assert_eq!(from_lines(vec![("a".into(), vec!["run_us 1\n[b]".into()])]).unwrap_err(), "[a]: a phase is one line, got \"run_us 1\\n[b]\"");
+        assert_eq!(from_lines(vec![("a".into(), vec!["jump 1".into()])]).unwrap_err(), "line 3: unknown phase \"jump 1\" (run_us, sleep_us, catchup_us, schedule_us, until_us, wait, wake)");
+        let timers = Sections { sections: vec![("t".into(), vec![Phase::Timer(5)])], wake_targets: vec![] };
+        assert!(write(Vec::new(), &timers, &[0]).unwrap_err().contains("has no line in a phases file"));
+    }
+
+    /// Scaled from 2 workers to 5: the two kept, three copies dealt round-
+    /// robin, round r rotated by r thirds of their list (5 / 2 + 1 = 3),
+    /// wakes and waits left out; the generator stays, first, as captured.
+    #[test]
+    fn with_threads_deals_rotated_copies() {
+        let dir = std::env::temp_dir().join(format!("tl-with-threads-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = format!("{HEADER}\n[gen-1]\nrun_us 1\nwake w-2\n[w-2]\nwait\nrun_us 1\nsleep_us 2\nrun_us 3\n[w-3]\nrun_us 4\nsleep_us 5\nrun_us 6\n");
+        write_file(&dir.join("c.phases.gz"), &parse(text.as_bytes(), MAX_PHASES).unwrap()).unwrap();
+        let task = |name: &str| format!("\n[[task]]\nname = \"{name}\"\ncgroup = \"g\"\nloop = 1\nphases_file = \"c.phases.gz\"\n");
+        let head = "name = \"c\"\n\n[capture]\nthreads = 2\n";
+        std::fs::write(dir.join("c.toml"), format!("{head}{}{}{}start_us = 9\n", task("gen-1"), task("w-2"), task("w-3"))).unwrap();
+        let workers = ["w-2".to_string(), "w-3".to_string()];
+        with_threads(&dir.join("c.toml"), &workers, 5, &dir.join("r.toml")).unwrap();
+        let out = std::fs::read_to_string(dir.join("r.toml")).unwrap();
+        let names: Vec<String> = captured_tasks(&out).unwrap().into_iter().map(|t| format!("{}@{}:{}", t.name, t.start_us, t.phases_file)).collect();
+        assert_eq!(names, ["gen-1@0:r.phases.gz", "w-2@0:r.phases.gz", "w-3@9:r.phases.gz", "w-2-copy2@0:r.phases.gz", "w-3-copy3@9:r.phases.gz", "w-2-copy4@0:r.phases.gz"]);
+        assert!(out.starts_with(head));
+        let s = read(&dir.join("r.phases.gz"), MAX_PHASES).unwrap();
+        let l = |i: usize| to_lines(&s)[i].1.join(",");
+        assert_eq!((l(3), l(4), l(5)), ("sleep_us 2,run_us 3,run_us 1".into(), "sleep_us 5,run_us 6,run_us 4".into(), "run_us 3,run_us 1,sleep_us 2".into()));
+        assert_eq!(with_threads(&dir.join("c.toml"), &[], 5, &dir.join("r.toml")).unwrap_err(), format!("{}: no worker task to replicate", dir.join("c.toml").display()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -13,7 +13,8 @@
 use crate::format::error::ScenarioError;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
-use toml_edit::{value, Array, ArrayOfTables, DocumentMut, InlineTable, Table, Value};
+use crate::format::write::ScenarioToml;
+use toml_edit::{value, Array, ArrayOfTables, InlineTable, Table, Value};
 
 /// Phases a task may expand to (each rt-app phase's events, `loop` times).
 const MAX_PHASES: usize = 100_000;
@@ -150,10 +151,10 @@ pub fn to_scenario(json: &str, name: &str) -> Result<String, ScenarioError> {
         None => Global::default(),
     };
     let tasks = tasks.ok_or_else(|| ScenarioError::new("tasks", "rt-app JSON needs a tasks object"))?;
-    let mut scenario = DocumentMut::new();
-    scenario["name"] = value(name);
+    let mut scenario = ScenarioToml::new(&format!("{name}: an rt-app workload (its tasks' taskgroups are unlimited cgroups until --set limits them)"));
+    scenario.set("name", value(name));
     let mut cgroups = ArrayOfTables::new();
-    let mut task_tables = ArrayOfTables::new();
+    let mut task_tables = Vec::new();
     let mut forever = false;
     let mut highest_cpu = None;
     for (task_name, task) in tasks.entries()? {
@@ -166,21 +167,24 @@ pub fn to_scenario(json: &str, name: &str) -> Result<String, ScenarioError> {
         task_tables.push(t.into_table());
     }
     match global.duration_s {
-        Some(s) => scenario["duration_s"] = value(s),
+        Some(s) => scenario.set("duration_s", value(s)),
         None if forever => {
             return Err(ScenarioError::new("global.duration", "a task loops forever: give the run's length in seconds"))
         }
         None => {}
     }
     if let Some(cpu) = highest_cpu {
-        scenario["machine"]["cpus"] = value(cpu + 1);
+        let mut machine = InlineTable::new();
+        machine.insert("cpus", (cpu + 1).into());
+        scenario.set("machine", value(machine));
     }
-    if !cgroups.is_empty() {
-        scenario["cgroup"] = cgroups.into();
+    for c in cgroups {
+        scenario.push("cgroup", c);
     }
-    scenario["task"] = task_tables.into();
-    let header = format!("# {name}: an rt-app workload (its tasks' taskgroups are unlimited cgroups until --set limits them)\n");
-    Ok(header + &scenario.to_string())
+    for t in task_tables {
+        scenario.push("task", t);
+    }
+    Ok(scenario.finish())
 }
 
 /// What `global` says that matters here.
