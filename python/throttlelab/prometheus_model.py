@@ -212,11 +212,17 @@ def bands(windows: Sequence[Window]) -> list[Band]:
     return out
 
 
+def two_standard_errors(observed: float, observed_periods: float, simulated_periods: float) -> float:
+    """Two standard errors of each side's mean of a per-period share in [0, 1]
+    (variance at most p(1 - p), a binomial proportion's), p kept off 0 and 1."""
+    p = min(max(observed, 0.02), 0.98)
+    return 2 * math.sqrt(p * (1 - p) / max(observed_periods, 1)) + 2 * math.sqrt(p * (1 - p) / max(simulated_periods, 1))
+
+
 def ratio_bound(observed: float, observed_periods: float, simulated_periods: float) -> float:
     """How far a simulated throttled ratio may be from the observed one: 0.05,
     plus two standard errors of each as a binomial proportion."""
-    p = min(max(observed, 0.02), 0.98)
-    return 0.05 + 2 * math.sqrt(p * (1 - p) / max(observed_periods, 1)) + 2 * math.sqrt(p * (1 - p) / max(simulated_periods, 1))
+    return 0.05 + two_standard_errors(observed, observed_periods, simulated_periods)
 
 
 def throttled_share(throttled_s: float, throttled_periods: float, cfs_rqs: int, period_us: int) -> float:
@@ -236,9 +242,8 @@ def seconds_bound(observed: float, observed_periods: float, simulated_periods: f
     most there can be). Its timing does not enter: throttled seconds and
     throttled periods are one read of cpu.stat, so their ratio is the same
     whenever the window's ends were read."""
-    p = min(max(observed, 0.02), 0.98)
     resolution = 2 * windows * THROTTLED_RESOLUTION_S / (max(observed_periods, 1) * cfs_rqs * period_us / 1e6)
-    return 2 * math.sqrt(p * (1 - p) / max(observed_periods, 1)) + 2 * math.sqrt(p * (1 - p) / max(simulated_periods, 1)) + resolution
+    return two_standard_errors(observed, observed_periods, simulated_periods) + resolution
 
 
 def node_cpus(c: Container, threads: int) -> int:
