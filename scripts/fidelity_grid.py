@@ -287,7 +287,7 @@ def edge_markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, ho
         return (f"{sum(r['alike'] for r in subset)} of {n} alike set up like the host, "
                 f"{sum(r['alike_alone'] for r in subset)} of {n} on the scenario alone")
     spinners = [r for r in rows if r["workload"] == "spin"]
-    edge = [r for r in rows if r["workload"] != "spin" and EDGE_FIRST[0] <= r["demand_ratio"] <= EDGE_FIRST[1]]
+    run_sleep = [r for r in rows if r["workload"] != "spin"]
     where = f" in a VM ({host['vm']['kernel']} under QEMU with {host['vm']['accel'].upper()})" if "vm" in host else ""
     lines = [
         f"Host {host['release']}{where}, HZ={host['hz']}, cgroup {host['cgroup']}, {EDGE_CPUS} CPUs; {runs} kernel runs of "
@@ -298,8 +298,10 @@ def edge_markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, ho
         "",
         f"- all measured rows: {counts(rows)};",
         f"- spinners at demand = quota: {counts(spinners)};",
-        f"- run/sleep at demand / quota {', '.join(f'{x:g}' for x in sorted({r['demand_ratio'] for r in edge}))} "
-        f"(of {EDGE_FIRST[0]:g}-{EDGE_FIRST[1]:g}, measured first): {counts(edge)}.",
+        f"- run/sleep at demand / quota {', '.join(f'{x:g}' for x in sorted({r['demand_ratio'] for r in run_sleep}))}: "
+        f"{counts(run_sleep)};",
+        *(f"  - {n} thread{'s' * (n > 1)}: {counts([r for r in run_sleep if r['threads'] == n])};"
+          for n in sorted({r["threads"] for r in run_sleep})),
         "",
         "*Alone*: the scenario as a user writes it ([machine]'s defaults: 2 preemptions a second of 20 us). *Like host*: "
         "set up as `compare` sets it (the probe's background, work speed and tick lateness before each configuration's runs: "
