@@ -4,7 +4,7 @@
 //! `validate.rs` checks the values, once.
 
 pub use crate::format::cpulist::parse_cpu_list;
-pub use crate::vocab::dl::{dl_runtime_at_rate, DL_MIN_RUNTIME_NS};
+pub use crate::vocab::dl::{dl_runtime_at_rate, OnRefused, DL_MIN_RUNTIME_NS};
 pub use crate::vocab::noise::Arrival;
 use crate::vocab::output::Limit;
 pub use crate::vocab::phase::{runs_on_timers, Phase, TimerMode};
@@ -410,16 +410,6 @@ pub enum Policy {
     #[default]
     Normal,
     Deadline,
-}
-
-/// A refused `sched_setattr`: keep running as a fair task and try again
-/// every `retry_ms` (004's method), or fail the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnRefused {
-    #[default]
-    Retry,
-    Error,
 }
 
 fn default_retry_ms() -> u64 {
