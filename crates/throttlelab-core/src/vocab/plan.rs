@@ -136,3 +136,26 @@ impl Plan {
         self.tasks.iter().all(|t| t.threads.is_empty()) && self.services.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_sets_what_it_names_and_max_lifts_the_limit() {
+        let cur = Limit { quota_us: Quota::Us(50_000), period_us: 100_000, burst_us: 1_000 };
+        let write = |quota_us, period_us, burst_us| WritePlan { cgroup: 0, first_ns: 1_000_000, every_ns: None, quota_us, period_us, burst_us };
+        assert_eq!(write(None, None, None).applied_to(cur), cur);
+        assert_eq!(write(Some(Quota::Max), None, None).applied_to(cur), Limit { quota_us: Quota::Max, ..cur });
+        let all = write(Some(Quota::Us(20_000)), Some(50_000), Some(0)).applied_to(cur);
+        assert_eq!(all, Limit { quota_us: Quota::Us(20_000), period_us: 50_000, burst_us: 0 });
+    }
+
+    #[test]
+    fn a_write_repeats_only_if_it_has_a_period() {
+        let once = WritePlan { cgroup: 0, first_ns: 10, every_ns: None, quota_us: None, period_us: None, burst_us: None };
+        assert_eq!((once.at_ns(0), once.at_ns(1)), (Some(10), None));
+        let every = WritePlan { every_ns: Some(50), ..once };
+        assert_eq!((every.at_ns(0), every.at_ns(3)), (Some(10), Some(160)));
+    }
+}
