@@ -14,11 +14,11 @@ mod format;
 mod engine;
 
 pub use format::{phases_file, program, rt_app, scenario, write};
-pub use vocab::{noise, output, trace};
+pub use vocab::{dl, noise, output, plan, trace};
 
 pub use format::error::ScenarioError;
 pub use format::load::{load, parse_value, rebase_paths, Document};
-pub use format::phases::TaskPhases;
+pub use vocab::phase::TaskPhases;
 pub use format::program::{Program, Step};
 pub use format::scenario::Scenario;
 pub use engine::sim::{Sim, SimOptions};

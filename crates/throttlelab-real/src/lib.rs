@@ -39,14 +39,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, SystemTime};
-use throttlelab_core::noise::{self, Stream};
 use throttlelab_core::output::{CgroupStats, Output, Requests, TaskStats};
-use throttlelab_core::scenario::{ms_to_ns, Phase, Policy, Scenario};
+use throttlelab_core::plan::{Plan, WritePlan};
+use throttlelab_core::scenario::{Phase, Scenario};
 use throttlelab_core::TaskPhases;
-use worker::{
-    nanosleep_until, now_ns, DlParams, DlPlan, DriverReport, ServicePlan, TaskPlan, ThreadPlan,
-    WorkerReport, WorkerSpec,
-};
+use worker::{nanosleep_until, now_ns, DriverReport, WorkerReport, WorkerSpec};
 
 /// How long the background probe spins on every CPU before the run.
 const PROBE_NS: u64 = 500_000_000;
@@ -93,97 +90,15 @@ struct WorkerPlan {
     spec: WorkerSpec,
 }
 
-/// One worker per group with tasks or services, root group first. Start
-/// offsets (`start_spread_us`) and arrivals are drawn from the scenario seed's
-/// noise streams, as the simulator draws them.
-fn plan(s: &Scenario, loops_per_us: f64) -> Result<Vec<WorkerPlan>> {
-    let groups = std::iter::once(None).chain((0..s.cgroups.len()).map(Some));
-    let mut plans: Vec<WorkerPlan> = groups
-        .map(|group| WorkerPlan {
-            group,
-            spec: WorkerSpec {
-                loops_per_us,
-                duration_ns: s.duration_ns(),
-                sample_ns: s.sample_ms * 1_000_000,
-                tasks: Vec::new(),
-                services: Vec::new(),
-            },
-        })
-        .collect();
-    // Threads start round-robin over the CPUs each may use, across tasks and
-    // services, as the simulator's wake-up placement spreads them on an idle machine.
-    let mut next_start = 0;
-    let mut start_cpu = |allowed: &[usize]| {
-        next_start += 1;
-        allowed[(next_start - 1) % allowed.len()]
-    };
-    // The tasks' threads numbered in scenario order, as the simulator's.
-    let mut first_thread = 0;
-    for (index, t) in s.tasks.iter().enumerate().filter(|(_, t)| TaskPhases::threads(t) > 0) {
-        let g = s.group_of(&t.cgroup);
-        let allowed = s.allowed_cpus(g, &t.cpus);
-        let first = first_thread;
-        first_thread += TaskPhases::threads(t);
-        let threads = (0..TaskPhases::threads(t))
-            .map(|i| ThreadPlan {
-                start_cpu: if t.pin { allowed[i % allowed.len()] } else { start_cpu(&allowed) },
-                start_ns: t.start_us * 1_000
-                    + noise::uniform(s.seed, Stream::ThreadStart(first + i), 0, t.start_spread_us * 1_000),
-                cpus: if t.pin {
-                    Some(vec![allowed[i % allowed.len()]])
-                } else {
-                    t.cpus.as_ref().map(|_| allowed.clone())
-                },
-            })
-            .collect();
-        let dl = t
-            .dl_params_ns()
-            .filter(|_| t.policy == Policy::Deadline)
-            .map(|(runtime_ns, deadline_ns, period_ns)| DlPlan {
-                params: DlParams {
-                    runtime_ns,
-                    deadline_ns,
-                    period_ns,
-                },
-                retry_ns: t.retry_ms * 1_000_000,
-                on_refused: t.on_refused,
-                profile_ns: t.profile_ms.map(|ms| ms * 1_000_000),
-            });
-        let task = TaskPlan {
-            spec: t.clone(),
-            threads,
-            dl,
-            index,
-            seed: s.seed,
-            captured: t.captured.as_deref().map(<[Phase]>::to_vec),
-        };
-        plans[g.map_or(0, |i| i + 1)].spec.tasks.push(task);
-    }
-    for (index, svc) in s.services.iter().enumerate() {
-        let g = s.group_of(&svc.cgroup);
-        let allowed = s.allowed_cpus(g, &svc.cpus);
-        let cpus = svc.cpus.as_ref().map(|_| allowed.clone());
-        plans[g.map_or(0, |i| i + 1)]
-            .spec
-            .services
-            .push(ServicePlan {
-                name: svc.name.clone(),
-                arrival: svc.arrival,
-                rate_per_s: svc.rate_per_s,
-                cost_ns: svc.cost_us * 1_000,
-                seed: s.seed,
-                index,
-                workers: (0..svc.workers)
-                    .map(|_| ThreadPlan {
-                        start_ns: 0,
-                        start_cpu: start_cpu(&allowed),
-                        cpus: cpus.clone(),
-                    })
-                    .collect(),
-            });
-    }
-    plans.retain(|p| !p.spec.tasks.is_empty() || !p.spec.services.is_empty());
-    Ok(plans)
+/// One worker per group with tasks or services, root group first, each
+/// with its group's slice of the scenario's plan: start offsets, start CPUs,
+/// a captured thread's rotation, as the simulator draws them.
+fn worker_plans(plan: &Plan, groups: usize, loops_per_us: f64) -> Vec<WorkerPlan> {
+    std::iter::once(None)
+        .chain((0..groups).map(Some))
+        .map(|group| WorkerPlan { group, spec: WorkerSpec { loops_per_us, plan: plan.group(group) } })
+        .filter(|p| !p.spec.plan.is_empty())
+        .collect()
 }
 
 /// The scenario's name for a group, for messages.
@@ -384,22 +299,14 @@ struct DueWrite {
 }
 
 /// The next occurrence of write `index` after occurrence `n`, if it is periodic.
-fn next_write(s: &Scenario, w: DueWrite) -> Option<DueWrite> {
-    let spec = &s.writes[w.index];
-    let (start, every) = (spec.start_ms?, spec.every_ms?);
+fn next_write(writes: &[WritePlan], w: DueWrite) -> Option<DueWrite> {
     let n = w.n + 1;
-    Some(DueWrite {
-        at_ns: ms_to_ns(start) + n * ms_to_ns(every),
-        index: w.index,
-        n,
-    })
+    Some(DueWrite { at_ns: writes[w.index].at_ns(n)?, index: w.index, n })
 }
 
-/// Perform a `[[write]]` (`WriteSpec::applied_to`).
-fn apply_write(s: &Scenario, tree: &mut Tree, index: usize) -> Result<()> {
-    let w = &s.writes[index];
-    let i = s.cgroup_index(&w.cgroup).expect("validated");
-    tree.set_bandwidth(i, w.applied_to(tree.bandwidth(i)))
+/// Perform a `[[write]]` (`WritePlan::applied_to`).
+fn apply_write(tree: &mut Tree, w: &WritePlan) -> Result<()> {
+    tree.set_bandwidth(w.cgroup, w.applied_to(tree.bandwidth(w.cgroup)))
 }
 
 /// What the run measured, before it is put into the output's shape.
@@ -415,6 +322,7 @@ struct Measured {
 /// go, writes, end, stop, reports.
 fn measure(
     s: &Scenario,
+    writes: &[WritePlan],
     plans: &[WorkerPlan],
     tree: &mut Tree,
     workers: &mut Workers,
@@ -473,19 +381,10 @@ fn measure(
         .collect::<Result<_>>()?;
 
     let end = start + s.duration_ns();
-    let mut due: Vec<DueWrite> = s
-        .writes
-        .iter()
-        .enumerate()
-        .map(|(index, w)| DueWrite {
-            at_ns: ms_to_ns(w.at_ms.or(w.start_ms).expect("validated")),
-            index,
-            n: 0,
-        })
-        .collect();
+    let mut due: Vec<DueWrite> = (0..writes.len()).map(|index| DueWrite { at_ns: writes[index].first_ns, index, n: 0 }).collect();
     let finite: Vec<bool> = plans
         .iter()
-        .map(|p| p.spec.tasks.iter().any(|t| t.spec.effective_loops() >= 0))
+        .map(|p| p.spec.plan.tasks.iter().any(|t| t.loops >= 0))
         .collect();
     let mut finished: Vec<Option<u64>> = vec![None; plans.len()];
     let mut reports: Vec<Option<WorkerReport>> = vec![None; plans.len()];
@@ -498,8 +397,8 @@ fn measure(
         }
         while let Some(k) = due.iter().position(|w| start + w.at_ns <= now_ns()) {
             let w = due.swap_remove(k);
-            apply_write(s, tree, w.index)?;
-            due.extend(next_write(s, w).filter(|n| start + n.at_ns < end));
+            apply_write(tree, &writes[w.index])?;
+            due.extend(next_write(writes, w).filter(|n| start + n.at_ns < end));
         }
         let next_at = due
             .iter()
@@ -820,7 +719,8 @@ pub fn run(s: &Scenario, worker: &Path) -> Result<Output> {
         );
     }
     let cgroup = layout.version.as_str().to_string();
-    let plans = plan(s, probed.loops_per_us)?;
+    let plan = Plan::of(s);
+    let plans = worker_plans(&plan, s.cgroups.len(), probed.loops_per_us);
     signals.check()?;
     let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
     let name = cgroupfs::parent_name(std::process::id());
@@ -840,7 +740,7 @@ pub fn run(s: &Scenario, worker: &Path) -> Result<Output> {
         .collect();
     signals.check()?;
     let measured = Workers::spawn(worker, plans.len(), &mut signals)
-        .and_then(|mut workers| measure(s, &plans, &mut tree, &mut workers, &signals));
+        .and_then(|mut workers| measure(s, &plan.writes, &plans, &mut tree, &mut workers, &signals));
     // The workers are dead (dropped) before their cgroups go.
     match (measured, tree.remove()) {
         (Ok(m), Ok(())) => {
@@ -916,60 +816,23 @@ mod tests {
     }
 
     #[test]
-    fn one_worker_per_group_with_pinning_within_the_cpuset() {
+    fn one_worker_per_group_that_runs_something() {
+        // b runs in a's cpuset; "idle" and the root run nothing (the core's
+        // tests in format/plan.rs check the draws, start CPUs and affinities).
         let s = load(
-            r#"name = "p"
-duration_s = 1
-[machine]
-cpus = 4
-[[cgroup]]
-name = "a"
-cpus = "2-3"
-[[cgroup]]
-name = "b"
-parent = "a"
-[[cgroup]]
-name = "idle"
-[[task]]
-name = "pinned"
-cgroup = "b"
-threads = 3
-pin = true
-start_spread_us = 1000
-phases = [{ run_us = 10 }]
-[[task]]
-name = "free"
-threads = 3
-phases = [{ run_us = 10 }]
-[[service]]
-name = "svc"
-cgroup = "a"
-cpus = "1-2"
-rate_per_s = 10
-cost_us = 10
-"#,
+            "name = \"g\"\nduration_s = 1\n[machine]\ncpus = 4\n\
+             [[cgroup]]\nname = \"a\"\ncpus = \"2-3\"\n[[cgroup]]\nname = \"b\"\nparent = \"a\"\n[[cgroup]]\nname = \"idle\"\n\
+             [[task]]\nname = \"pinned\"\ncgroup = \"b\"\nthreads = 2\npin = true\nphases = [{ run_us = 10 }]\n\
+             [[service]]\nname = \"svc\"\ncgroup = \"a\"\nrate_per_s = 10\ncost_us = 10\n",
         );
-        let plans = plan(&s, 100.0).unwrap();
-        let groups: Vec<GroupId> = plans.iter().map(|p| p.group).collect();
-        assert_eq!(groups, [None, Some(0), Some(1)]);
-        let pinned = &plans[2].spec.tasks[0].threads;
-        let cpus: Vec<_> = pinned.iter().map(|t| t.cpus.clone().unwrap()).collect();
-        assert_eq!(cpus, [vec![2], vec![3], vec![2]]);
-        assert!(pinned.iter().all(|t| t.start_ns < 1_000_000));
-        assert_eq!(plans[0].spec.tasks[0].threads[0].cpus, None);
-        assert_eq!(plans[1].spec.services[0].workers[0].cpus, Some(vec![2]));
-        // Threads start where they are pinned, the others round-robin over
-        // what they may use, across tasks and services.
-        let start_cpus = |threads: &[ThreadPlan]| threads.iter().map(|t| t.start_cpu).collect::<Vec<_>>();
-        assert_eq!(start_cpus(pinned), [2, 3, 2]);
-        assert_eq!(start_cpus(&plans[0].spec.tasks[0].threads), [0, 1, 2]);
-        assert_eq!(start_cpus(&plans[1].spec.services[0].workers), [2]);
-        // Deterministic from the seed.
-        let again = plan(&s, 100.0).unwrap();
-        assert_eq!(
-            again[2].spec.tasks[0].threads[1].start_ns,
-            pinned[1].start_ns
-        );
+        let plan = Plan::of(&s);
+        let plans = worker_plans(&plan, s.cgroups.len(), 100.0);
+        assert_eq!(plans.iter().map(|p| p.group).collect::<Vec<GroupId>>(), [Some(0), Some(1)]);
+        assert_eq!(plans[0].spec.plan.services[0].name, "svc");
+        let pinned = &plans[1].spec.plan.tasks[0].threads;
+        assert_eq!(*pinned, plan.tasks[0].threads);
+        let cpus: Vec<_> = pinned.iter().map(|t| t.affinity().unwrap().to_vec()).collect();
+        assert_eq!(cpus, [vec![2], vec![3]]);
     }
 
     #[test]
@@ -988,21 +851,18 @@ period_us = 100_000
 profile_ms = 200
 "#,
         );
-        let plans = plan(&s, 100.0).unwrap();
+        let plans = worker_plans(&Plan::of(&s), s.cgroups.len(), 100.0);
         // Through the worker's pipe.
         let json = serde_json::to_string(&plans[0].spec).unwrap();
-        let spec: WorkerSpec = serde_json::from_str(&json).unwrap();
-        let task = &spec.tasks[0];
+        let spec = WorkerSpec::from_json(&json).unwrap();
+        let task = &spec.plan.tasks[0];
         assert_eq!(
             task.threads.len(),
             2,
             "the busiest window's rate, rounded up"
         );
-        assert_eq!(task.spec.effective_loops(), 1);
-        let (sent, got) = (
-            TaskPhases::of(&s.tasks[0], 2),
-            TaskPhases::of(&task.spec, 2),
-        );
+        assert_eq!(task.loops, 1);
+        let (sent, got) = (TaskPhases::of(&s.tasks[0], 2), &task.phases);
         assert_eq!(got.len(), sent.len());
         assert!((0..sent.len()).all(|i| got.get(i) == sent.get(i)));
         let dl = task.dl.as_ref().unwrap();
@@ -1015,22 +875,29 @@ profile_ms = 200
     #[test]
     fn a_seed_starts_a_captured_thread_where_the_simulator_does() {
         // stress-ng's published capture: workers on timers, each begun where
-        // the seed draws in its cycle.
+        // the seed draws in its cycle, after a start spread the seed draws too.
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/acceptance-captures");
         let text = std::fs::read_to_string(dir.join("stress-ng.toml")).unwrap();
         let first_steps = |seed: u64| {
             let mut s = load(&throttlelab_core::rebase_paths(&text, &dir));
             (s.seed, s.duration_s) = (seed, Some(0.5));
+            for t in &mut s.tasks {
+                t.start_spread_us = 20_000;
+            }
             assert!(s.tasks.iter().any(|t| TaskPhases::of(t, 1).independent_cycle_ns().is_some()));
             let simulated: Vec<_> = throttlelab_core::Sim::new(&s, Default::default()).run_steps().iter().map(|steps| steps[0]).collect();
-            // Through the worker's pipe.
-            let plans = plan(&s, 100.0).unwrap();
+            // Through the worker's pipe: the plan, rotation and starts as sent.
+            let plan = Plan::of(&s);
+            let plans = worker_plans(&plan, s.cgroups.len(), 100.0);
             assert_eq!(plans.len(), 1, "one cgroup");
             let spec = WorkerSpec::from_json(&serde_json::to_string(&plans[0].spec).unwrap()).unwrap();
             let mut worker = Vec::new();
-            for task in &spec.tasks {
+            for (task, sent) in spec.plan.tasks.iter().zip(&plan.tasks) {
+                assert_eq!(task.threads, sent.threads);
+                let (got, rotated) = (&task.phases, &sent.phases);
+                assert!(got.len() == rotated.len() && (0..got.len()).all(|i| got.get(i) == rotated.get(i)));
                 for thread in &task.threads {
-                    let mut program = throttlelab_core::Program::new(task.phases().into(), task.spec.effective_loops(), 0);
+                    let mut program = throttlelab_core::Program::new(task.phases.clone(), task.loops, task.timers);
                     worker.push(program.next(thread.start_ns, None));
                 }
             }
@@ -1090,15 +957,17 @@ cgroup = "a"
 at_ms = 10
 "#,
         );
+        let writes = Plan::of(&s).writes;
+        assert_eq!((writes[0].first_ns, writes[1].first_ns), (100_000_000, 10_000_000));
         let first = DueWrite {
             at_ns: 100_000_000,
             index: 0,
             n: 0,
         };
-        let second = next_write(&s, first).unwrap();
+        let second = next_write(&writes, first).unwrap();
         assert_eq!((second.at_ns, second.n), (150_000_000, 1));
         assert!(next_write(
-            &s,
+            &writes,
             DueWrite {
                 at_ns: 10_000_000,
                 index: 1,

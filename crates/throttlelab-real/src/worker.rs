@@ -9,7 +9,7 @@
 //! finite tasks are done (ns since start), and last `report <WorkerReport JSON>`;
 //! or, at any point, `error <message>` as it fails (the controller says why).
 //!
-//! A task's threads follow [`TaskPhases`], the simulator's own sequence: its
+//! A task's threads follow its plan's `TaskPhases`, the simulator's own sequence: its
 //! phase list, or its trace windows expanded one phase at a time.
 
 use serde::{Deserialize, Serialize};
@@ -21,106 +21,28 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 use throttlelab_core::noise;
 use throttlelab_core::output::{Request, Requests};
-use throttlelab_core::scenario::{dl_runtime_at_rate, Arrival, OnRefused, Phase, TaskSpec};
-use throttlelab_core::{Program, Step, TaskPhases};
+use throttlelab_core::dl::{DlParams, DlPlan, OnRefused};
+use throttlelab_core::plan::{Plan, ServicePlan, TaskPlan, ThreadPlan};
+use throttlelab_core::{Program, Step};
 
 /// Calibrated work runs in chunks of this many us between checks for the end.
 const CHUNK_US: f64 = 50.0;
 const STACK_BYTES: usize = 256 * 1024;
 
-/// What one worker runs. Times are ns relative to the common start.
+/// What one worker runs: its cgroup's slice of the scenario's [`Plan`]
+/// (`Plan::group`), every seeded draw taken by the controller as the
+/// simulator takes it. Times are ns relative to the common start.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerSpec {
     /// Iterations of [`spin`] per microsecond, calibrated by the controller.
     pub loops_per_us: f64,
-    pub duration_ns: u64,
-    /// Sample every task's CPU time this often (`sample_ms`); 0 = not at all.
-    pub sample_ns: u64,
-    pub tasks: Vec<TaskPlan>,
-    pub services: Vec<ServicePlan>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TaskPlan {
-    /// The scenario's task: name, loops, and phases or windows.
-    pub spec: TaskSpec,
-    pub threads: Vec<ThreadPlan>,
-    /// SCHED_DEADLINE parameters, for `policy = "deadline"` tasks.
-    pub dl: Option<DlPlan>,
-    /// The task's number in the scenario: what a captured `Wake` names.
-    pub index: usize,
-    /// The scenario's seed: where a captured thread on timers starts in
-    /// its cycle, as in the simulator ([`TaskPhases::seeded`]).
-    pub seed: u64,
-    /// A captured thread's phases (`spec.captured`, which the spec's own
-    /// serialization leaves out).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub captured: Option<Vec<Phase>>,
+    pub plan: Plan,
 }
 
 impl WorkerSpec {
-    /// The spec as the controller sends it, one line of JSON, with each
-    /// captured task's phases back in its scenario task.
+    /// The spec as the controller sends it, one line of JSON.
     pub fn from_json(line: &str) -> Result<WorkerSpec, String> {
-        let mut spec: WorkerSpec = serde_json::from_str(line).map_err(|e| format!("bad worker spec: {e}"))?;
-        for task in &mut spec.tasks {
-            task.spec.captured = task.captured.take().map(Arc::from);
-        }
-        Ok(spec)
-    }
-}
-
-impl TaskPlan {
-    /// What its threads run: the simulator's phases for the same seed.
-    pub(crate) fn phases(&self) -> TaskPhases {
-        TaskPhases::seeded(&self.spec, self.index, self.threads.len(), self.seed)
-    }
-}
-
-/// `sched_setattr(SCHED_DEADLINE)` for every thread of a task as it starts;
-/// refused (EBUSY), a thread runs as a normal one and retries every
-/// `retry_ns`, or with `on_refused = "error"` fails the run. A trace task's
-/// threads then change their parameters at each window (see `Reservation`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DlPlan {
-    pub params: DlParams,
-    pub retry_ns: u64,
-    pub on_refused: OnRefused,
-    /// 004 3.3's profiling stage at each window: a whole core for this long.
-    pub profile_ns: Option<u64>,
-}
-
-impl DlPlan {
-    /// What a thread asks for as it starts: its first window's profiling
-    /// stage if it profiles, else its own parameters.
-    fn admission(&self) -> DlParams {
-        self.profile_ns.map_or(self.params, DlParams::whole_core)
-    }
-}
-
-/// SCHED_DEADLINE parameters of a `sched_attr`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DlParams {
-    pub runtime_ns: u64,
-    pub deadline_ns: u64,
-    pub period_ns: u64,
-}
-
-impl DlParams {
-    /// The same deadline and period with `rate` of a CPU: runtime = rate x
-    /// period, rounded up, within what `sched_setattr` accepts.
-    fn at_rate(self, rate: f64) -> DlParams {
-        let runtime_ns = dl_runtime_at_rate(rate, self.deadline_ns, self.period_ns);
-        DlParams { runtime_ns, ..self }
-    }
-
-    /// A whole CPU in periods of `ns`: runtime = deadline = period.
-    fn whole_core(ns: u64) -> DlParams {
-        DlParams {
-            runtime_ns: ns,
-            deadline_ns: ns,
-            period_ns: ns,
-        }
+        serde_json::from_str(line).map_err(|e| format!("bad worker spec: {e}"))
     }
 }
 
@@ -159,30 +81,6 @@ fn sched_setattr_dl(tid: libc::pid_t, dl: DlParams) -> Result<(), i32> {
     } else {
         Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
     }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ThreadPlan {
-    pub start_ns: u64,
-    /// The CPU the thread moves to before it sleeps until its start, so that
-    /// the scenario's threads wake spread over their CPUs, as the simulator
-    /// starts them (see [`start_on`]).
-    pub start_cpu: usize,
-    /// CPU affinity (sched_setaffinity); None: whatever the cpuset allows.
-    pub cpus: Option<Vec<usize>>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ServicePlan {
-    pub name: String,
-    pub arrival: Arrival,
-    pub rate_per_s: f64,
-    pub cost_ns: u64,
-    /// The scenario's seed and the service's index in the scenario: the
-    /// arrivals' noise stream (`noise::interarrival_ns`).
-    pub seed: u64,
-    pub index: usize,
-    pub workers: Vec<ThreadPlan>,
 }
 
 /// Whether the calling thread is scheduled by SCHED_DEADLINE (admitted).
@@ -496,7 +394,7 @@ fn affinity() -> Result<Vec<usize>, String> {
 fn start_on(plan: &ThreadPlan) -> Result<(), String> {
     let inherited = affinity()?;
     set_affinity(&Some(vec![plan.start_cpu]))?;
-    set_affinity(&Some(plan.cpus.clone().unwrap_or(inherited)))
+    set_affinity(&Some(plan.affinity().map_or(inherited, <[usize]>::to_vec)))
 }
 
 /// One thread of a task: its phases, `loops` times or until the end, with its
@@ -533,10 +431,10 @@ fn task_thread(
             Err(libc::EBUSY) => {
                 return Err(format!(
                     "task.{}: SCHED_DEADLINE admission refused by the kernel (EBUSY)",
-                    task.spec.name
+                    task.name
                 ))
             }
-            Err(e) => return Err(setattr_failed(&task.spec.name, e)),
+            Err(e) => return Err(setattr_failed(&task.name, e)),
         },
     };
     r.started_ns = started_ns;
@@ -548,7 +446,7 @@ fn task_thread(
 /// task a job is a run phase released by the end of a sleep; it misses when
 /// it ends later than its relative deadline after it began.
 fn run_phases(run: &Run, task: &TaskPlan, going: bool) -> Result<ThreadResult, String> {
-    let mut program = Program::new(Arc::new(task.phases()), task.spec.effective_loops(), task.spec.timer_names().len());
+    let mut program = Program::new(task.phases.clone(), task.loops, task.timers);
     let mut r = ThreadResult::default();
     if going {
         drive(run, task, &mut program, &mut r)?;
@@ -564,7 +462,7 @@ fn drive(run: &Run, task: &TaskPlan, program: &mut Program, r: &mut ThreadResult
     let mut reservation = task
         .dl
         .as_ref()
-        .map(|dl| Reservation::new(&task.spec.name, dl));
+        .map(|dl| Reservation::new(&task.name, dl));
     // Times since the start, as the program counts them.
     let since_start = || now_ns().saturating_sub(run.start_ns);
     loop {
@@ -803,10 +701,10 @@ struct Backlog {
 
 /// The open-loop arrival process of a service: requests arrive on schedule
 /// whether or not the workers keep up; latency counts from the scheduled time.
-fn arrival_thread(run: &Run, svc: &ServicePlan, queue: &Queue) {
+fn arrival_thread(run: &Run, seed: u64, svc: &ServicePlan, queue: &Queue) {
     let mut at = run.start_ns;
     for n in 0.. {
-        at += noise::interarrival_ns(svc.seed, svc.index, n, svc.arrival, svc.rate_per_s);
+        at += noise::interarrival_ns(seed, svc.index, n, svc.arrival, svc.rate_per_s);
         if !run.sleep_until(at) {
             break;
         }
@@ -947,8 +845,8 @@ fn serve() -> Result<(), String> {
         .strip_prefix("go ")
         .and_then(|t| t.parse().ok())
         .ok_or_else(|| format!("expected `go <start_ns>`, got {go:?}"))?;
-    let indices = spec.tasks.iter().map(|t| t.index).collect();
-    let run = Arc::new(Run::new(start_ns, start_ns + spec.duration_ns, spec.loops_per_us, indices));
+    let indices = spec.plan.tasks.iter().map(|t| t.index).collect();
+    let run = Arc::new(Run::new(start_ns, start_ns + spec.plan.duration_ns, spec.loops_per_us, indices));
     {
         let run = run.clone();
         thread::spawn(move || {
@@ -957,23 +855,24 @@ fn serve() -> Result<(), String> {
         });
     }
 
+    let seed = spec.plan.seed;
     let mut tasks: Vec<Vec<Handle>> = Vec::new();
     let mut clocks: Vec<Vec<Arc<CpuClock>>> = Vec::new();
-    for task in &spec.tasks {
+    for task in &spec.plan.tasks {
         let (mut handles, mut task_clocks) = (Vec::new(), Vec::new());
         // Shared: a copy per thread holds every thread's plan, n² in all.
         let shared = Arc::new(task.clone());
         for plan in &task.threads {
             let clock = Arc::new(CpuClock::default());
             task_clocks.push(clock.clone());
-            let what = format!("thread {} of {} of task {}", handles.len() + 1, task.threads.len(), task.spec.name);
+            let what = format!("thread {} of {} of task {}", handles.len() + 1, task.threads.len(), task.name);
             let (run, task, plan) = (run.clone(), shared.clone(), plan.clone());
             handles.push(spawn(&what, move || task_thread(&run, &task, &plan, &clock))?);
         }
         tasks.push(handles);
         clocks.push(task_clocks);
     }
-    let sampler = match spec.sample_ns {
+    let sampler = match spec.plan.sample_ns {
         0 => None,
         every => {
             let run = run.clone();
@@ -981,11 +880,11 @@ fn serve() -> Result<(), String> {
         }
     };
     let mut services: Vec<Vec<Handle>> = Vec::new();
-    for svc in &spec.services {
+    for svc in &spec.plan.services {
         let queue = Arc::new(Queue::default());
         let shared = Arc::new(svc.clone());
         let (r, s, q) = (run.clone(), shared.clone(), queue.clone());
-        spawn(&format!("the arrival thread of service {}", svc.name), move || arrival_thread(&r, &s, &q))?;
+        spawn(&format!("the arrival thread of service {}", svc.name), move || arrival_thread(&r, seed, &s, &q))?;
         let mut handles = Vec::new();
         for plan in &svc.workers {
             let what = format!("worker {} of {} of service {}", handles.len() + 1, svc.workers.len(), svc.name);
@@ -997,9 +896,10 @@ fn serve() -> Result<(), String> {
 
     // Finite tasks first: the controller may end the run when they are done.
     let finite: Vec<bool> = spec
+        .plan
         .tasks
         .iter()
-        .map(|t| t.spec.effective_loops() >= 0)
+        .map(|t| t.loops >= 0)
         .collect();
     let mut results: Vec<Option<Vec<ThreadResult>>> = Vec::new();
     for (handles, &f) in tasks.iter_mut().zip(&finite) {
@@ -1022,20 +922,20 @@ fn serve() -> Result<(), String> {
         ))?;
     }
     let mut drivers = Vec::new();
-    for ((task, handles), done) in spec.tasks.iter().zip(tasks).zip(results) {
+    for ((task, handles), done) in spec.plan.tasks.iter().zip(tasks).zip(results) {
         let res = match done {
             Some(r) => r,
             None => join(handles)?,
         };
         drivers.push(summarise(
-            &task.spec.name,
+            &task.name,
             &run,
             &res,
-            task.phases().has_requests(),
+            task.phases.has_requests(),
             task.dl.is_some(),
         ));
     }
-    for (svc, handles) in spec.services.iter().zip(services) {
+    for (svc, handles) in spec.plan.services.iter().zip(services) {
         drivers.push(summarise(&svc.name, &run, &join(handles)?, true, false));
     }
     if let Some(sampler) = sampler {
@@ -1052,6 +952,8 @@ fn serve() -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use throttlelab_core::scenario::{Phase, TaskSpec};
+    use throttlelab_core::TaskPhases;
 
     #[test]
     fn calibrated_work_takes_about_its_time() {
@@ -1072,12 +974,21 @@ mod tests {
         Run::new(now, now + duration_ns, calibrate(), Vec::new())
     }
 
+    /// A thread that starts at once, wherever it is.
+    const AT_ONCE: ThreadPlan = ThreadPlan { start_ns: 0, start_cpu: 0, cpus: Vec::new(), affinity: false };
+
     /// Task `index` of a scenario, one captured thread running `phases` once.
     fn captured_task(index: usize, phases: Vec<Phase>) -> TaskPlan {
-        let mut spec: TaskSpec = serde_json::from_str(&format!(r#"{{"name": "t{index}", "loop": 1}}"#)).unwrap();
-        spec.captured = Some(Arc::from(phases));
-        let threads = vec![ThreadPlan { start_ns: 0, start_cpu: 0, cpus: None }];
-        TaskPlan { spec, threads, dl: None, index, seed: 1, captured: None }
+        TaskPlan {
+            name: format!("t{index}"),
+            index,
+            cgroup: None,
+            phases: Arc::new(TaskPhases::List(phases.into())),
+            loops: 1,
+            timers: 0,
+            threads: vec![AT_ONCE],
+            dl: None,
+        }
     }
 
     #[test]
@@ -1149,11 +1060,13 @@ mod tests {
         }
         let simulated = throttlelab_core::Sim::new(&scenario, Default::default()).run_steps();
 
-        let (a, b) = (captured_task(0, a), captured_task(1, b));
+        // The worker's tasks as the controller plans them.
+        let plan = Plan::of(&scenario);
+        let (a, b) = (plan.tasks[0].clone(), plan.tasks[1].clone());
         let now = now_ns();
         let run = Arc::new(Run::new(now, now + 5_000_000_000, calibrate(), vec![0, 1]));
         let drive_logged = |run: Arc<Run>, task: TaskPlan| {
-            let mut program = Program::new(Arc::new(TaskPhases::of(&task.spec, 1)), task.spec.effective_loops(), 0).logged();
+            let mut program = Program::new(task.phases.clone(), task.loops, task.timers).logged();
             let mut r = ThreadResult::default();
             drive(&run, &task, &mut program, &mut r).unwrap();
             (program.steps().unwrap().to_vec(), r.requests.count())
@@ -1182,19 +1095,14 @@ mod tests {
         let spec: TaskSpec = serde_json::from_str(&text).unwrap();
         let threads = TaskPhases::threads(&spec);
         TaskPlan {
-            spec,
-            threads: vec![
-                ThreadPlan {
-                    start_ns: 0,
-                    start_cpu: 0,
-                    cpus: None
-                };
-                threads
-            ],
-            dl,
+            name: spec.name.clone(),
             index: 0,
-            seed: 1,
-            captured: None,
+            cgroup: None,
+            phases: Arc::new(TaskPhases::of(&spec, threads)),
+            loops: spec.effective_loops(),
+            timers: 0,
+            threads: vec![AT_ONCE; threads],
+            dl,
         }
     }
 
@@ -1420,9 +1328,9 @@ mod tests {
         thread::spawn(|| {
             let inherited = affinity().unwrap();
             let last = *inherited.last().unwrap();
-            start_on(&ThreadPlan { start_ns: 0, start_cpu: last, cpus: None }).unwrap();
+            start_on(&ThreadPlan { start_cpu: last, ..AT_ONCE }).unwrap();
             assert_eq!(affinity().unwrap(), inherited);
-            start_on(&ThreadPlan { start_ns: 0, start_cpu: last, cpus: Some(vec![inherited[0]]) }).unwrap();
+            start_on(&ThreadPlan { start_ns: 0, start_cpu: last, cpus: vec![inherited[0]], affinity: true }).unwrap();
             assert_eq!(affinity().unwrap(), [inherited[0]]);
         })
         .join()

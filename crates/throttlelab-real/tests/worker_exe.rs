@@ -22,7 +22,7 @@ fn text(bytes: &[u8]) -> &str {
     std::str::from_utf8(bytes).unwrap()
 }
 
-const EMPTY_SPEC: &str = r#"{"loops_per_us":1.0,"duration_ns":1000000,"sample_ns":0,"tasks":[],"services":[]}"#;
+const EMPTY_SPEC: &str = r#"{"loops_per_us":1.0,"plan":{"seed":1,"duration_ns":1000000,"sample_ns":0,"tasks":[],"services":[],"writes":[]}}"#;
 
 #[test]
 fn garbage_for_a_spec_is_one_error_line_and_exit_1() {

@@ -13,15 +13,14 @@ use crate::engine::smt::{self, Smt};
 use crate::engine::tick::TickGrid;
 use crate::engine::util_sum::UtilSum;
 use crate::engine::workload::{Driver, Service};
-use crate::format::phases::TaskPhases;
 use crate::format::scenario::Scenario;
 use crate::vocab::dl::dl_capacity_bw;
+use crate::vocab::plan::Plan;
 use crate::vocab::noise::{self, Stream};
 use crate::vocab::output::{Output, Requests};
 use crate::vocab::profile::Profile;
 use crate::vocab::trace::{Trace, TraceKind, TraceOptions};
 use crate::vocab::types::{secs_to_ns, CpuId, ThreadId, Time, NSEC_PER_MSEC};
-use std::sync::Arc;
 
 /// Simulated time 0 is uniformly between this and twice this after boot.
 const UPTIME_MIN_NS: u64 = 600 * 1_000_000_000;
@@ -40,6 +39,8 @@ pub struct SimOptions {
 
 pub struct Sim<'s> {
     pub(crate) scenario: &'s Scenario,
+    /// What it runs: the scenario with its seeded draws taken.
+    pub(crate) plan: Plan,
     pub(crate) profile: Profile,
     pub(crate) tun: Tunables,
     pub(crate) now: Time,
@@ -68,8 +69,6 @@ pub struct Sim<'s> {
     pub(crate) trace: Option<Trace>,
     pub(crate) features: Features,
     pub(crate) hw: Smt,
-    /// What each task's threads run (`phases`, or trace windows expanded).
-    pub(crate) task_phases: Vec<Arc<TaskPhases>>,
     /// Each task's first thread: a `Wake` phase's target.
     pub(crate) task_threads: Vec<ThreadId>,
     /// Runnable, not throttled deadline threads (running or waiting).
@@ -129,17 +128,11 @@ impl<'s> Sim<'s> {
                 p = tgs[a].parent;
             }
         }
-        let task_phases: Vec<_> = scenario
-            .tasks
-            .iter()
-            .enumerate()
-            .map(|(ti, t)| {
-                Arc::new(TaskPhases::seeded(t, ti, TaskPhases::threads(t), scenario.seed))
-            })
-            .collect();
-        let task_requests = task_phases.iter().map(|p| p.has_requests().then(Requests::default)).collect();
+        let plan = Plan::of(scenario);
+        let task_requests = plan.tasks.iter().map(|t| t.phases.has_requests().then(Requests::default)).collect();
         let mut sim = Sim {
             scenario,
+            plan,
             profile: scenario.kernel.profile,
             tun,
             now: 0,
@@ -161,7 +154,6 @@ impl<'s> Sim<'s> {
             trace: None,
             features: Features::of(&scenario.kernel.features),
             hw: Smt::new(nr_cpus, scenario.machine.smt, &scenario.machine.smt_speed, scenario.machine.work_speed),
-            task_phases,
             task_threads: Vec::with_capacity(scenario.tasks.len()),
             dl_runnable: Vec::new(),
             cpu_series: vec![Vec::new(); scenario.tasks.len()],
@@ -197,7 +189,6 @@ impl<'s> Sim<'s> {
         sim.ticks.phase_ns = (boot_phase + tun.tick_ns - sim.uptime_ns % tun.tick_ns) % tun.tick_ns;
         sim.init_fair();
         sim.spawn_workloads();
-        sim.schedule_writes();
         if scenario.sample_ms > 0 {
             sim.events.push(scenario.sample_ms * NSEC_PER_MSEC, Event::Sample(1));
         }

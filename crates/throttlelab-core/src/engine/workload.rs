@@ -7,12 +7,10 @@ use crate::engine::deadline::DlEntity;
 use crate::engine::event::Event;
 use crate::vocab::noise::{self, Arrival, Stream};
 use crate::vocab::output::{Request, Requests};
-use crate::format::phases::TaskPhases;
 use crate::format::program::{Program, Step};
-use crate::format::scenario::Policy;
 use crate::engine::rq::{Thread, ThreadState};
 use crate::engine::sim::Sim;
-use crate::vocab::types::{ms_to_ns, CpuId, ThreadId, Time, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::vocab::types::{CpuId, ThreadId, Time, NSEC_PER_USEC};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -42,13 +40,13 @@ pub struct Service {
 }
 
 impl Sim<'_> {
-    /// Allowed CPUs: the task's list within its cgroup's cpuset (tg 0 is the root).
-    fn allowed_cpus(&self, tg: usize, cpus: &Option<String>) -> Rc<[CpuId]> {
-        self.scenario.allowed_cpus(tg.checked_sub(1), cpus).into()
-    }
-
-    fn tg_of(&self, cgroup: &Option<String>) -> usize {
-        self.scenario.group_of(cgroup).map_or(0, |i| i + 1)
+    /// The CPUs a thread of the plan may run on: shared with the thread
+    /// set up before it when they are the same.
+    fn plan_cpus(&self, cpus: &[CpuId]) -> Rc<[CpuId]> {
+        match self.threads.last() {
+            Some(th) if *th.allowed == *cpus => th.allowed.clone(),
+            _ => Rc::from(cpus),
+        }
     }
 
     fn add_thread(&mut self, driver: Driver, tg: usize, allowed: Rc<[CpuId]>) -> ThreadId {
@@ -80,30 +78,28 @@ impl Sim<'_> {
         tid
     }
 
+    /// Set up the plan's threads: each task's to start at its start, the
+    /// services' workers asleep until a request arrives; then the writes.
     pub(crate) fn spawn_workloads(&mut self) {
-        let s = self.scenario;
-        for (ti, t) in s.tasks.iter().enumerate() {
+        let plan = self.plan.clone();
+        for t in &plan.tasks {
             self.task_threads.push(self.threads.len());
-            let tg = self.tg_of(&t.cgroup);
-            let allowed = self.allowed_cpus(tg, &t.cpus);
-            for i in 0..TaskPhases::threads(t) {
-                let cpus = if t.pin { Rc::from([allowed[i % allowed.len()]]) } else { allowed.clone() };
-                let tid = self.add_thread(Driver::Task(ti), tg, cpus);
-                self.threads[tid].program = Some(Program::new(self.task_phases[ti].clone(), t.effective_loops(), t.timer_names().len()));
-                if t.policy == Policy::Deadline {
-                    let (runtime, deadline, period) = t.dl_params_ns().expect("validated");
-                    let profile_ns = t.profile_ms.map(|ms| ms * NSEC_PER_MSEC);
-                    self.threads[tid].dl = Some(DlEntity::new(runtime, deadline, period, t.retry_ms * NSEC_PER_MSEC, profile_ns));
+            let tg = t.cgroup.map_or(0, |i| i + 1);
+            for th in &t.threads {
+                let cpus = self.plan_cpus(&th.cpus);
+                let tid = self.add_thread(Driver::Task(t.index), tg, cpus);
+                self.threads[tid].program = Some(Program::new(t.phases.clone(), t.loops, t.timers));
+                if let Some(dl) = &t.dl {
+                    let p = dl.params;
+                    self.threads[tid].dl = Some(DlEntity::new(p.runtime_ns, p.deadline_ns, p.period_ns, dl.retry_ns, dl.profile_ns));
                 }
-                let start = t.start_us * NSEC_PER_USEC
-                    + noise::uniform(self.seed, Stream::ThreadStart(tid), 0, t.start_spread_us * NSEC_PER_USEC);
-                self.events.push(start, Event::Start(tid));
-                if t.effective_loops() >= 0 {
+                self.events.push(th.start_ns, Event::Start(tid));
+                if t.loops >= 0 {
                     self.finite_left += 1;
                 }
             }
         }
-        if s.machine.background_per_s > 0.0 && s.machine.background_us > 0.0 {
+        if self.scenario.machine.background_per_s > 0.0 && self.scenario.machine.background_us > 0.0 {
             // One source per CPU, woken like any task: on an idle CPU if there
             // is one (ftrace on the host: a spinner alone on a CPU next to an
             // idle one was preempted 1.5 times a second, two spinners on both
@@ -116,12 +112,12 @@ impl Sim<'_> {
                 self.events.push(at, Event::Wake(tid));
             }
         }
-        for (si, svc) in s.services.iter().enumerate() {
-            let tg = self.tg_of(&svc.cgroup);
-            let allowed = self.allowed_cpus(tg, &svc.cpus);
+        for svc in &plan.services {
+            let tg = svc.cgroup.map_or(0, |i| i + 1);
             let mut idle = Vec::new();
-            for _ in 0..svc.workers {
-                let tid = self.add_thread(Driver::Worker(si), tg, allowed.clone());
+            for w in &svc.workers {
+                let cpus = self.plan_cpus(&w.cpus);
+                let tid = self.add_thread(Driver::Worker(svc.index), tg, cpus);
                 self.threads[tid].state = ThreadState::Sleeping;
                 idle.push(tid);
             }
@@ -129,21 +125,17 @@ impl Sim<'_> {
             self.services.push(Service {
                 arrival: svc.arrival,
                 rate_per_s: svc.rate_per_s,
-                cost_ns: svc.cost_us * NSEC_PER_USEC,
+                cost_ns: svc.cost_ns,
                 arrivals: 0,
                 queue: VecDeque::new(),
                 idle_workers: idle,
                 requests: Requests::default(),
             });
-            let first = self.interarrival(si);
-            self.events.push(first, Event::Arrival(si));
+            let first = self.interarrival(svc.index);
+            self.events.push(first, Event::Arrival(svc.index));
         }
-    }
-
-    pub(crate) fn schedule_writes(&mut self) {
-        for (index, w) in self.scenario.writes.iter().enumerate() {
-            let at = ms_to_ns(w.at_ms.or(w.start_ms).expect("validated"));
-            self.events.push(at, Event::Write { index, n: 0 });
+        for (index, w) in plan.writes.iter().enumerate() {
+            self.events.push(w.first_ns, Event::Write { index, n: 0 });
         }
     }
 
@@ -177,12 +169,12 @@ impl Sim<'_> {
 
     /// A `[[write]]`: `tg_set_cfs_bandwidth` with the given (or unchanged) values.
     pub(crate) fn cpu_max_write(&mut self, index: usize, n: u64) {
-        let w = &self.scenario.writes[index];
-        let tg = self.scenario.cgroup_index(&w.cgroup).expect("validated") + 1;
+        let w = &self.plan.writes[index];
+        let tg = w.cgroup + 1;
         let new = w.applied_to(self.tgs[tg].cfs_b.limit());
+        let next = w.at_ns(n + 1);
         self.tg_set_cfs_bandwidth(tg, new.period_us * NSEC_PER_USEC, new.quota_us.ns(), new.burst_us * NSEC_PER_USEC);
-        if let (Some(start), Some(every)) = (w.start_ms, w.every_ms) {
-            let at = ms_to_ns(start) + (n + 1) * ms_to_ns(every);
+        if let Some(at) = next {
             self.events.push(at, Event::Write { index, n: n + 1 });
         }
     }

@@ -8,6 +8,7 @@ pub mod like_host;
 pub mod load;
 pub mod phases;
 pub mod phases_file;
+pub mod plan;
 pub mod program;
 pub mod rt_app;
 pub mod scenario;

@@ -1,31 +1,14 @@
-//! The phase sequence a task's threads follow: the scenario's `phases` list,
-//! a captured thread's (`phases_file`), or measurement windows expanded as
-//! 004's Algorithm 1.
+//! The phase sequence a task's threads follow ([`TaskPhases`]), built from
+//! a task: the scenario's `phases` list, a captured thread's (`phases_file`),
+//! or measurement windows expanded as 004's Algorithm 1.
 
 use crate::vocab::noise::{self, Stream};
-use crate::vocab::phase::{runs_on_timers, Phase};
+pub use crate::vocab::phase::TaskPhases;
+use crate::vocab::phase::Stretch;
 use crate::format::scenario::TaskSpec;
-use std::sync::Arc;
 
 /// Slices a measurement window is run in (004: `Slice` = 0.05 s).
 const SLICE_NS: u64 = 50_000_000;
-
-/// One stretch of the expanded trace: `slices` times (run, then sleep).
-#[derive(Debug, Clone, Copy)]
-pub struct Stretch {
-    /// Index of the first phase after this stretch.
-    end: usize,
-    run_ns: u64,
-    sleep_ns: u64,
-}
-
-#[derive(Debug, Clone)]
-pub enum TaskPhases {
-    /// The task's `phases`, or a captured thread's (shared with the scenario).
-    List(Arc<[Phase]>),
-    /// Trace windows, with the gaps between them as sleeping stretches.
-    Windows(Vec<Stretch>),
-}
 
 impl TaskPhases {
     /// What every thread of `task` runs, given how many threads share it.
@@ -88,91 +71,6 @@ impl TaskPhases {
         (task.threads.max(0) as usize).max(busiest.ceil() as usize)
     }
 
-    pub fn len(&self) -> usize {
-        match self {
-            TaskPhases::List(l) => l.len(),
-            TaskPhases::Windows(s) => s.last().map_or(0, |s| s.end),
-        }
-    }
-
-    pub fn get(&self, i: usize) -> Phase {
-        match self {
-            TaskPhases::List(l) => l[i],
-            TaskPhases::Windows(s) => {
-                let k = s.partition_point(|st| st.end <= i);
-                if i % 2 == 0 {
-                    Phase::Run(s[k].run_ns)
-                } else {
-                    Phase::Sleep(s[k].sleep_ns)
-                }
-            }
-        }
-    }
-
-    /// If phase `i` opens a window (not a gap), each thread's CPU rate in it.
-    pub fn window_entry(&self, i: usize) -> Option<f64> {
-        let TaskPhases::Windows(s) = self else { return None };
-        let k = s.partition_point(|st| st.end <= i);
-        let start = if k == 0 { 0 } else { s[k - 1].end };
-        let st = s[k];
-        (i == start && st.run_ns > 0).then(|| st.run_ns as f64 / (st.run_ns + st.sleep_ns) as f64)
-    }
-
-    /// Whether the threads are woken from outside the workload
-    /// ([`Phase::SleepUntil`]) or by a sibling ([`Phase::Wait`]): requests
-    /// whose latency is reported.
-    pub fn has_requests(&self) -> bool {
-        matches!(self, TaskPhases::List(l) if l.iter().any(|p| matches!(p, Phase::SleepUntil(_) | Phase::Wait)))
-    }
-
-    /// A captured thread that only runs and sleeps on timers (its first phase
-    /// may end a sleep begun before the capture) depends on no other thread,
-    /// so where it stood in its cycle against the others when the capture
-    /// began is one draw of many, which each seed draws again: its mean
-    /// cycle (its CPU time and sleeps per timed sleep). None otherwise.
-    pub fn independent_cycle_ns(&self) -> Option<u64> {
-        let TaskPhases::List(l) = self else { return None };
-        if !runs_on_timers(l) {
-            return None;
-        }
-        let (mut total_ns, mut sleeps) = (0, 0);
-        for p in l.iter() {
-            match *p {
-                Phase::Run(ns) => total_ns += ns,
-                Phase::Sleep(ns) | Phase::CatchUp(ns) | Phase::Schedule(ns) => (total_ns, sleeps) = (total_ns + ns, sleeps + 1),
-                _ => {}
-            }
-        }
-        Some(total_ns / sleeps)
-    }
-
-    /// The phases begun `offset_ns` into them (each as long as its work or
-    /// sleep; a `SleepUntil` until its time), with what came before moved to
-    /// the end: the same work and sleeps, from another point of the cycle.
-    /// A `SleepUntil` moved off the front sleeps as long as it did.
-    pub fn rotated(&self, offset_ns: u64) -> TaskPhases {
-        let TaskPhases::List(l) = self else { return self.clone() };
-        let len_ns = |p: Phase| match p {
-            Phase::Run(ns) | Phase::Runtime(ns) | Phase::Sleep(ns) | Phase::CatchUp(ns) | Phase::Schedule(ns) | Phase::SleepUntil(ns) => ns,
-            _ => 0,
-        };
-        let mut at_ns = 0;
-        for (k, &p) in l.iter().enumerate() {
-            if at_ns + len_ns(p) > offset_ns {
-                let skipped_ns = offset_ns - at_ns;
-                let head = l[..k].iter().map(|&p| if let Phase::SleepUntil(ns) = p { Phase::Sleep(ns) } else { p });
-                let list: Vec<Phase> = std::iter::once(p.shortened(len_ns(p) - skipped_ns))
-                    .chain(l[k + 1..].iter().copied())
-                    .chain(head)
-                    .chain((skipped_ns > 0).then(|| p.shortened(skipped_ns)))
-                    .collect();
-                return TaskPhases::List(list.into());
-            }
-            at_ns += len_ns(p);
-        }
-        self.clone()
-    }
-
     /// For a trace: how long it lasts (first window's start to last end).
     pub fn trace_ns(task: &TaskSpec) -> Option<u64> {
         let (first, last) = (task.windows.first()?, task.windows.last()?);
@@ -183,6 +81,7 @@ impl TaskPhases {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::phase::Phase;
 
     fn task(windows: Vec<[f64; 3]>) -> TaskSpec {
         let text = "name = \"w\"\nthreads = 1\n";

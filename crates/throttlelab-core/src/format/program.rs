@@ -7,8 +7,7 @@
 //! keeps time.
 
 use crate::vocab::output::{Request, Requests};
-use crate::format::phases::TaskPhases;
-use crate::vocab::phase::{Phase, TimerMode};
+use crate::vocab::phase::{Phase, TaskPhases, TimerMode};
 use std::sync::Arc;
 
 /// What a thread does next. Times are ns since the run's start.

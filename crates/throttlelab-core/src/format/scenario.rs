@@ -4,9 +4,8 @@
 //! `validate.rs` checks the values, once.
 
 pub use crate::format::cpulist::parse_cpu_list;
-pub use crate::vocab::dl::{dl_runtime_at_rate, DL_MIN_RUNTIME_NS};
+pub use crate::vocab::dl::{dl_runtime_at_rate, OnRefused, DL_MIN_RUNTIME_NS};
 pub use crate::vocab::noise::Arrival;
-use crate::vocab::output::Limit;
 pub use crate::vocab::phase::{runs_on_timers, Phase, TimerMode};
 use crate::vocab::profile::{Feature, Profile};
 use crate::vocab::types::Quota;
@@ -412,16 +411,6 @@ pub enum Policy {
     Deadline,
 }
 
-/// A refused `sched_setattr`: keep running as a fair task and try again
-/// every `retry_ms` (004's method), or fail the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnRefused {
-    #[default]
-    Retry,
-    Error,
-}
-
 fn default_retry_ms() -> u64 {
     100
 }
@@ -566,19 +555,6 @@ pub struct WriteSpec {
     pub burst_us: Option<u64>,
 }
 
-impl WriteSpec {
-    /// What this write leaves in cpu.max and cpu.max.burst that held `cur`:
-    /// an absent value is written unchanged. Both backends apply writes by
-    /// this rule.
-    pub fn applied_to(&self, cur: Limit) -> Limit {
-        Limit {
-            quota_us: self.quota_us.unwrap_or(cur.quota_us),
-            period_us: self.period_us.unwrap_or(cur.period_us),
-            burst_us: self.burst_us.unwrap_or(cur.burst_us),
-        }
-    }
-}
-
 impl Scenario {
     /// Simulated time to run, in ns: `duration_s`, or the cap when absent.
     pub fn duration_ns(&self) -> u64 {
@@ -617,28 +593,5 @@ impl Scenario {
             Some(list) => parse_cpu_list(list).expect("validated").into_iter().filter(|c| group.binary_search(c).is_ok()).collect(),
             None => group,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_write_sets_what_it_names_and_max_lifts_the_limit() {
-        let cur = Limit { quota_us: Quota::Us(50_000), period_us: 100_000, burst_us: 1_000 };
-        let write = |quota_us, period_us, burst_us| WriteSpec {
-            cgroup: "a".into(),
-            at_ms: Some(1.0),
-            start_ms: None,
-            every_ms: None,
-            period_us,
-            quota_us,
-            burst_us,
-        };
-        assert_eq!(write(None, None, None).applied_to(cur), cur);
-        assert_eq!(write(Some(Quota::Max), None, None).applied_to(cur), Limit { quota_us: Quota::Max, ..cur });
-        let all = write(Some(Quota::Us(20_000)), Some(50_000), Some(0)).applied_to(cur);
-        assert_eq!(all, Limit { quota_us: Quota::Us(20_000), period_us: 50_000, burst_us: 0 });
     }
 }

@@ -6,6 +6,7 @@ pub mod dl;
 pub mod noise;
 pub mod output;
 pub mod phase;
+pub mod plan;
 pub mod profile;
 pub mod trace;
 pub mod types;

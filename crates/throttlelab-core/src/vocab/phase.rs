@@ -2,6 +2,7 @@
 //! a scenario's `phases`, a captured thread's file or rt-app's events.
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// What a late timer does (rt-app's `mode`). It does not sleep; then
 /// `relative` counts the next period from now, `absolute` from the missed
@@ -102,5 +103,113 @@ impl Phase {
     /// already past): what ends a captured request ([`Phase::SleepUntil`]).
     pub fn blocks(self) -> bool {
         matches!(self, Phase::Sleep(1..) | Phase::CatchUp(_) | Phase::Schedule(_) | Phase::Timer(_) | Phase::RtTimer { .. } | Phase::SleepUntil(_) | Phase::Wait)
+    }
+}
+
+/// One stretch of the expanded trace: `slices` times (run, then sleep).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Stretch {
+    /// Index of the first phase after this stretch.
+    pub(crate) end: usize,
+    pub(crate) run_ns: u64,
+    pub(crate) sleep_ns: u64,
+}
+
+/// The phase sequence a task's threads follow: its `phases` list, a
+/// captured thread's, or measurement windows expanded as 004's Algorithm 1
+/// (built from a task in `format/phases.rs`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum TaskPhases {
+    /// The task's `phases`, or a captured thread's (shared with the scenario).
+    List(Arc<[Phase]>),
+    /// Trace windows, with the gaps between them as sleeping stretches.
+    Windows(Vec<Stretch>),
+}
+
+
+impl TaskPhases {
+    pub fn len(&self) -> usize {
+        match self {
+            TaskPhases::List(l) => l.len(),
+            TaskPhases::Windows(s) => s.last().map_or(0, |s| s.end),
+        }
+    }
+
+    pub fn get(&self, i: usize) -> Phase {
+        match self {
+            TaskPhases::List(l) => l[i],
+            TaskPhases::Windows(s) => {
+                let k = s.partition_point(|st| st.end <= i);
+                if i % 2 == 0 {
+                    Phase::Run(s[k].run_ns)
+                } else {
+                    Phase::Sleep(s[k].sleep_ns)
+                }
+            }
+        }
+    }
+
+    /// If phase `i` opens a window (not a gap), each thread's CPU rate in it.
+    pub fn window_entry(&self, i: usize) -> Option<f64> {
+        let TaskPhases::Windows(s) = self else { return None };
+        let k = s.partition_point(|st| st.end <= i);
+        let start = if k == 0 { 0 } else { s[k - 1].end };
+        let st = s[k];
+        (i == start && st.run_ns > 0).then(|| st.run_ns as f64 / (st.run_ns + st.sleep_ns) as f64)
+    }
+
+    /// Whether the threads are woken from outside the workload
+    /// ([`Phase::SleepUntil`]) or by a sibling ([`Phase::Wait`]): requests
+    /// whose latency is reported.
+    pub fn has_requests(&self) -> bool {
+        matches!(self, TaskPhases::List(l) if l.iter().any(|p| matches!(p, Phase::SleepUntil(_) | Phase::Wait)))
+    }
+
+    /// A captured thread that only runs and sleeps on timers (its first phase
+    /// may end a sleep begun before the capture) depends on no other thread,
+    /// so where it stood in its cycle against the others when the capture
+    /// began is one draw of many, which each seed draws again: its mean
+    /// cycle (its CPU time and sleeps per timed sleep). None otherwise.
+    pub fn independent_cycle_ns(&self) -> Option<u64> {
+        let TaskPhases::List(l) = self else { return None };
+        if !runs_on_timers(l) {
+            return None;
+        }
+        let (mut total_ns, mut sleeps) = (0, 0);
+        for p in l.iter() {
+            match *p {
+                Phase::Run(ns) => total_ns += ns,
+                Phase::Sleep(ns) | Phase::CatchUp(ns) | Phase::Schedule(ns) => (total_ns, sleeps) = (total_ns + ns, sleeps + 1),
+                _ => {}
+            }
+        }
+        Some(total_ns / sleeps)
+    }
+
+    /// The phases begun `offset_ns` into them (each as long as its work or
+    /// sleep; a `SleepUntil` until its time), with what came before moved to
+    /// the end: the same work and sleeps, from another point of the cycle.
+    /// A `SleepUntil` moved off the front sleeps as long as it did.
+    pub fn rotated(&self, offset_ns: u64) -> TaskPhases {
+        let TaskPhases::List(l) = self else { return self.clone() };
+        let len_ns = |p: Phase| match p {
+            Phase::Run(ns) | Phase::Runtime(ns) | Phase::Sleep(ns) | Phase::CatchUp(ns) | Phase::Schedule(ns) | Phase::SleepUntil(ns) => ns,
+            _ => 0,
+        };
+        let mut at_ns = 0;
+        for (k, &p) in l.iter().enumerate() {
+            if at_ns + len_ns(p) > offset_ns {
+                let skipped_ns = offset_ns - at_ns;
+                let head = l[..k].iter().map(|&p| if let Phase::SleepUntil(ns) = p { Phase::Sleep(ns) } else { p });
+                let list: Vec<Phase> = std::iter::once(p.shortened(len_ns(p) - skipped_ns))
+                    .chain(l[k + 1..].iter().copied())
+                    .chain(head)
+                    .chain((skipped_ns > 0).then(|| p.shortened(skipped_ns)))
+                    .collect();
+                return TaskPhases::List(list.into());
+            }
+            at_ns += len_ns(p);
+        }
+        self.clone()
     }
 }
