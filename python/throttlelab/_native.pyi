@@ -5,7 +5,7 @@ strings in TOML value syntax (``cgroup.app.quota_us=50000``, ``seed=3``), and
 returns JSON text."""
 
 import os
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 __version__: str
 
@@ -40,6 +40,12 @@ class Document:
 
 def rt_app_scenario(json: str, name: str) -> str:
     """The scenario (TOML text) for an rt-app workload (JSON text), named ``name``."""
+def scenario_toml(comment: str, tables: dict[str, Any], notes: Optional[dict[str, str]] = None) -> str:
+    """A scenario's TOML text, by the core's one writer (``ScenarioToml``): the
+    comment line ``comment``, then each key of ``tables`` in order, put by its
+    shape (a dict: a table ``[key]``; a non-empty list of dicts: ``[[key]]``;
+    else a top-level key; dicts and lists inside a table stay inline), with
+    ``notes`` (table name -> a comment line) above their tables."""
 def read_phases(path: Union[str, os.PathLike[str]]) -> list[tuple[str, list[str]]]: ...
 def write_phases(path: Union[str, os.PathLike[str]], sections: list[tuple[str, list[str]]]) -> None: ...
 def write_replay(text: str, tasks: list[tuple[str, str, int]], sections: list[tuple[str, list[str]]], out: Union[str, os.PathLike[str]]) -> None: ...
