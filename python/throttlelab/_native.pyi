@@ -38,6 +38,18 @@ class Document:
         JSON), set up like that host, and ``placed``, started and with its period
         timers where that kernel run had them."""
 
+#: The real backend's run lock file (crates/throttlelab-real/src/lock.rs).
+LOCK_PATH: str
+
+class RunLock:
+    """The real backend's run lock, held until ``release`` (or until dropped):
+    one run measuring the host at a time. Taking it raises ``HarnessError``
+    naming the pid that holds it."""
+
+    def __init__(self, path: Union[str, os.PathLike[str]] = ...) -> None: ...
+    def release(self) -> None:
+        """Let it go (a second release does nothing)."""
+
 def rt_app_scenario(json: str, name: str) -> str:
     """The scenario (TOML text) for an rt-app workload (JSON text), named ``name``."""
 def scenario_toml(comment: str, tables: dict[str, Any], notes: Optional[dict[str, str]] = None) -> str:

@@ -324,6 +324,28 @@ fn capture(py: Python<'_>, out: PathBuf, duration_s: Option<f64>, cgroup: Option
     Ok(json.to_string())
 }
 
+/// The real backend's run lock (`throttlelab_real::RunLock`), held by an
+/// acceptance or live run for as long as it measures the host: one run
+/// measuring the host at a time. Taking it refuses in one line
+/// (`HarnessError`) naming the pid that holds it.
+#[pyclass(module = "throttlelab._native")]
+struct RunLock(Option<throttlelab_real::RunLock>);
+
+#[pymethods]
+impl RunLock {
+    /// Take the lock at `path` (the real backend's, `LOCK_PATH`, by default).
+    #[new]
+    #[pyo3(signature = (path = PathBuf::from(throttlelab_real::LOCK_PATH)))]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        throttlelab_real::RunLock::acquire(&path).map(|l| RunLock(Some(l))).map_err(|e| real_err(py, e))
+    }
+
+    /// Let it go (a second release does nothing).
+    fn release(&mut self) {
+        self.0 = None;
+    }
+}
+
 /// Refuse, in one line, what `real` would refuse before it starts (not root,
 /// more CPUs than the host, no cpu controller), touching nothing.
 #[pyfunction]
@@ -402,6 +424,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(with_threads, m)?)?;
     m.add_function(wrap_pyfunction!(real, m)?)?;
     m.add_function(wrap_pyfunction!(real_preflight, m)?)?;
+    m.add_class::<RunLock>()?;
+    m.add("LOCK_PATH", throttlelab_real::LOCK_PATH)?;
     m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_function(wrap_pyfunction!(probe_host, m)?)?;
     m.add_function(wrap_pyfunction!(like_host_overrides, m)?)?;
