@@ -56,36 +56,31 @@ from pathlib import Path
 from rich.progress import Progress
 
 from throttlelab import vm
+from throttlelab._native import scenario_toml
 from throttlelab.compare import Stats, kernel_runs, mean_host, same_distribution, simulator_runs
 from throttlelab.runner import Run, Runner
-
-SCENARIO = """name = "fidelity-{workload}-{threads}t-{period_us}-{quota_us}-{burst_us}"
-duration_s = {duration_s}
-[machine]
-cpus = 2
-hz = 250
-[kernel]
-profile = "6.18"
-[[cgroup]]
-name = "app"
-period_us = {period_us}
-quota_us = {quota_us}
-burst_us = {burst_us}
-[[task]]
-name = "{workload}"
-cgroup = "app"
-threads = {threads}
-phases = [{phases}]
-"""
 
 #: Each workload's phases: a spinner, and a thread that runs 6 ms and sleeps
 #: 4 ms (0.6 of a CPU in bursts, which a short period sees and a long one averages).
 WORKLOADS = {
-    "spin": "{ run_us = 1_000_000_000 }",
-    "run6-sleep4": "{ run_us = 6000 }, { sleep_us = 4000 }",
+    "spin": [{"run_us": 1_000_000_000}],
+    "run6-sleep4": [{"run_us": 6000}, {"sleep_us": 4000}],
     # The edge grid's: issue #34's knife-edge thread, whose sleep outlasts a 10 ms period.
-    "run10000-sleep18600": "{ run_us = 10000 }, { sleep_us = 18600 }",
+    "run10000-sleep18600": [{"run_us": 10000}, {"sleep_us": 18600}],
 }
+
+
+def scenario_text(config: dict, duration_s: float) -> str:
+    """A configuration's scenario: its workload's threads in one group on 2 CPUs, for ``duration_s``."""
+    c = config
+    return scenario_toml(f"The fidelity grid's configuration {key(c)} (scripts/fidelity_grid.py).", {
+        "name": f"fidelity-{c['workload']}-{c['threads']}t-{c['period_us']}-{c['quota_us']}-{c['burst_us']}",
+        "duration_s": duration_s,
+        "machine": {"cpus": 2, "hz": 250},
+        "kernel": {"profile": "6.18"},
+        "cgroup": [{"name": "app", "period_us": c["period_us"], "quota_us": c["quota_us"], "burst_us": c["burst_us"]}],
+        "task": [{"name": c["workload"], "cgroup": "app", "threads": c["threads"], "phases": WORKLOADS[c["workload"]]}],
+    })
 
 
 @dataclass(frozen=True)
@@ -348,7 +343,7 @@ def measure(configs: list[dict], args: argparse.Namespace, on, stored: dict | No
         for config in todo:
             if deadline is not None and time.monotonic() > deadline:
                 break
-            text = SCENARIO.format(duration_s=args.duration_s, phases=WORKLOADS[config["workload"]], **config)
+            text = scenario_text(config, args.duration_s)
             kernel = kernel_runs(text, runs=args.runs, on=on)
             doc["host"] = doc["host"] or kernel[0]["host"]
             doc["rows"].append({**config, **measured(kernel)})
@@ -396,7 +391,7 @@ def main() -> None:
         measured_configs = [c for c in configs if key(c) in by_key]
         bar = progress.add_task("simulator", total=len(measured_configs))
         for config in measured_configs:
-            text = SCENARIO.format(duration_s=args.duration_s, phases=WORKLOADS[config["workload"]], **config)
+            text = scenario_text(config, args.duration_s)
             stored_row = by_key[key(config)]
             kernel, measurement = stored_runs(host, stored_row), {k: v for k, v in stored_row.items() if k in KERNEL_KEYS}
             unpaired = simulator_runs(text, kernel, seeds=args.seeds)

@@ -28,32 +28,24 @@ from pathlib import Path
 from rich.progress import Progress
 
 from throttlelab import vm
+from throttlelab._native import scenario_toml
 from throttlelab.compare import kernel_runs, same_distribution, simulator_runs
 
-SCENARIO = """name = "kernel-patches"
-duration_s = {duration_s}
-[machine]
-cpus = 2
-hz = 250
-[kernel]
-profile = "6.12"
-features = {features}
-[[cgroup]]
-name = "app"
-period_us = {period_us}
-quota_us = {quota_us}
-[[task]]
-name = "sysbench"
-cgroup = "app"
-threads = 2
-phases = [{{ run_us = 1_000_000_000 }}]
-{writes}"""
+def scenario_text(duration_s: float, features: list[str], period_us: int, rewrites: bool) -> str:
+    """Two spinners under a quota of 2 CPUs at ``period_us`` on 2 CPUs, on 6.12
+    with ``features``; with ``rewrites``, cpu.max rewritten every 37 ms."""
+    scenario = {
+        "name": "kernel-patches",
+        "duration_s": duration_s,
+        "machine": {"cpus": 2, "hz": 250},
+        "kernel": {"profile": "6.12", "features": features},
+        "cgroup": [{"name": "app", "period_us": period_us, "quota_us": 2 * period_us}],
+        "task": [{"name": "sysbench", "cgroup": "app", "threads": 2, "phases": [{"run_us": 1_000_000_000}]}],
+    }
+    if rewrites:
+        scenario["write"] = [{"cgroup": "app", "start_ms": 37, "every_ms": 37}]
+    return scenario_toml("Ugedal and Kumar's fixes on a real kernel (scripts/kernel_patches.py).", scenario)
 
-REWRITES = """[[write]]
-cgroup = "app"
-start_ms = 37
-every_ms = 37
-"""
 
 #: (label, period, rewrites every 37 ms)
 CONFIGS = (("100 ms", 100_000, False), ("10 ms", 10_000, False), ("10 ms, rewritten every 37 ms", 10_000, True))
@@ -81,8 +73,7 @@ def main() -> None:
         bar = progress.add_task("kernel patches", total=len(CONFIGS) * len(VARIANTS))
         for label, period_us, rewrites in CONFIGS:
             for variant, features in VARIANTS:
-                text = SCENARIO.format(duration_s=args.duration_s, features=json.dumps(features), period_us=period_us,
-                                       quota_us=2 * period_us, writes=REWRITES if rewrites else "")
+                text = scenario_text(args.duration_s, features, period_us, rewrites)
                 kernel = stored_runs(stored[label, variant]) if stored else kernel_runs(text, runs=args.runs, on=on)
                 sim = simulator_runs(text, kernel, seeds=args.seeds)
                 ratio = lambda docs: [d["cgroups"]["app"]["throttled_ratio"] for d in docs]  # noqa: E731

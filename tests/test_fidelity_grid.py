@@ -42,7 +42,7 @@ def test_the_edge_grid_is_the_issues():
     assert {"workload": "run10000-sleep18600", "threads": 2, "period_us": 100_000, "quota_us": 69930, "burst_us": 0,
             "demand_ratio": 1.0} in configs
     for c in configs:  # each a scenario the real backend takes
-        _native.validate(grid.SCENARIO.format(duration_s=2, phases=grid.WORKLOADS[c["workload"]], **c), [])
+        _native.validate(grid.scenario_text(c, 2), [])
     first = sorted(configs, key=grid.measured_first)
     assert [c["workload"] for c in first[:56]] == ["spin"] * 56
     assert {c["demand_ratio"] for c in first[56:56 + 4 * 24]} == {0.95, 1.0, 1.05, 1.1}
@@ -102,7 +102,7 @@ def test_stored_rows_set_the_simulator_up_like_their_host():
 @pytest.mark.parametrize("at", [2, -1])
 def test_an_edge_row_holds_both_columns_against_the_kernel(at):
     seeds, config = 3, grid.edge_configurations()[at]
-    text = grid.SCENARIO.format(duration_s=0.5, phases=grid.WORKLOADS[config["workload"]], **config)
+    text = grid.scenario_text(config, 0.5)
     kernel = [json.loads(d) for d in _kernel_run(text, range(3), 0)]
     measurement = grid.measured(kernel)
     alone = grid.scenario_alone(text, seeds)

@@ -13,8 +13,9 @@ import pytest
 
 from helpers import cli
 from test_errors import assert_error
+from throttlelab.cgroups import cpu_hierarchy
 from throttlelab.kubelet_cgroups import (
-    KubeletCgroupError, capture_command, cpu_hierarchy, find_container_id, find_pod_container, parse, resolve,
+    KubeletCgroupError, capture_command, find_container_id, find_pod_container, parse, resolve,
 )
 
 UID = "12345678-90ab-cdef-1234-567890abcdef"

@@ -5,7 +5,7 @@ strings in TOML value syntax (``cgroup.app.quota_us=50000``, ``seed=3``), and
 returns JSON text."""
 
 import os
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 __version__: str
 
@@ -38,8 +38,26 @@ class Document:
         JSON), set up like that host, and ``placed``, started and with its period
         timers where that kernel run had them."""
 
+#: The real backend's run lock file (crates/throttlelab-real/src/lock.rs).
+LOCK_PATH: str
+
+class RunLock:
+    """The real backend's run lock, held until ``release`` (or until dropped):
+    one run measuring the host at a time. Taking it raises ``HarnessError``
+    naming the pid that holds it."""
+
+    def __init__(self, path: Union[str, os.PathLike[str]] = ...) -> None: ...
+    def release(self) -> None:
+        """Let it go (a second release does nothing)."""
+
 def rt_app_scenario(json: str, name: str) -> str:
     """The scenario (TOML text) for an rt-app workload (JSON text), named ``name``."""
+def scenario_toml(comment: str, tables: dict[str, Any], notes: Optional[dict[str, str]] = None) -> str:
+    """A scenario's TOML text, by the core's one writer (``ScenarioToml``): the
+    comment line ``comment``, then each key of ``tables`` in order, put by its
+    shape (a dict: a table ``[key]``; a non-empty list of dicts: ``[[key]]``;
+    else a top-level key; dicts and lists inside a table stay inline), with
+    ``notes`` (table name -> a comment line) above their tables."""
 def read_phases(path: Union[str, os.PathLike[str]]) -> list[tuple[str, list[str]]]: ...
 def write_phases(path: Union[str, os.PathLike[str]], sections: list[tuple[str, list[str]]]) -> None: ...
 def write_replay(text: str, tasks: list[tuple[str, str, int]], sections: list[tuple[str, list[str]]], out: Union[str, os.PathLike[str]]) -> None: ...

@@ -28,7 +28,6 @@ they are tested on a temporary tree.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -37,8 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
+from throttlelab.cgroups import CgroupError, cpu_hierarchy
 
-class KubeletCgroupError(ValueError):
+
+class KubeletCgroupError(CgroupError):
     """A pod or container that cannot be found as asked: one line, exit 2."""
 
 
@@ -112,18 +113,6 @@ def _pod_in(name: str) -> Optional[str]:
     """The UID of a pod cgroup's name (either driver), or None."""
     m = re.fullmatch(rf"pod({_UID})", name) or re.fullmatch(rf"(?:.+-)?pod({_UID_ESCAPED})\.slice", name)
     return m.group(1).replace("_", "-") if m else None
-
-
-def cpu_hierarchy(root: Path) -> Path:
-    """The directory of the cpu controller's hierarchy under cgroup root
-    ``root``: ``root`` on v2, ``root/cpu`` (or ``root/cpu,cpuacct``) on v1."""
-    controllers = root / "cgroup.controllers"
-    if controllers.is_file() and "cpu" in controllers.read_text().split():
-        return root
-    for name in ("cpu", "cpu,cpuacct"):
-        if (root / name / "cpu.cfs_period_us").is_file():
-            return root / name
-    raise KubeletCgroupError(f"no cpu controller under {root}: neither cgroup v2 with cpu nor a v1 cpu hierarchy")
 
 
 def pods_roots(cpu_root: Path) -> list[Path]:
@@ -266,12 +255,6 @@ def crictl_ids(uid: str, name: str) -> list[str]:
         why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         raise KubeletCgroupError(f"--container {name}: {' '.join(argv)} failed: {why}")
     return [line.strip().lower() for line in done.stdout.splitlines() if line.strip()]
-
-
-def cgroup_root() -> Path:
-    """Where the cgroup hierarchies are mounted, as the real backend reads it
-    (crates/throttlelab-real: THROTTLELAB_CGROUP_ROOT, else /sys/fs/cgroup)."""
-    return Path(os.environ.get("THROTTLELAB_CGROUP_ROOT", "/sys/fs/cgroup"))
 
 
 def resolve(cgroup_root: Path, uid: Optional[str], container: Optional[str], cid: Optional[str]) -> tuple[ContainerCgroup, str]:

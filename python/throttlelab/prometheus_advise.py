@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional, Sequence
 from rich.console import RenderableType
 
 from throttlelab.kubelet_cgroups import capture_command
-from throttlelab.metrics import millicores
+from throttlelab.metrics import millicores, percentile
 from throttlelab.platforms import PLATFORMS
 from throttlelab.prometheus import Container, PrometheusError, Query, containers, workload
 from throttlelab.prometheus_model import MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
@@ -36,12 +36,6 @@ COLUMNS = (
 )
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    """The nearest-rank percentile (as KRR's p95 of usage)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(-(-q * len(ordered) // 1)) - 1))]
-
-
 def _row(c: Container) -> dict[str, Any]:
     kind, name = workload(c.labels)
     usage = [w.usage_cpus for w in c.windows] or [0.0]
@@ -52,7 +46,7 @@ def _row(c: Container) -> dict[str, Any]:
         "container": c.labels.get("container", ""), "id": c.labels.get("id", ""),
         "limit_m": millicores(last.quota_us, last.period_us) if last and last.quota_us else None,
         "period_us": last.period_us if last else None,
-        "usage_p50_m": round(1000 * _percentile(usage, 0.5)), "usage_p95_m": round(1000 * _percentile(usage, 0.95)),
+        "usage_p50_m": round(1000 * percentile(sorted(usage), 50)), "usage_p95_m": round(1000 * percentile(sorted(usage), 95)),
         "usage_max_m": round(1000 * max(usage)),
         "throttled_now": sum(w.throttled_periods for w in c.windows) / periods if periods else 0.0,
         "windows": len(c.windows), "recommended_m": None, "predicted_throttled": None, "predicted_low": None,

@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from throttlelab._native import scenario_toml
 from throttlelab.advise import Outcome, Setting, _with_headroom, bisect
 from throttlelab.prometheus import Container, Window
 from throttlelab.runner import Run
@@ -87,29 +88,19 @@ NODE_CPUS = 8
 #: each reading of throttled seconds is off by less than this.
 THROTTLED_RESOLUTION_S = 1e-6
 
-SCENARIO = """\
-# One container's demand model for one band of its windows (throttlelab.prometheus_model).
-name = "prometheus-window"
-duration_s = 20
-seed = 1
-
-[machine]
-cpus = 8
-hz = 250
-
-[[cgroup]]
-name = "container"
-period_us = 100000
-quota_us = 100000
-
-[[service]]
-name = "bursts"
-cgroup = "container"
-workers = 1
-arrival = "poisson"
-rate_per_s = 1
-cost_us = 10000
-"""
+#: The scenario's machine and cgroup: every model is simulated in these.
+_WINDOW = {
+    "name": "prometheus-window",
+    "duration_s": 20,
+    "seed": 1,
+    "machine": {"cpus": 8, "hz": 250},
+    "cgroup": [{"name": "container", "period_us": 100000, "quota_us": 100000}],
+}
+_COMMENT = "One container's demand model for one band of its windows (throttlelab.prometheus_model)."
+SCENARIO = scenario_toml(_COMMENT, {
+    **_WINDOW,
+    "service": [{"name": "bursts", "cgroup": "container", "workers": 1, "arrival": "poisson", "rate_per_s": 1, "cost_us": 10000}],
+})
 
 
 @dataclass(frozen=True)
@@ -256,32 +247,28 @@ def node_cpus(c: Container, threads: int) -> int:
     return max(NODE_CPUS, min(64, max(threads, quota_cpus + 1)))
 
 
-#: The aligned family's scenario: SCENARIO's machine and cgroup, a task in place of the service.
-ALIGNED_SCENARIO = SCENARIO[: SCENARIO.index("[[service]]")].replace('"prometheus-window"', '"prometheus-window-aligned"') + """\
-[[task]]
-name = "aligned"
-cgroup = "container"
-threads = 1
-phases = [{phases}]
-"""
+def _task_text(name: str, task: str, phases: list[dict]) -> str:
+    """SCENARIO's machine and cgroup, named ``name``, with one task ``task``
+    (one thread) running ``phases`` in place of the service."""
+    return scenario_toml(_COMMENT, {**_WINDOW, "name": name, "task": [{"name": task, "cgroup": "container", "threads": 1, "phases": phases}]})
 
 
 def aligned_text(model: Model, demand_cpus: float) -> str:
-    """ALIGNED_SCENARIO with the model's phases at ``demand_cpus``: K x (run,
-    timer) then the rest; or run and timer only, where it never rests."""
+    """SCENARIO's machine and cgroup with the model's task, its phases at
+    ``demand_cpus``: K x (run, timer) then the rest; or run and timer only,
+    where it never rests."""
     k = wakes(model, demand_cpus)
-    wake = f"{{ run_us = {model.burst_us} }}, {{ timer_us = {model.timer_us} }}"
-    phases = wake if k is None else ", ".join([wake] * k) + f", {{ sleep_us = {model.rest_us} }}"
-    return ALIGNED_SCENARIO.replace("{phases}", phases)
+    wake = [{"run_us": model.burst_us}, {"timer_us": model.timer_us}]
+    phases = wake if k is None else wake * k + [{"sleep_us": model.rest_us}]
+    return _task_text("prometheus-window-aligned", "aligned", phases)
 
 
 def closed_text(model: Model, demand_cpus: float) -> str:
-    """ALIGNED_SCENARIO's task as a closed loop: run, then sleep (run only where
-    it never sleeps)."""
+    """SCENARIO's machine and cgroup with the model's task as a closed loop:
+    run, then sleep (run only where it never sleeps)."""
     sleep = sleep_us(model, demand_cpus)
-    phases = f"{{ run_us = {model.burst_us} }}" + (f", {{ sleep_us = {sleep} }}" if sleep else "")
-    text = ALIGNED_SCENARIO.replace('"prometheus-window-aligned"', '"prometheus-window-closed"').replace('name = "aligned"', 'name = "loop"')
-    return text.replace("{phases}", phases)
+    phases = [{"run_us": model.burst_us}] + ([{"sleep_us": sleep}] if sleep else [])
+    return _task_text("prometheus-window-closed", "loop", phases)
 
 
 def window_run(model: Model, demand_cpus: float, quota_us: Optional[int], period_us: int, cpus: int, seed: int = 1) -> Run:

@@ -4,6 +4,7 @@
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Mutex;
@@ -116,8 +117,6 @@ fn rt_app_scenario(json: &str, name: &str) -> PyResult<String> {
     throttlelab_core::rt_app::to_scenario(json, name).map_err(scenario_err)
 }
 
-/// How `--set key=raw` reads `raw`, as JSON: a TOML value, or text (for a
-/// text key such as `kernel.profile`, or a bare word such as `max`).
 /// A phases file's sections: `(name, phase lines)` each, in file order.
 #[pyfunction]
 fn read_phases(path: PathBuf) -> PyResult<Vec<(String, Vec<String>)>> {
@@ -152,6 +151,63 @@ fn with_threads(capture: PathBuf, workers: Vec<String>, threads: usize, out: Pat
     throttlelab_core::phases_file::with_threads(&capture, &workers, threads, &out).map_err(PyValueError::new_err)
 }
 
+/// A scenario's TOML text, by the core's one writer (`write::ScenarioToml`):
+/// the comment line `comment`, then each key of `tables` in order, put by
+/// its shape (a dict: a table `[key]`; a non-empty list of dicts: `[[key]]`;
+/// else a top-level key; dicts and lists inside a table stay inline), with
+/// `notes` (table name -> a comment line) above their tables.
+#[pyfunction]
+#[pyo3(signature = (comment, tables, notes = None))]
+fn scenario_toml(comment: &str, tables: &Bound<'_, PyDict>, notes: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+    use throttlelab_core::write::ScenarioToml;
+    let mut s = ScenarioToml::new(comment);
+    for (k, v) in tables.iter() {
+        let k: String = k.extract()?;
+        let v = toml_value(&v, &k)?;
+        s.put(&k, v);
+    }
+    for (name, comment) in notes.into_iter().flatten() {
+        s.note(&name.extract::<String>()?, &comment.extract::<String>()?).map_err(PyValueError::new_err)?;
+    }
+    Ok(s.finish())
+}
+
+/// A Python value (bool, int, float, str, list, tuple or dict with str
+/// keys) as a TOML value; `key` names it in the error.
+fn toml_value(v: &Bound<'_, PyAny>, key: &str) -> PyResult<throttlelab_core::write::Value> {
+    use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple};
+    use throttlelab_core::write::{Array, InlineTable, Value};
+    if let Ok(b) = v.downcast::<PyBool>() {
+        return Ok(b.is_true().into());
+    }
+    if v.is_instance_of::<PyInt>() {
+        let n: i64 = v.extract().map_err(|_| PyValueError::new_err(format!("{key}: {v} is out of TOML's integer range")))?;
+        return Ok(n.into());
+    }
+    if let Ok(f) = v.downcast::<PyFloat>() {
+        return Ok(f.value().into());
+    }
+    if v.is_instance_of::<PyString>() {
+        return Ok(v.extract::<String>()?.into());
+    }
+    if let Ok(d) = v.downcast::<PyDict>() {
+        let mut t = InlineTable::new();
+        for (k, x) in d.iter() {
+            let k: String = k.extract().map_err(|_| PyValueError::new_err(format!("{key}: a key {k} that is not a str")))?;
+            let x = toml_value(&x, &format!("{key}.{k}"))?;
+            t.insert(&k, x);
+        }
+        return Ok(Value::InlineTable(t));
+    }
+    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        let items = v.try_iter()?.map(|x| toml_value(&x?, key)).collect::<PyResult<Array>>()?;
+        return Ok(Value::Array(items));
+    }
+    Err(PyValueError::new_err(format!("{key}: TOML has no value for a {}", v.get_type().name()?)))
+}
+
+/// How `--set key=raw` reads `raw`, as JSON: a TOML value, or text (for a
+/// text key such as `kernel.profile`, or a bare word such as `max`).
 #[pyfunction]
 fn override_value(key: &str, raw: &str) -> String {
     serde_json::to_string(&throttlelab_core::parse_value(key, raw)).expect("a TOML value serialises")
@@ -268,6 +324,28 @@ fn capture(py: Python<'_>, out: PathBuf, duration_s: Option<f64>, cgroup: Option
     Ok(json.to_string())
 }
 
+/// The real backend's run lock (`throttlelab_real::RunLock`), held by an
+/// acceptance or live run for as long as it measures the host: one run
+/// measuring the host at a time. Taking it refuses in one line
+/// (`HarnessError`) naming the pid that holds it.
+#[pyclass(module = "throttlelab._native")]
+struct RunLock(Option<throttlelab_real::RunLock>);
+
+#[pymethods]
+impl RunLock {
+    /// Take the lock at `path` (the real backend's, `LOCK_PATH`, by default).
+    #[new]
+    #[pyo3(signature = (path = PathBuf::from(throttlelab_real::LOCK_PATH)))]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        throttlelab_real::RunLock::acquire(&path).map(|l| RunLock(Some(l))).map_err(|e| real_err(py, e))
+    }
+
+    /// Let it go (a second release does nothing).
+    fn release(&mut self) {
+        self.0 = None;
+    }
+}
+
 /// Refuse, in one line, what `real` would refuse before it starts (not root,
 /// more CPUs than the host, no cpu controller), touching nothing.
 #[pyfunction]
@@ -339,12 +417,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Document>()?;
     m.add_function(wrap_pyfunction!(override_value, m)?)?;
     m.add_function(wrap_pyfunction!(rt_app_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(scenario_toml, m)?)?;
     m.add_function(wrap_pyfunction!(read_phases, m)?)?;
     m.add_function(wrap_pyfunction!(write_replay, m)?)?;
     m.add_function(wrap_pyfunction!(write_phases, m)?)?;
     m.add_function(wrap_pyfunction!(with_threads, m)?)?;
     m.add_function(wrap_pyfunction!(real, m)?)?;
     m.add_function(wrap_pyfunction!(real_preflight, m)?)?;
+    m.add_class::<RunLock>()?;
+    m.add("LOCK_PATH", throttlelab_real::LOCK_PATH)?;
     m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_function(wrap_pyfunction!(probe_host, m)?)?;
     m.add_function(wrap_pyfunction!(like_host_overrides, m)?)?;

@@ -26,10 +26,10 @@ pub mod worker;
 pub use cgroupfs::{Version, ROOT_ENV};
 pub use error::{Error, Result};
 pub use host::Host;
+pub use lock::{RunLock, LOCK_PATH};
 pub use worker::{worker_main, Failure};
 
 use cgroupfs::{GroupId, Layout, RawStats, Stale, Tree};
-use lock::RunLock;
 use timer_trace::TimerTrace;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

@@ -5,15 +5,14 @@ processes and what they fork), limited as one row of the table says, as a
 container would be; its ``cpu.stat`` is read over the measured window. Unlike
 the real backend's cgroups (crates/throttlelab-real/src/cgroupfs.rs) these
 have no parent of the harness's with the largest weight: the program runs at
-the default weight beside its clients (h2load, pgbench). The Rust crate does
-not expose its cgroup control or its lock (lock.rs) to Python, so both are
-here, for the acceptance driver alone.
+the default weight beside its clients (h2load, pgbench). The hierarchy is
+found as everywhere else (throttlelab.cgroups); the run lock is the real
+backend's own (lock.rs, through the bindings).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import subprocess
@@ -21,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-#: The real backend's lock (crates/throttlelab-real/src/lock.rs): one run
-#: measuring the host at a time, since each would count the other as background.
-LOCK_PATH = Path("/run/throttlelab.lock")
+from throttlelab._native import LOCK_PATH, HarnessError, RunLock
+from throttlelab.cgroups import cgroup_root, is_v2
+
+CGROUP_ROOT = cgroup_root()
 
 
 class LockHeld(RuntimeError):
@@ -32,25 +31,23 @@ class LockHeld(RuntimeError):
 
 
 @contextlib.contextmanager
-def run_lock(path: Path = LOCK_PATH) -> Iterator[None]:
-    """Hold `path`'s exclusive flock while the block runs, writing our pid in
-    it as the real backend does; refuse (LockHeld, naming the holder's pid)
-    while another run holds it."""
-    with open(path, "a+") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            holder = lock.read().strip() or "unknown"
-            raise LockHeld(f"another real run (pid {holder}) holds {path}: runs at once would measure each other; wait for it to end") from None
-        lock.truncate(0)
-        lock.write(str(os.getpid()))
-        lock.flush()
+def run_lock(path: Path = Path(LOCK_PATH)) -> Iterator[None]:
+    """Hold the real backend's run lock at `path` while the block runs (one run
+    measuring the host at a time, since each would count the other as
+    background); refuse (LockHeld, naming the holder's pid) while another run
+    holds it."""
+    try:
+        lock = RunLock(path)
+    except HarnessError as e:
+        raise LockHeld(str(e)) from None
+    try:
         yield
+    finally:
+        lock.release()
 
 
 def _v2() -> bool:
-    return (CGROUP_ROOT / "cgroup.controllers").is_file() and not (CGROUP_ROOT / "cpu").is_dir()
+    return is_v2(CGROUP_ROOT)
 
 
 #: v1 hierarchies beside cpu that a cgroup of ours may have a twin in: cpuacct

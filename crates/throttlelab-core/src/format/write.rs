@@ -2,11 +2,13 @@
 //! (`throttlelab capture`, the rt-app import, the acceptance driver's replays
 //! through the bindings) builds its tables here, on toml_edit, so that
 //! quoting, number forms and layout (a blank line before each table) are
-//! decided once.
+//! decided once. Python's writers (`throttlelab.synth`, the Prometheus
+//! models' templates, the fidelity scripts) reach it through the bindings'
+//! `scenario_toml`, which hands [`ScenarioToml::put`] one value per key.
 
 use toml_edit::ArrayOfTables;
 /// The tables and values a writer fills.
-pub use toml_edit::{value, DocumentMut, Item, Table};
+pub use toml_edit::{value, Array, DocumentMut, InlineTable, Item, Table, Value};
 
 /// A scenario's text being built: an opening comment, then its keys and
 /// tables in the order they are set.
@@ -39,6 +41,45 @@ impl ScenarioToml {
         push(&mut self.doc, array, table);
     }
 
+    /// Set top-level `key` to `v` by its shape: an inline table becomes
+    /// table `[key]`, a non-empty array of inline tables the array of tables
+    /// `[[key]]` (`cgroup`, `task`), anything else a top-level key. Values
+    /// inside a table stay inline (a task's `phases`, a trace's `windows`).
+    pub fn put(&mut self, key: &str, v: Value) {
+        match v {
+            Value::InlineTable(t) => {
+                let table = self.table(key);
+                for (k, x) in t.iter() {
+                    table[k] = Item::Value(plain(x.clone()));
+                }
+            }
+            Value::Array(a) if !a.is_empty() && a.iter().all(Value::is_inline_table) => {
+                for t in a.iter() {
+                    let mut table = Table::new();
+                    for (k, x) in t.as_inline_table().expect("an inline table").iter() {
+                        table[k] = Item::Value(plain(x.clone()));
+                    }
+                    self.push(key, table);
+                }
+            }
+            v => self.set(key, plain(v)),
+        }
+    }
+
+    /// Put the comment line `comment` (without `# `) above table `[name]`,
+    /// or above the first table of `[[name]]`, after the blank line every
+    /// table has.
+    pub fn note(&mut self, name: &str, comment: &str) -> Result<(), String> {
+        let table = match self.doc.get_mut(name) {
+            Some(Item::Table(t)) => Some(t),
+            Some(Item::ArrayOfTables(a)) => a.get_mut(0),
+            _ => None,
+        };
+        let table = table.ok_or_else(|| format!("{name}: no table to note"))?;
+        table.decor_mut().set_prefix(format!("\n# {comment}\n"));
+        Ok(())
+    }
+
     /// The scenario's text.
     pub fn finish(self) -> String {
         self.comment + &self.doc.to_string()
@@ -50,6 +91,12 @@ fn push(doc: &mut DocumentMut, array: &str, table: Table) {
         doc[array] = Item::ArrayOfTables(ArrayOfTables::new());
     }
     doc[array].as_array_of_tables_mut().expect("an array of tables").push(table);
+}
+
+/// `v` with its decor reset, so that it is laid out as if set alone.
+fn plain(mut v: Value) -> Value {
+    v.decor_mut().clear();
+    v
 }
 
 /// A length of time in seconds: an integer where it is whole (`60`, not
@@ -136,6 +183,36 @@ mod tests {
             "# made here\nname = \"x\"\nduration_s = 60\n\n[machine]\ncpus = 2\n\n[[cgroup]]\nname = \"g\"\n\n[capture]\nduration_s = 60.000186\n\n\
              [[task]]\nname = \"w-1\"\ncgroup = \"g\"\nloop = 1\nphases_file = \"x.phases.gz\"\nstart_us = 5\n\n\
              [[task]]\nname = \"w-2\"\ncgroup = \"g\"\nloop = 1\nphases_file = \"x.phases.gz\"\n"
+        );
+    }
+
+    /// Values put by shape: tables, arrays of tables and inline values laid
+    /// out as `set`, `table` and `push` lay them out, with notes above tables.
+    #[test]
+    fn values_are_put_by_their_shape() {
+        let inline = |pairs: &[(&str, Value)]| {
+            let mut t = InlineTable::new();
+            for (k, v) in pairs {
+                t.insert(*k, v.clone());
+            }
+            Value::InlineTable(t)
+        };
+        let mut s = ScenarioToml::new("made here");
+        s.put("name", "x".into());
+        s.put("machine", inline(&[("cpus", Value::from(2)), ("load", Value::from(0.5))]));
+        let phases: Array = [inline(&[("run_us", Value::from(6000))]), inline(&[("sleep_us", Value::from(4000))])].into_iter().collect();
+        let windows: Array = [Value::Array([Value::from(0), Value::from(300), Value::from(0.1862)].into_iter().collect())].into_iter().collect();
+        let task = |name: &str| inline(&[("name", name.into()), ("phases", Value::Array(phases.clone())), ("windows", Value::Array(windows.clone()))]);
+        s.put("task", Value::Array([task("a"), task("b")].into_iter().collect()));
+        s.put("features", Value::Array(Array::new()));
+        s.note("machine", "two CPUs").unwrap();
+        s.note("task", "the threads").unwrap();
+        assert_eq!(s.note("name", "x").unwrap_err(), "name: no table to note");
+        assert_eq!(
+            s.finish(),
+            "# made here\nname = \"x\"\nfeatures = []\n\n# two CPUs\n[machine]\ncpus = 2\nload = 0.5\n\n# the threads\n\
+             [[task]]\nname = \"a\"\nphases = [{ run_us = 6000 }, { sleep_us = 4000 }]\nwindows = [[0, 300, 0.1862]]\n\n\
+             [[task]]\nname = \"b\"\nphases = [{ run_us = 6000 }, { sleep_us = 4000 }]\nwindows = [[0, 300, 0.1862]]\n"
         );
     }
 
