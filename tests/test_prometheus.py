@@ -189,7 +189,7 @@ def test_too_few_windows_refuses_that_row_in_words(fleet_url):
         (("--selector", "namespace=shop"), "--selector 'namespace=shop': expected label matchers"),
         (("--range", "7 days"), "--range '7 days' is not a duration"),
         (("--step", "1.5s"), "--step must be whole seconds"),
-        (("--max-p99-ms", "50"), "--max-p99-ms with --prometheus: not supported"),
+        (("--max-p99-ms", "50"), "--max-p99-ms with --prometheus needs --latency-metric NAME"),
         (("--json", "--csv"), "--json and --csv: choose one"),
         (("--platform", "docker", "--patch", "x.yaml"), "--patch writes Kubernetes resources"),
         (("--capture", "nobody"), "--capture 'nobody': expected NAME=FILE"),

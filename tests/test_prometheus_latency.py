@@ -167,3 +167,53 @@ def test_at_its_own_limit_the_prediction_is_the_observed_p99():
     assert p99[fit.quota_us // 2] > 5000.0 >= p99[4 * fit.quota_us]
     # Without a histogram, no p99.
     assert not Plan(fit, 0.05).predicts_p99
+
+
+@pytest.fixture(scope="module")
+def bursty_url():
+    """Two bursty containers of the synthetic fleet (kubernetes-mixin #108's
+    shape), the first with a histogram whose p99 is 5.25 s: buckets 30x the
+    client default's, so that every service model's own p99 is under it."""
+    from throttlelab.prometheus_fleet import fixture, members
+
+    fleet = [m for m in members(60, WINDOWS, seed=3) if m.shape.name == "bursty"][:2]
+    assert len(fleet) == 2
+    with Runner(workers=2) as runner:
+        doc = fixture(fleet, STEP, runner)
+    first = {k: fleet[0].labels[k] for k in ("namespace", "pod", "container")}
+    for s in _histogram(first, handlers=1):
+        le = s["metric"]["le"]
+        doc["series"].append({**s, "metric": {**s["metric"], "le": le if le == "+Inf" else f"{30 * float(le):g}"}})
+    server, url = serve(Fixture(doc))
+    yield url, fleet[0].labels["pod"], fleet[1].labels["pod"]
+    server.shutdown()
+
+
+def test_rows_carry_the_observed_and_predicted_p99(bursty_url):
+    import json
+
+    url, first, second = bursty_url
+    result = _advise(url, "--json", "--latency-metric", METRIC, "--workers", "2")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["latency_metric"] == METRIC
+    rows = {r["pod"]: r for r in doc["containers"]}
+    assert rows[first]["observed_p99_ms"] == pytest.approx(5250.0)
+    assert rows[first]["status"] == "advice" and rows[first]["predicted_p99_ms"] is not None, rows[first]
+    assert rows[second]["observed_p99_ms"] is None and rows[second]["predicted_p99_ms"] is None
+    assert f"no {METRIC} requests for it: p99 not predicted" in rows[second]["reason"]
+    table = _advise(url, "--latency-metric", METRIC, "--workers", "2")
+    assert table.exit_code == 0 and "pred. p99" in table.stdout and "5250.0" in table.stdout, table.stdout
+
+
+def test_a_p99_no_limit_reaches_says_remove_limit(bursty_url):
+    """5.25 s observed, 100 ms asked: the model's own CPU-side p99 is far less
+    than the 5.15 s it would have to lose, so no limit meets it."""
+    import json
+
+    url, first, _ = bursty_url
+    result = _advise(url, "--json", "--latency-metric", METRIC, "--max-p99-ms", "100", "--workers", "2")
+    assert result.exit_code == 0, result.stderr
+    row = next(r for r in json.loads(result.stdout)["containers"] if r["pod"] == first)
+    assert row["status"] == "remove limit", row
+    assert "over --max-p99-ms 100: the rest of its latency is not CPU" in row["reason"]
