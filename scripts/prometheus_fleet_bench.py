@@ -10,7 +10,10 @@ pool, and served by throttlelab.prometheus_fixture; each executor then reads
 it through prometheus-api-client as from a Prometheus. Wall-clock: note the
 load average printed beside the numbers (a shared host is slower); with
 ``local:1`` every simulation runs in this process, and fit_cpu_s and
-search_cpu_s are their CPU time, which a loaded host disturbs less."""
+search_cpu_s are their CPU time, which a loaded host disturbs less. Ray runs
+its workers at nice 15 unless RAY_worker_niceness says otherwise: this sets
+it to 0 (where not set), so that Ray's workers and the local pool's compete
+alike with whatever else the host runs."""
 
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ def main() -> None:
     ap.add_argument("--fleet", default="/tmp/throttlelab-fleet.json", help="the fixture file (made if absent)")
     ap.add_argument("-o", "--out")
     args = ap.parse_args()
+    os.environ.setdefault("RAY_worker_niceness", "0")  # read by the Ray instance each executor starts
 
     path = Path(args.fleet)
     if not path.exists():

@@ -63,6 +63,8 @@ def test_fleet_rows_say_no_limit_refuse_in_words_or_recommend(fleet_doc, fleet_u
                 assert row["recommended_m"] > row["limit_m"], row
     bursty = [r for i, r in rows.items() if truth[i]["shape"] == "bursty"]
     assert any(r["status"] == "advice" for r in bursty), bursty
+    # Every node's machine_cpu_cores is scraped: no row simulated on an assumed count.
+    assert not any("machine_cpu_cores" in r["reason"] for r in rows.values())
     assert all(r["workload"].startswith(("Deployment/", "StatefulSet/")) for r in rows.values())
 
 
@@ -79,6 +81,8 @@ def test_the_fit_keeps_the_burst_length_that_made_the_counters(fleet_doc, fleet_
         for fit in fits:
             fit.take(runner.run_many(fit.runs()))
             t = truth[fit.container.labels["id"]]
+            # Simulated on its node's machine_cpu_cores (joined by the node label), throttled seconds fitted.
+            assert fit.cpus == t["node_cpus"] and fit.fits_seconds, (t, fit.cpus)
             kept = {(m.burst_us, m.threads) for m in fit.consistent_models}
             assert (t["burst_us"], t["threads"]) in kept, (t, kept)
             # ... and the data tell bursts apart: not every length is consistent.
@@ -185,7 +189,7 @@ def test_too_few_windows_refuses_that_row_in_words(fleet_url):
         (("--selector", "namespace=shop"), "--selector 'namespace=shop': expected label matchers"),
         (("--range", "7 days"), "--range '7 days' is not a duration"),
         (("--step", "1.5s"), "--step must be whole seconds"),
-        (("--max-p99-ms", "50"), "--max-p99-ms with --prometheus: not supported"),
+        (("--max-p99-ms", "50"), "--max-p99-ms with --prometheus needs --latency-metric NAME"),
         (("--json", "--csv"), "--json and --csv: choose one"),
         (("--platform", "docker", "--patch", "x.yaml"), "--patch writes Kubernetes resources"),
         (("--capture", "nobody"), "--capture 'nobody': expected NAME=FILE"),

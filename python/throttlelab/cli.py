@@ -576,7 +576,7 @@ class Ratio(click.ParamType):
 @click.argument("scenario", required=False)
 @click.option("--cgroup", help="The cgroup whose cpu.max to choose (with SCENARIO; default: the only limited one).")
 @click.option("--max-throttled", type=Ratio(), required=True, help="Largest throttled ratio (throttled periods / periods) allowed, e.g. 0.05 or 5%.")
-@click.option("--max-p99-ms", type=click.FloatRange(min=0, min_open=True), help="Largest p99 request latency of every service, in ms.")
+@click.option("--max-p99-ms", type=click.FloatRange(min=0, min_open=True), help="Largest p99 request latency of every service, in ms (with --prometheus: predicted from --latency-metric).")
 @click.option("--platform", type=click.Choice(list(PLATFORMS)), default="cgroup", show_default=True, help="Search only what this platform can set and answer in its units (kubernetes: millicores at the kubelet's 100 ms period, no burst).")
 @click.option("--runs", "seeds", default=3, show_default=True, type=click.IntRange(min=1), help="The target must hold in every one of this many runs (seeds 1..N; the holdout takes the next N).")
 @set_option

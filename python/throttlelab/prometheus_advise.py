@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import time
 from typing import Any, Callable, Optional, Sequence
 
@@ -25,6 +26,7 @@ from throttlelab.kubelet_cgroups import capture_command
 from throttlelab.metrics import millicores, percentile
 from throttlelab.platforms import PLATFORMS
 from throttlelab.prometheus import Container, PrometheusError, Query, containers, workload
+from throttlelab.prometheus_latency import Observed, observed
 from throttlelab.prometheus_model import MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
 from throttlelab.runner import Run, Runner, document, simulate
 from throttlelab.terminal import table
@@ -32,7 +34,7 @@ from throttlelab.terminal import table
 COLUMNS = (
     "workload", "namespace", "pod", "container", "id", "limit_m", "period_us", "usage_p50_m", "usage_p95_m", "usage_max_m",
     "throttled_now", "windows", "recommended_m", "predicted_throttled", "predicted_low", "predicted_high",
-    "models", "status", "reason", "capture",
+    "models", "status", "reason", "capture", "observed_p99_ms", "predicted_p99_ms",
 )
 
 
@@ -52,6 +54,7 @@ def _row(c: Container) -> dict[str, Any]:
         "windows": len(c.windows), "recommended_m": None, "predicted_throttled": None, "predicted_low": None,
         "predicted_high": None, "models": None, "status": "advice", "reason": "",
         "capture": capture_command(c.labels.get("id", "")),  # on the container's node
+        "observed_p99_ms": None, "predicted_p99_ms": None,  # with --latency-metric
     }
     if c.resets or c.gaps:
         row["reason"] = f"{c.resets} counter reset(s), {c.gaps} missing step(s) skipped; "
@@ -98,18 +101,23 @@ def _refusal(c: Container) -> Optional[str]:
 def advise_prometheus(
     query: Query, selector: str, steps: list[float], max_throttled: float, runner: Runner,
     captures: Optional[dict[str, Callable[[], dict[str, Any]]]] = None, timings: Optional[dict[str, float]] = None,
-    keep: Optional[dict[str, Container]] = None,
+    keep: Optional[dict[str, Container]] = None, latency_metric: Optional[str] = None, max_p99_ms: Optional[float] = None,
 ) -> list[dict[str, Any]]:
     """The rows for every container ``selector`` matches (see the module's doc).
     ``captures`` maps a container's name or id to its capture-based advice
     (advise on the capture), which replaces the model for that row;
     ``timings`` gets the fit's and the search's wall seconds; ``keep`` each
-    row's container (its windows), by the row's pod/container or id."""
+    row's container (its windows), by the row's pod/container or id.
+    ``latency_metric`` names a request-latency histogram: each row gets its
+    observed p99 and the p99 predicted at the recommendation, which
+    ``max_p99_ms`` bounds (prometheus_latency, docs/prometheus.md "Latency")."""
     found = containers(query, selector, steps)
     if not found:
         raise PrometheusError(f"--selector {selector!r} matches no container (no {'container_cpu_usage_seconds_total'} series)")
+    latencies = observed(query, latency_metric, selector, steps) if latency_metric else {}
     captures = dict(captures or {})
     rows, fits = [], []
+    seen: dict[int, Optional[Observed]] = {}  # by id(fit): its histogram's p99, where the model may move it
     for c in found:
         row = _row(c)
         rows.append(row)
@@ -127,6 +135,8 @@ def advise_prometheus(
         else:
             fit = Fit(c)
             fits.append((row, fit))
+            if latency_metric:
+                seen[id(fit)] = _observed_p99(row, latencies.get((row["namespace"], row["pod"], row["container"])), latency_metric)
             if not fit.fits_seconds:
                 row["reason"] += f"no machine_cpu_cores for its node: simulated on {fit.cpus} CPUs, throttled seconds not fitted; "
     if captures:
@@ -139,7 +149,10 @@ def advise_prometheus(
     _fit(runner, [f for _, f in fits if f.widen()])
     fitted, fitted_cpu = time.monotonic(), time.process_time()
     searched = [(row, fit) for row, fit in fits if _consistent(row, fit)]
-    _search(runner, searched, max_throttled)
+    for row, fit in searched:
+        if (p99 := seen.get(id(fit))) is not None:
+            _latency_consistent(row, fit, p99)
+    _search(runner, searched, max_throttled, max_p99_ms)
     if timings is not None:  # wall seconds; CPU seconds of this process (all of it with one worker, in-process)
         timings.update(
             fit_s=fitted - clock, search_s=time.monotonic() - fitted, fitted=len(fits), searched=len(searched),
@@ -180,12 +193,46 @@ def _consistent(row: dict[str, Any], fit: Fit) -> bool:
     return False
 
 
-def _search(runner: Runner, searched: list[tuple[dict[str, Any], Fit]], max_throttled: float) -> None:
+def _observed_p99(row: dict[str, Any], seen: Optional[Observed], metric: str) -> Optional[Observed]:
+    """The row's observed p99, where its histogram has one the model can move."""
+    if seen is None:
+        row["reason"] += f"no {metric} requests for it: p99 not predicted; "
+        return None
+    if math.isinf(seen.bucket_high_ms):
+        row["reason"] += f"its p99 is in {metric}'s +Inf bucket (above {seen.bucket_low_ms:g} ms): p99 not predicted; "
+        return None
+    row["observed_p99_ms"] = round(seen.p99_ms, 3)
+    return seen
+
+
+def _latency_consistent(row: dict[str, Any], fit: Fit, seen: Observed) -> None:
+    """A service model whose own p99 at the container's limit is above the top
+    of the bucket the observed p99 lies in is ruled out: a request is at
+    least its burst of CPU time, as the model has it. Where every service
+    model is ruled out, they all stay (for the throttling) and the p99 is
+    not predicted."""
+    services = [v for v in fit.consistent if v.p99_us]
+    fast = [v for v in services if max(v.p99_us) / 1e3 <= seen.bucket_high_ms]
+    if services and not fast:
+        row["observed_p99_ms"] = None
+        row["reason"] += (
+            f"p99 not predicted: every model that reproduces its counters has a p99 above its observed {seen.p99_ms:.1f} ms"
+            f" (bucket up to {seen.bucket_high_ms:g} ms) at its limit, so its requests are not one burst each; "
+        )
+    elif len(fast) < len(services):
+        row["reason"] += f"{len(services) - len(fast)} of {len(services)} model variants ruled out by its p99; "
+        fit.consistent = [v for v in fit.consistent if v in fast or not v.p99_us]
+
+
+def _search(runner: Runner, searched: list[tuple[dict[str, Any], Fit]], max_throttled: float, max_p99_ms: Optional[float] = None) -> None:
     """advise's bisection for every fitted container in lockstep, then every
     model at the recommendation (HEADROOM over the boundary) for its range."""
     from throttlelab.advise import bisect_all
 
-    plans = [Plan(fit, max_throttled) for _, fit in searched]
+    plans = [Plan(fit, max_throttled, row["observed_p99_ms"], max_p99_ms) for row, fit in searched]
+    for (row, fit), plan in zip(searched, plans):
+        if row["observed_p99_ms"] is not None and not plan.predicts_p99:
+            row["reason"] += "p99 not predicted: the models that reproduce its counters serve no requests (threads that run, then sleep, or wake together); "
     candidates, _ = bisect_all(runner, None, [p.bisection() for p in plans], lambda: None, plans=plans)
     settings = [recommended(c, fit.cpus) for c, (_, fit) in zip(candidates, searched)]
     batch = [p.runs(s) for p, s in zip(plans, settings)]
@@ -198,12 +245,15 @@ def _search(runner: Runner, searched: list[tuple[dict[str, Any], Fit]], max_thro
         if not candidate["meets"] or quota_us >= fit.cpus * period_us:
             row["status"] = "remove limit"
             row["reason"] += f"not even {fit.cpus} CPUs keep every consistent model at or below the target"
+            if plan.predicts_p99 and max_p99_ms is not None and outcome.p99_ms is not None and outcome.p99_ms > max_p99_ms:
+                row["reason"] += f" (p99 {outcome.p99_ms:.1f} ms predicted there, over --max-p99-ms {max_p99_ms:g}: the rest of its latency is not CPU)"
             continue
         if not outcome.meets:  # the boundary met it, its headroom did not: noise the row must show
             row["reason"] += "the worst model missed the target at the headroom above the boundary it met; "
         row.update(
             recommended_m=millicores(quota_us, period_us), predicted_throttled=outcome.throttled_ratio,
             predicted_low=outcome.best_ratio, predicted_high=outcome.throttled_ratio,
+            predicted_p99_ms=None if outcome.p99_ms is None else round(outcome.p99_ms, 3),
         )
 
 
@@ -236,6 +286,10 @@ def _pct(ratio: Optional[float]) -> str:
     return "" if ratio is None else f"{100 * ratio:.1f}"
 
 
+def _ms(ms: Optional[float]) -> str:
+    return "" if ms is None else f"{ms:.1f}"
+
+
 def _name(row: dict[str, Any]) -> str:
     """pod/container, or the cgroup's id."""
     return f"{row['pod']}/{row['container']}" if row["pod"] and row["container"] else row["id"]
@@ -244,10 +298,11 @@ def _name(row: dict[str, Any]) -> str:
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[RenderableType]:
     """The table, grouped by workload, and what the statuses mean."""
     platform = PLATFORMS[meta["platform"]]
-    cols = ["container", "limit", "p50", "p95", "max", "thr. %", "advice", "pred. %", "range %", "models"]
+    latency = "latency_metric" in meta
+    cols = ["container", "limit", "p50", "p95", "max", "thr. %", "advice", "pred. %", "range %", "models"] + (["p99 ms", "pred. p99"] if latency else [])
+    target = f"target throttled <= {100 * meta['max_throttled']:g} %" + (f", p99 <= {meta['max_p99_ms']:g} ms" if latency and meta["max_p99_ms"] else "")
     t = table(
-        f"{meta['prometheus']} {meta['selector'] or '(every container)'}: {meta['range']} at {meta['step']},"
-        f" target throttled <= {100 * meta['max_throttled']:g} %", cols, left=("container", "advice"),
+        f"{meta['prometheus']} {meta['selector'] or '(every container)'}: {meta['range']} at {meta['step']}, {target}", cols, left=("container", "advice"),
     )
     last = None
     for r in rows:
@@ -265,6 +320,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[RenderableT
         t.add_row(
             f"  {name}", limit, f"{r['usage_p50_m']}m", f"{r['usage_p95_m']}m", f"{r['usage_max_m']}m",
             _pct(r["throttled_now"]), advice, _pct(r["predicted_throttled"]), spread, r["models"] or "",
+            *([_ms(r["observed_p99_ms"]), _ms(r["predicted_p99_ms"])] if latency else []),
         )
     notes = [f"{_name(r)}: {r['reason']}" for r in rows if r["reason"]]
     commands = [f"  {_name(r)}: {capture_command(r['id'], short=True)}" for r in rows if r["capture"]]

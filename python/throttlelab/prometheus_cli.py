@@ -11,6 +11,7 @@ import click
 
 from throttlelab.platforms import PLATFORMS
 from throttlelab.prometheus import PrometheusError, connect, duration_s, matchers, steps
+from throttlelab.prometheus_latency import check_name
 from throttlelab.runner import EXECUTORS, Runner
 
 #: Where the counters come from and where the simulations run: advise's and report's.
@@ -28,7 +29,7 @@ _ADVISE = (
     click.option("--csv", "as_csv", is_flag=True, help="With --prometheus: print the rows as CSV."),
     click.option("--patch", metavar="FILE", help="With --prometheus: write the recommended limits as Kubernetes patches (YAML) to FILE."),
     click.option("--capture", "captures", multiple=True, metavar="NAME=FILE", help="With --prometheus: advise container NAME (namespace/pod/container or id) from its capture FILE instead of the model (repeatable)."),
-    click.option("--latency-metric", metavar="NAME", help="With --prometheus: a request-latency histogram for --max-p99-ms (not supported yet)."),
+    click.option("--latency-metric", metavar="NAME", help="With --prometheus: a request-latency histogram (e.g. http_request_duration_seconds), joined by namespace/pod/container: each row's observed p99 and the p99 predicted at its advice, which --max-p99-ms bounds."),
 )
 _REPORT = (
     click.option("--max-throttled", type=click.FloatRange(0, 1), default=0.05, show_default=True, help="With --prometheus: the target the recommendations meet (a ratio)."),
@@ -85,6 +86,7 @@ def _capture_advice(spec: str, max_throttled: float, platform: str) -> tuple[str
 def _advise(
     prometheus: str, selector: str, range_: str, step: str, end: Optional[str], executor: str, address: Optional[str],
     workers: Optional[int], max_throttled: float, platform: str, captures: tuple[str, ...] = (), keep: Optional[dict[str, Any]] = None,
+    latency_metric: Optional[str] = None, max_p99_ms: Optional[float] = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rows and what they were asked with (advise_prometheus on the server)."""
     from throttlelab.prometheus_advise import advise_prometheus
@@ -97,7 +99,7 @@ def _advise(
     capture_advice = dict(_capture_advice(spec, max_throttled, platform) for spec in captures)
     timings: dict[str, float] = {}
     with Runner(executor, address, workers) as runner:
-        rows = advise_prometheus(query, selector, at, max_throttled, runner, capture_advice, timings, keep)
+        rows = advise_prometheus(query, selector, at, max_throttled, runner, capture_advice, timings, keep, latency_metric, max_p99_ms)
     Terminal().note(
         f"{len(rows)} containers; fit {timings['fitted']} in {timings['fit_s']:.1f} s, searched {timings['searched']}"
         f" in {timings['search_s']:.1f} s ({executor})"
@@ -105,6 +107,7 @@ def _advise(
     meta = {
         "prometheus": prometheus, "selector": selector, "range": range_, "step": step, "end_s": at[-1],
         "platform": PLATFORMS[platform].name, "max_throttled": max_throttled,
+        **({"latency_metric": latency_metric, "max_p99_ms": max_p99_ms} if latency_metric else {}),
     }
     return rows, meta
 
@@ -121,18 +124,21 @@ def advise_command(
 
     if scenario or cgroup:
         raise PrometheusError("--prometheus reads every container a selector matches: give no SCENARIO and no --cgroup")
-    if max_p99_ms is not None:
-        what = f"--latency-metric {latency_metric}" if latency_metric else "cAdvisor's counters (no latency in them; name a histogram with --latency-metric)"
-        raise PrometheusError(f"--max-p99-ms with --prometheus: not supported from {what} yet; use --max-throttled")
+    if max_p99_ms is not None and not latency_metric:
+        raise PrometheusError("--max-p99-ms with --prometheus needs --latency-metric NAME (a request-latency histogram): cAdvisor's counters hold no latency")
+    if latency_metric:
+        check_name(latency_metric)
     if as_json and as_csv:
         raise PrometheusError("--json and --csv: choose one")
     if ctx.get_parameter_source("platform") == click.core.ParameterSource.DEFAULT:
         platform = "kubernetes"
     if patch and platform != "kubernetes":
         raise PrometheusError(f"--patch writes Kubernetes resources: not with --platform {platform}")
-    rows, meta = _advise(prometheus, selector, range_, step, end, executor, address, workers, max_throttled, platform, captures)
+    rows, meta = _advise(prometheus, selector, range_, step, end, executor, address, workers, max_throttled, platform, captures, None, latency_metric, max_p99_ms)
     if patch:
         command = f"throttlelab advise --prometheus {prometheus} --selector '{selector}' --range {range_} --max-throttled {max_throttled:g}"
+        if latency_metric:
+            command += f" --latency-metric {latency_metric}" + (f" --max-p99-ms {max_p99_ms:g}" if max_p99_ms is not None else "")
         with open(patch, "w") as f:
             f.write(patch_yaml(rows, command))
     if as_json:

@@ -11,6 +11,14 @@ scaled to the step. So the counters are ones the kernel's mechanism (as the
 simulator models it) could have produced, and the burst length a fit should
 find is known. Every 25th container restarts mid-range (its counters start
 again from zero) and every 20th misses one scrape (a gap).
+
+The containers run on NODES nodes (container i on node i % NODES), each of a
+size drawn from NODE_CPUS (by weight) with ``random.Random(seed, "node", j)``:
+each window is simulated on its node's CPU count, which cAdvisor's
+``machine_cpu_cores`` reports once per node (``node`` and ``instance``
+labels, as the kubelet's scrape carries them; no container labels). A
+container's throttled seconds grow with the CPUs its threads can spread over,
+so the fit reads them on the node's count.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from throttlelab.prometheus import PERIOD, PERIODS, QUOTA, THREADS, THROTTLED_PERIODS, THROTTLED_SECONDS, USAGE
+from throttlelab.prometheus import MACHINE_CPUS, PERIOD, PERIODS, QUOTA, THREADS, THROTTLED_PERIODS, THROTTLED_SECONDS, USAGE
 from throttlelab.prometheus_model import SIM_S, Model, window_run
 from throttlelab.runner import Runner
 
@@ -30,6 +38,10 @@ PERIOD_US = 100_000
 #: Where the series start (a fixed time, so that a fixture is the same every time).
 START_S = 1_800_000_000
 _ALNUM = "bcdfghjklmnpqrstvwxz2456789"
+#: The fleet's nodes, and their sizes (logical CPUs: weight), as cloud
+#: instance types come: 4 to 32 vCPUs, most of them 8 or 16.
+NODES = 40
+NODE_CPUS = {4: 0.2, 8: 0.4, 16: 0.3, 32: 0.1}
 
 
 @dataclass(frozen=True)
@@ -77,11 +89,25 @@ class Member:
     limit_m: Optional[int]
     model: Model
     usage_cpus: tuple[float, ...]
+    #: Its node's machine_cpu_cores.
+    node_cpus: int
+
+
+def node_sizes(seed: int = 1) -> list[int]:
+    """Each node's CPU count, drawn from NODE_CPUS (see the module's doc)."""
+    sizes = list(NODE_CPUS)
+    return [random.Random(f"{seed}-node-{j}").choices(sizes, weights=[NODE_CPUS[c] for c in sizes])[0] for j in range(NODES)]
+
+
+def node_labels(j: int) -> dict[str, str]:
+    """Node j's scrape labels: the kubelet's address and the node's name."""
+    return {"job": "kubelet", "instance": f"10.0.{j // 200}.{10 + j % 200}:10250", "node": f"node{j:02d}"}
 
 
 def members(n: int, windows: int, seed: int = 1) -> list[Member]:
     """The fleet's containers, drawn (see the module's doc)."""
     out = []
+    cpus = node_sizes(seed)
     for i in range(n):
         r = random.Random(f"{seed}-{i}")
         shape = r.choices(SHAPES, weights=[s.weight for s in SHAPES])[0]
@@ -97,11 +123,8 @@ def members(n: int, windows: int, seed: int = 1) -> list[Member]:
             pod = f"{app}-{''.join(r.choices(_ALNUM, k=10))}-{''.join(r.choices(_ALNUM, k=5))}"
         uid = f"{r.getrandbits(32):08x}-{r.getrandbits(16):04x}-{r.getrandbits(16):04x}-{r.getrandbits(16):04x}-{r.getrandbits(48):012x}"
         cid = f"{r.getrandbits(256):064x}"
-        labels = {
-            "namespace": namespace, "pod": pod, "container": "app",
-            "id": f"/kubepods/burstable/pod{uid}/{cid}", "job": "kubelet", "instance": f"node{i % 40:02d}",
-        }
-        out.append(Member(i, shape, labels, limit_m, model, usage))
+        labels = {"namespace": namespace, "pod": pod, "container": "app", "id": f"/kubepods/burstable/pod{uid}/{cid}", **node_labels(i % NODES)}
+        out.append(Member(i, shape, labels, limit_m, model, usage, cpus[i % NODES]))
     return out
 
 
@@ -112,7 +135,7 @@ def fixture(fleet: list[Member], step_s: int, runner: Runner) -> dict[str, Any]:
     for m in fleet:
         quota = None if m.limit_m is None else m.limit_m * PERIOD_US // 1000
         for w, u in enumerate(m.usage_cpus):
-            runs.append(window_run(m.model, u, quota, PERIOD_US, 8, seed=1000 + w))
+            runs.append(window_run(m.model, u, quota, PERIOD_US, m.node_cpus, seed=1000 + w))
     docs = runner.run_many(runs)
     scale = step_s / SIM_S
     series: list[dict[str, Any]] = []
@@ -145,8 +168,10 @@ def fixture(fleet: list[Member], step_s: int, runner: Runner) -> dict[str, Any]:
             if values:
                 extra = {"cpu": "total"} if name == USAGE else {}
                 series.append({"metric": {"__name__": name, **m.labels, **extra}, "samples": values})
+    for j, cpus in sorted({m.index % NODES: m.node_cpus for m in fleet}.items()):  # one series per node the fleet uses
+        series.append({"metric": {"__name__": MACHINE_CPUS, **node_labels(j)}, "samples": [[START_S + w * step_s, cpus] for w in range(windows + 1)]})
     return {"start_s": START_S, "end_s": START_S + windows * step_s, "step_s": step_s,
-            "truth": [{"id": m.labels["id"], "shape": m.shape.name, "burst_us": m.model.burst_us, "threads": m.model.threads} for m in fleet],
+            "truth": [{"id": m.labels["id"], "shape": m.shape.name, "burst_us": m.model.burst_us, "threads": m.model.threads, "node_cpus": m.node_cpus} for m in fleet],
             "series": series}
 
 

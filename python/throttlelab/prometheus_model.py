@@ -289,6 +289,14 @@ def window_run(model: Model, demand_cpus: float, quota_us: Optional[int], period
     ))
 
 
+def request_p99_us(doc: dict[str, Any]) -> Optional[float]:
+    """A service model's p99 request latency (from arrival: waiting for a
+    thread, running, throttled); None for the aligned and closed families,
+    which have no requests."""
+    task = doc["tasks"].get("bursts")
+    return None if task is None or "latency_us" not in task else float(task["latency_us"]["p99"])
+
+
 def _measured(doc: dict[str, Any]) -> tuple[float, float, int]:
     """A simulation's usage (CPUs), throttled ratio and periods."""
     cg = doc["cgroups"]["container"]
@@ -321,6 +329,9 @@ class Variant:
 
     model: Model
     demands: tuple[float, ...]
+    #: Its p99 request latency (us) in each band at the container's own limit
+    #: (service models only: empty for the aligned and closed families).
+    p99_us: tuple[float, ...] = ()
 
 
 class Fit:
@@ -385,7 +396,9 @@ class Fit:
         """Keep the models whose simulations (in :meth:`runs`' order) reproduce
         every band at some demand."""
         misses: dict[Model, list[dict[float, float]]] = {m: [{} for _ in self.bands] for m in self.models}
+        p99s: dict[tuple[Model, int, float], Optional[float]] = {}
         for (m, i, f), doc in zip(self.slots, docs):
+            p99s[m, i, f] = request_p99_us(doc)
             band = self.bands[i]
             usage, ratio, periods = _measured(doc)
             usage_miss = abs(usage - band.usage_cpus) / (USAGE_TOLERANCE * band.usage_cpus + 0.01)
@@ -403,7 +416,9 @@ class Fit:
                 continue
             passing = [[f for f, miss in per_band.items() if miss <= 1] for per_band in misses[m]]
             for pick in (min, max):
-                v = Variant(m, tuple(pick(fs) * b.usage_cpus for fs, b in zip(passing, self.bands)))
+                chosen = [pick(fs) for fs in passing]
+                p99 = tuple(p99s[m, i, f] for i, f in enumerate(chosen))
+                v = Variant(m, tuple(f * b.usage_cpus for f, b in zip(chosen, self.bands)), () if None in p99 else p99)  # type: ignore[arg-type]
                 if v not in self.consistent:
                     self.consistent.append(v)
 
@@ -420,8 +435,15 @@ class Plan:
     under every consistent model in every band; the outcome is the worst model's
     throttled ratio, each model's ratio its bands' weighted by their periods."""
 
-    def __init__(self, fit: Fit, max_throttled: float):
+    def __init__(self, fit: Fit, max_throttled: float, observed_p99_ms: Optional[float] = None, max_p99_ms: Optional[float] = None):
         self.fit, self.max_throttled = fit, max_throttled
+        #: The container's observed p99 (its latency histogram's), and the target for it.
+        self.observed_p99_ms, self.max_p99_ms = observed_p99_ms, max_p99_ms
+
+    @property
+    def predicts_p99(self) -> bool:
+        """A latency histogram was read and every consistent model serves requests."""
+        return self.observed_p99_ms is not None and all(v.p99_us for v in self.fit.consistent)
 
     def runs(self, setting: Setting) -> list[Run]:
         quota_us, period_us, _ = setting
@@ -430,13 +452,20 @@ class Plan:
     def outcome(self, docs: Sequence[dict[str, Any]]) -> Prediction:
         n, bands = len(self.fit.bands), self.fit.bands
         total = sum(b.periods for b in bands) or 1
-        ratios, usage = [], 0.0
-        for k in range(len(self.fit.consistent)):
+        ratios, usage, p99s = [], 0.0, []
+        for k, v in enumerate(self.fit.consistent):
             measured = [_measured(d) for d in docs[k * n : (k + 1) * n]]
             ratios.append(sum(b.periods * m[1] for b, m in zip(bands, measured)) / total)
             usage = max(usage, max(m[0] for m in measured))
+            if self.predicts_p99:
+                # The observed p99 moved by the model's own change in p99 at
+                # this setting, in its band that changes most (docs/prometheus.md, "Latency").
+                shift_us = max(request_p99_us(d) - base for d, base in zip(docs[k * n : (k + 1) * n], v.p99_us))  # type: ignore[operator]
+                p99s.append(max(0.0, self.observed_p99_ms + shift_us / 1e3))  # type: ignore[operator]
         worst = max(ratios)
-        return Prediction(worst, None, usage, worst <= self.max_throttled, min(ratios))
+        p99 = max(p99s) if p99s else None
+        meets = worst <= self.max_throttled and (self.max_p99_ms is None or p99 is None or p99 <= self.max_p99_ms)
+        return Prediction(worst, p99, usage, meets, min(ratios))
 
     def bisection(self):  # advise.Bisection
         demand = max(max(v.demands) for v in self.fit.consistent)

@@ -227,7 +227,10 @@ class Runner:
                 if self.address:
                     ray.init(address=self.address, log_to_driver=False, logging_level="ERROR")
                 else:
-                    ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+                    # "local": a new instance of its own, even where `ray start` left a
+                    # cluster's address in /tmp/ray (ray.init would join that one, or
+                    # refuse num_cpus for it: a shared host).
+                    ray.init(address="local", num_cpus=self.workers, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
             except (ConnectionError, ValueError, RuntimeError) as e:
                 where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
                 raise RunnerError(f"cannot start or reach {where}: {_first_line(e)}") from None
