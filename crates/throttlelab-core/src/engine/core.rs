@@ -163,6 +163,7 @@ impl Sim<'_> {
     pub(crate) fn sched_tick(&mut self, cpu: CpuId, index: u64) {
         self.touch(cpu);
         self.rqs[cpu].next_tick = index + 1;
+        self.rqs[cpu].next_tick_at = 0;
         let Some(tid) = self.fair_curr(cpu) else { return };
         for se in self.hierarchy(self.threads[tid].se) {
             let rq = self.ses[se].cfs_rq;

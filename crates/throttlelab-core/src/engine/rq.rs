@@ -28,6 +28,9 @@ pub struct Rq {
     pub tick_armed: Option<(u64, Time)>,
     /// Index of the first tick whose effects have not been applied yet.
     pub next_tick: u64,
+    /// When tick `next_tick` runs (`TickGrid::tick_time`), or 0 when not
+    /// computed yet: a memo that spares the tick grid's noise hash.
+    pub next_tick_at: Time,
     /// Period timers that run in the interrupt of one of this CPU's ticks
     /// (`Irq::Tick`), until they fire: (tick index, task group).
     pub tick_timers: Vec<(u64, usize)>,

@@ -55,8 +55,9 @@ impl TickGrid {
         (before, self.tick_time(cpu, next))
     }
 
-    /// The first tick index on `cpu` that runs at or after `t`, from index `from`.
-    pub fn first_at_or_after(&self, cpu: CpuId, t: Time, from: u64) -> u64 {
+    /// The first tick index on `cpu` that runs at or after `t`, from index
+    /// `from`, and when it runs.
+    pub fn first_at_or_after(&self, cpu: CpuId, t: Time, from: u64) -> (u64, Time) {
         let tick = self.tick_ns;
         let mut k = (t.saturating_sub(self.phase_ns + self.jitter_ns + tick) / tick).max(from);
         // Skip, without computing their latency, the ticks that run before
@@ -64,10 +65,13 @@ impl TickGrid {
         // would pass them, so the answer is the same.
         let latest = self.base(cpu) + self.jitter_ns.saturating_sub(1);
         k = k.max(t.saturating_sub(latest).div_ceil(tick));
-        while self.tick_time(cpu, k) < t {
+        loop {
+            let at = self.tick_time(cpu, k);
+            if at >= t {
+                return (k, at);
+            }
             k += 1;
         }
-        k
     }
 }
 
@@ -111,7 +115,30 @@ impl Sim<'_> {
 
     /// The first tick index on `cpu` at or after `t` (and not before `next_tick`).
     pub(crate) fn first_tick_at_or_after(&self, cpu: CpuId, t: Time) -> u64 {
-        self.ticks.first_at_or_after(cpu, t, self.rqs[cpu].next_tick)
+        self.first_tick_at_or_after_timed(cpu, t).0
+    }
+
+    /// The same, and when that tick runs. When `next_tick` itself runs at or
+    /// after `t` (its time memoised), it is the answer, with no hashing.
+    fn first_tick_at_or_after_timed(&self, cpu: CpuId, t: Time) -> (u64, Time) {
+        let rq = &self.rqs[cpu];
+        if rq.next_tick_at >= t {
+            // A memo of 0 (not computed) only passes for t = 0, where every
+            // tick runs at or after t and `next_tick` is the answer too.
+            return (rq.next_tick, rq.next_tick_at);
+        }
+        self.ticks.first_at_or_after(cpu, t, rq.next_tick)
+    }
+
+    /// When tick `next_tick` of `cpu` runs, memoised in `next_tick_at`.
+    fn next_tick_time(&mut self, cpu: CpuId) -> Time {
+        let rq = &self.rqs[cpu];
+        if rq.next_tick_at != 0 {
+            return rq.next_tick_at;
+        }
+        let at = self.ticks.tick_time(cpu, rq.next_tick);
+        self.rqs[cpu].next_tick_at = at;
+        at
     }
 
     /// Latency of an hrtimer (period or slack) expiry.
@@ -124,17 +151,20 @@ impl Sim<'_> {
     /// last such tick. Idle CPUs have no tick (NOHZ).
     pub(crate) fn catch_up_ticks(&mut self, cpu: CpuId) {
         let Some(tid) = self.fair_curr(cpu) else {
-            self.rqs[cpu].next_tick = self.first_tick_at_or_after(cpu, self.now + 1);
+            let (k, at) = self.first_tick_at_or_after_timed(cpu, self.now + 1);
+            let rq = &mut self.rqs[cpu];
+            (rq.next_tick, rq.next_tick_at) = (k, at);
             return;
         };
         let rq = &self.rqs[cpu];
         let limit = rq.tick_armed.map(|(k, _)| k).unwrap_or(u64::MAX);
         let first = rq.next_tick;
-        if first >= limit || self.ticks.tick_time(cpu, first) > self.now {
+        if first >= limit || self.next_tick_time(cpu) > self.now {
             return;
         }
         // The last tick before `limit` that is due by now.
-        let mut k = self.first_tick_at_or_after(cpu, self.now + 1).min(limit) - 1;
+        let (after, after_at) = self.first_tick_at_or_after_timed(cpu, self.now + 1);
+        let mut k = after.min(limit) - 1;
         while k > first && self.ticks.tick_time(cpu, k) > self.now {
             k -= 1;
         }
@@ -157,7 +187,9 @@ impl Sim<'_> {
             }
             self.update_curr(rq, at);
         }
-        self.rqs[cpu].next_tick = k + 1;
+        let rq = &mut self.rqs[cpu];
+        rq.next_tick = k + 1;
+        rq.next_tick_at = if k + 1 == after { after_at } else { 0 };
     }
 
     /// The next tick on `cpu` that can change something: every tick while
@@ -248,10 +280,10 @@ mod tests {
     #[test]
     fn first_tick_at_or_after_a_time() {
         let g = grid(0);
-        assert_eq!(g.first_at_or_after(0, 9 * MS, 0), 2, "CPU 0 ticks at 1, 5, 9 ms");
-        assert_eq!(g.first_at_or_after(0, 9 * MS + 1, 0), 3);
-        assert_eq!(g.first_at_or_after(0, 9 * MS, 5), 5, "never before `from`");
-        assert_eq!(g.first_at_or_after(0, 0, 0), 0);
+        assert_eq!(g.first_at_or_after(0, 9 * MS, 0).0, 2, "CPU 0 ticks at 1, 5, 9 ms");
+        assert_eq!(g.first_at_or_after(0, 9 * MS + 1, 0).0, 3);
+        assert_eq!(g.first_at_or_after(0, 9 * MS, 5).0, 5, "never before `from`");
+        assert_eq!(g.first_at_or_after(0, 0, 0), (0, MS));
     }
 
     #[test]
@@ -262,7 +294,7 @@ mod tests {
         assert!(*lateness.iter().min().unwrap() < 5_000 && *lateness.iter().max().unwrap() > 95_000, "spread over [0, 100 us)");
         assert_eq!(late.tick_time(2, 17), grid(100_000).tick_time(2, 17));
         // Found by when it runs, latency included.
-        assert_eq!(late.first_at_or_after(2, late.tick_time(2, 40), 0), 40);
-        assert_eq!(late.first_at_or_after(2, late.tick_time(2, 40) + 1, 0), 41);
+        assert_eq!(late.first_at_or_after(2, late.tick_time(2, 40), 0), (40, late.tick_time(2, 40)));
+        assert_eq!(late.first_at_or_after(2, late.tick_time(2, 40) + 1, 0).0, 41);
     }
 }
