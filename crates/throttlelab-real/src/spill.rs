@@ -103,6 +103,9 @@ pub fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
 /// How many numbers a [`Sorter`] holds before it writes them out as a run (512 KiB).
 const RUN: usize = 1 << 16;
 
+/// How many numbers of a run are read at a time as it is merged (32 KiB).
+const READ_BLOCK: usize = 4096;
+
 /// Numbers pushed in any order, read back sorted: in memory up to `RUN`
 /// of them, then in sorted runs on disk (each headed by its length),
 /// merged as they are read.
@@ -157,22 +160,27 @@ impl Sorter {
         }
         let mut held = self.held.clone();
         held.sort_unstable();
-        let next = |run: usize, runs: &mut Vec<(u64, u64)>| -> io::Result<Option<u64>> {
-            if run == runs.len() {
-                return Ok(None);
+        // Each run's numbers read a block at a time: the block and where in it.
+        let nr_runs = runs.len();
+        let mut blocks: Vec<(Vec<u64>, usize)> = vec![(Vec::new(), 0); nr_runs];
+        let mut next = |run: usize| -> io::Result<Option<u64>> {
+            let (block, i) = &mut blocks[run];
+            if *i == block.len() {
+                let (at, end) = &mut runs[run];
+                let n = ((*end - *at) / 8).min(READ_BLOCK as u64) as usize;
+                let mut bytes = vec![0u8; 8 * n];
+                self.file.read_exact_at(&mut bytes, *at)?;
+                *at += bytes.len() as u64;
+                *block = bytes.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+                *i = 0;
             }
-            let (at, end) = &mut runs[run];
-            if *at == *end {
-                return Ok(None);
-            }
-            let mut n = [0u8; 8];
-            self.file.read_exact_at(&mut n, *at)?;
-            *at += 8;
-            Ok(Some(u64::from_le_bytes(n)))
+            let n = block.get(*i).copied();
+            *i += 1;
+            Ok(n)
         };
         let mut heap = BinaryHeap::new();
-        for run in 0..runs.len() {
-            if let Some(n) = next(run, &mut runs)? {
+        for run in 0..nr_runs {
+            if let Some(n) = next(run)? {
                 heap.push(Reverse((n, run)));
             }
         }
@@ -185,7 +193,7 @@ impl Sorter {
                 (Some(_), _) => {
                     let Reverse((n, run)) = heap.pop().expect("peeked");
                     f(n);
-                    if let Some(n) = next(run, &mut runs)? {
+                    if let Some(n) = next(run)? {
                         heap.push(Reverse((n, run)));
                     }
                 }
