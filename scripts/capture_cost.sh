@@ -14,7 +14,9 @@
 # events, the instance's options as the kernel makes them), nocmd (the same,
 # `record-cmd` off), noruntime (nocmd without sched_stat_runtime), nosys (nocmd
 # without epoll's syscall tracepoints), sched4 (nocmd with neither: the four
-# tracepoints the BPF variants attach to), capture (its reader at SCHED_FIFO),
+# tracepoints the BPF variants attach to), only-sched_switch, only-sched_waking,
+# only-sched_stat_runtime, only-sched_process_fork, only-sched_process_exit (that
+# one event alone, `record-cmd` off: what each event type costs), capture (its reader at SCHED_FIFO),
 # capture-nice (the same started at nice -10 without CAP_SYS_NICE: its reader
 # falls back to nice -10, as the capture did before);
 # the in-kernel filters (docs/capture.md, "Filtering in the kernel"): tfilter
@@ -129,6 +131,17 @@ for round in $(seq "$ROUNDS"); do
                     kernel) instance 1 1 ;; nocmd) instance 0 1 ;; noruntime) instance 0 0 ;;
                     nosys) instance 0 1 0 ;; sched4) instance 0 0 0 ;;
                 esac
+                ops="$(stress)"
+                events="$(written)"
+                rmdir "$INST"
+                ;;
+            only-*)
+                # One event alone, record-cmd off (as the capture sets it).
+                mkdir "$INST"
+                echo 8192 > "$INST/buffer_size_kb"
+                echo mono > "$INST/trace_clock"
+                echo norecord-cmd > "$INST/trace_options"
+                echo 1 > "$INST/events/sched/${mode#only-}/enable"
                 ops="$(stress)"
                 events="$(written)"
                 rmdir "$INST"

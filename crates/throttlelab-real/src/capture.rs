@@ -213,7 +213,9 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
     }
     let mut stream = Stream::open(&trace, &read)?;
     let trace_buffer_kb = stream.buffer_total_kb(&trace)?;
-    let mut recorder = Recorder::new(&named);
+    // The phases go to spill files beside the output as they are recognised.
+    let spill_dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut recorder = Recorder::new(&named, spill_dir).map_err(Error::harness)?;
     let before = group.stats()?;
     let start_ns = now_ns();
     let started = Instant::now();
@@ -252,9 +254,12 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         );
     }
     drop(signals);
-    let preempted = recorder.preempted(end_ns);
-    let (captured, window_ns) = recorder.finish().map_err(Error::harness)?;
-    let captured: Vec<Thread> = captured.into_iter().filter(|t| t.phases.iter().any(|p| matches!(p, Phase::Run { .. }))).collect();
+    let preempted = recorder.preempted(end_ns).map_err(Error::harness)?;
+    let finished = recorder.finish().map_err(Error::harness)?;
+    let window_ns = finished.window_ns;
+    // The threads that ran, by their index in `finished`.
+    let kept: Vec<usize> = (0..finished.threads.len()).filter(|&i| finished.threads[i].ran).collect();
+    let captured: Vec<&Thread> = kept.iter().map(|&i| &finished.threads[i]).collect();
     let limit = group.limit()?;
     let stats = after.since(&before, limit);
     let release = host::release()?;
@@ -278,7 +283,7 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         reader_max_gap_us: max_gap.as_micros() as u64,
         reader_peak_kb: stream.peak_bytes.div_ceil(1024),
         // Where the threads tell the background, how it was measured.
-        background_preemptions: background.and(Some(preempted.lengths_ns.len() as u64)),
+        background_preemptions: background.and(Some(preempted.count)),
         background_p50_us: background.and(preempted.quantile_us(0.5)),
         background_p90_us: background.and(preempted.quantile_us(0.9)),
         background_max_us: background.and(preempted.quantile_us(1.0)),
@@ -303,7 +308,9 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
     let file_name = phases_path.file_name().expect("a file name").to_string_lossy();
     let text = scenario_text(&spec, &group, &captured, &names, &file_name, background)?;
     let write = |out: &Path, mut scenario_file: fs::File, phases_path: &Path, phases_file: fs::File| {
-        write_phases(phases_path, phases_file, &captured, &names)?;
+        let pids: Vec<u32> = captured.iter().map(|t| t.pid).collect();
+        write_phases(phases_file, &pids, &names, |k, out| finished.each_phase(kept[k], out))
+            .map_err(|e| Error::io("write", phases_path, std::io::Error::other(e)))?;
         scenario_file.write_all(text.as_bytes()).and_then(|_| scenario_file.sync_all()).map_err(|e| Error::io("write", out, e))
     };
     let kept_elsewhere = match write(out, scenario_file, phases_path, phases_file) {
@@ -746,7 +753,7 @@ fn comm_of(tid: u32) -> String {
 }
 
 /// Each thread's task name: its comm in the characters names allow, and its pid.
-fn task_names(threads: &[Thread]) -> Vec<String> {
+fn task_names(threads: &[&Thread]) -> Vec<String> {
     threads
         .iter()
         .map(|t| {
@@ -760,31 +767,37 @@ fn task_names(threads: &[Thread]) -> Vec<String> {
         .collect()
 }
 
-/// The captured threads' phases as the phases file holds them, each
-/// thread's section under its task name; `threads` are each one's pid and phases.
-fn sections(threads: &[(u32, &[Phase])], names: &[String]) -> phases_file::Sections {
-    let index_of = |pid: u32| threads.iter().position(|t| t.0 == pid);
-    let phases = |t: &(u32, &[Phase])| {
-        t.1.iter()
-            .filter_map(|p| match *p {
-                Phase::Run { ns } => Some(FilePhase::Run(ns)),
-                Phase::Sleep { ns, .. } => Some(FilePhase::Sleep(ns)),
-                Phase::CatchUp { ns } => Some(FilePhase::CatchUp(ns)),
-                Phase::Schedule { ns } => Some(FilePhase::Schedule(ns)),
-                Phase::Until { ns } => Some(FilePhase::SleepUntil(ns)),
-                Phase::Wait => Some(FilePhase::Wait),
-                // A thread that never ran was left out, and so are wakes of it.
-                Phase::Wake { pid } => index_of(pid).map(FilePhase::Wake),
-            })
-            .collect()
-    };
-    phases_file::Sections { sections: names.iter().cloned().zip(threads.iter().map(phases)).collect(), wake_targets: names.to_vec() }
-}
-
-fn write_phases(path: &Path, file: fs::File, threads: &[Thread], names: &[String]) -> Result<()> {
-    let threads: Vec<(u32, &[Phase])> = threads.iter().map(|t| (t.pid, t.phases.as_slice())).collect();
-    phases_file::write(file, &sections(&threads, names), &(0..threads.len()).collect::<Vec<_>>())
-        .map_err(|e| Error::io("write", path, std::io::Error::other(e)))
+/// Write the captured threads' phases (thread k's, `pids[k]`, given by
+/// `phases(k, out)` in order) to `file`, each thread's section under its
+/// task name `names[k]`; a wake of a thread left out (it never ran) is left
+/// out too. A thread's phases are read back and written one at a time.
+fn write_phases(file: impl Write, pids: &[u32], names: &[String],
+                phases: impl Fn(usize, &mut dyn FnMut(Phase)) -> std::result::Result<(), String>) -> std::result::Result<(), String> {
+    let index_of: std::collections::HashMap<u32, usize> = pids.iter().enumerate().map(|(k, &pid)| (pid, k)).collect();
+    let mut w = phases_file::Writer::new(file)?;
+    for (k, name) in names.iter().enumerate() {
+        w.section(name)?;
+        let mut failed = Ok(());
+        phases(k, &mut |p| {
+            let p = match p {
+                Phase::Run { ns } => FilePhase::Run(ns),
+                Phase::Sleep { ns, .. } => FilePhase::Sleep(ns),
+                Phase::CatchUp { ns } => FilePhase::CatchUp(ns),
+                Phase::Schedule { ns } => FilePhase::Schedule(ns),
+                Phase::Until { ns } => FilePhase::SleepUntil(ns),
+                Phase::Wait => FilePhase::Wait,
+                Phase::Wake { pid } => match index_of.get(&pid) {
+                    Some(&k) => FilePhase::Wake(k),
+                    None => return,
+                },
+            };
+            if failed.is_ok() {
+                failed = w.phase(&p, name, names);
+            }
+        })?;
+        failed?;
+    }
+    w.finish().map(drop)
 }
 
 /// Below this much time wanting a CPU (on one, or preempted from it) the
@@ -794,7 +807,7 @@ const BACKGROUND_MIN_WANTED_NS: u64 = 1_000_000_000;
 
 /// The scenario of a capture: the machine (with the background the captured
 /// threads met, `(per_s, us)`, where they tell it), the kernel and the cgroup as found.
-fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[Thread], names: &[String], phases_file: &str,
+fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[&Thread], names: &[String], phases_file: &str,
                  background: Option<(f64, f64)>) -> Result<String> {
     let cpus = host::online_cpus()?;
     let nr_cpus = cpus.iter().max().map_or(1, |c| c + 1);
@@ -965,7 +978,11 @@ mod tests {
         let b = [Phase::Wait, Phase::CatchUp { ns: 3_000 }, Phase::Schedule { ns: 4_000 }, Phase::Until { ns: 250_000_000 }, Phase::Run { ns: 999 }];
         let names = ["a-10".to_string(), "b-11".to_string()];
         let mut gz = Vec::new();
-        phases_file::write(&mut gz, &sections(&[(10, &a[..]), (11, &b[..])], &names), &[0, 1]).unwrap();
+        let threads = [&a[..], &b[..]];
+        write_phases(&mut gz, &[10, 11], &names, |k, out| {
+            threads[k].iter().for_each(|&p| out(p));
+            Ok(())
+        }).unwrap();
         let mut text = String::new();
         flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut text).unwrap();
         assert_eq!(

@@ -18,6 +18,7 @@ mod host;
 mod lock;
 mod probe;
 mod signals;
+mod spill;
 mod timer_trace;
 mod trace_raw;
 pub mod sched_trace;

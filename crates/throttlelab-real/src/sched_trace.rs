@@ -21,8 +21,10 @@
 //! event is optional), the later of the thread's wake-up and the CPU's last
 //! switch to idle bounds it, or it is not known.
 
+use crate::spill::{get_varint, put_varint, Chain, Sorter, Spill};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::path::{Path, PathBuf};
 
 /// What the trace marker says where the capture window starts and ends.
 pub const START_MARK: &str = "throttlelab capture start";
@@ -276,24 +278,30 @@ const LATE_STINT_NS: u64 = 50_000;
 /// between and its length.
 type LatePair = (usize, f64, f64, f64);
 
-fn late_pairs(phases: &[Phase]) -> Vec<LatePair> {
-    let mut pairs = Vec::new();
-    let mut before = None;
-    let mut run_ns = 0;
-    for (i, p) in phases.iter().enumerate() {
+/// A thread's [`LatePair`]s, found as its phases go by.
+#[derive(Default)]
+struct LatePairs {
+    at: usize,
+    before: Option<u64>,
+    run_ns: u64,
+}
+
+impl LatePairs {
+    /// The pair phase `p` (the next) ends, if it is a timed sleep after another.
+    fn next(&mut self, p: &Phase) -> Option<LatePair> {
+        let mut pair = None;
         match *p {
-            Phase::Run { ns } => run_ns += ns,
+            Phase::Run { ns } => self.run_ns += ns,
             Phase::Wake { .. } => {}
             Phase::Sleep { ns, late_ns } => {
-                if let Some(late) = before {
-                    pairs.push((i, late as f64, run_ns as f64, ns as f64));
-                }
-                (before, run_ns) = (Some(late_ns), 0);
+                pair = self.before.map(|late| (self.at, late as f64, self.run_ns as f64, ns as f64));
+                (self.before, self.run_ns) = (Some(late_ns), 0);
             }
-            _ => before = None,
+            _ => self.before = None,
         }
+        self.at += 1;
+        pair
     }
-    pairs
 }
 
 /// Whether sleeps make up for the lateness before them: the coefficient of
@@ -303,15 +311,16 @@ fn late_pairs(phases: &[Phase]) -> Vec<LatePair> {
 /// for a program that sleeps to a wall-clock schedule. Yes if below -1/2
 /// (adding the lateness back makes the sleeps more regular) with a standard
 /// error below 1/4, given at least `LATE_WAKE_UPS` wake-ups `LATE_NS` late;
-/// otherwise (or if the runs do not vary) the data cannot tell.
-fn makes_up(pairs: &[LatePair]) -> bool {
-    if pairs.iter().filter(|&&(_, late, _, _)| late >= LATE_NS as f64).count() < LATE_WAKE_UPS {
-        return false;
-    }
+/// otherwise (or if the runs do not vary) the data cannot tell. `pairs`
+/// gives every pair, in order, to its argument (twice: the fit, then its residuals).
+fn makes_up(pairs: impl Fn(&mut dyn FnMut(&LatePair)) -> Result<(), String>) -> Result<bool, String> {
     // In ms, each sleep's regressors: 1, the CPU time before it, the lateness before it.
     let row = |&(_, late, run, _): &LatePair| [1.0, run / 1e6, late / 1e6];
     let (mut xtx, mut xty) = ([[0.0; 3]; 3], [0.0; 3]);
-    for p in pairs {
+    let (mut n, mut late) = (0usize, 0usize);
+    pairs(&mut |p| {
+        n += 1;
+        late += usize::from(p.1 >= LATE_NS as f64);
         let (x, y) = (row(p), p.3 / 1e6);
         for i in 0..3 {
             xty[i] += x[i] * y;
@@ -319,40 +328,46 @@ fn makes_up(pairs: &[LatePair]) -> bool {
                 xtx[i][j] += x[i] * x[j];
             }
         }
+    })?;
+    if late < LATE_WAKE_UPS {
+        return Ok(false);
     }
-    let Some(inv) = inverse(xtx) else { return false };
+    let Some(inv) = inverse(xtx) else { return Ok(false) };
     let beta: Vec<f64> = inv.iter().map(|r| r.iter().zip(xty).map(|(a, b)| a * b).sum()).collect();
-    let rss: f64 = pairs.iter().map(|p| (p.3 / 1e6 - row(p).iter().zip(&beta).map(|(x, b)| x * b).sum::<f64>()).powi(2)).sum();
-    let standard_error = (rss / (pairs.len() as f64 - 3.0) * inv[2][2]).sqrt();
-    beta[2] < -0.5 && standard_error < 0.25
+    let mut rss = -0.0;
+    pairs(&mut |p| rss += (p.3 / 1e6 - row(p).iter().zip(&beta).map(|(x, b)| x * b).sum::<f64>()).powi(2))?;
+    let standard_error = (rss / (n as f64 - 3.0) * inv[2][2]).sqrt();
+    Ok(beta[2] < -0.5 && standard_error < 0.25)
 }
 
 /// Timed sleeps, at least this many, tell whether a thread keeps a schedule
 /// of random gaps.
-const SCHEDULE_SLEEPS: usize = 50;
+const SCHEDULE_SLEEPS: u64 = 50;
 /// Stephens' 5 % point of the Kolmogorov-Smirnov statistic against an
 /// exponential whose mean is the sample's (M. A. Stephens, "EDF statistics
 /// for goodness of fit", JASA 69, 1974, table 1A).
 const EXPONENTIAL_KS_5PCT: f64 = 1.094;
 
-/// Whether sleeps of these lengths are exponential (Stephens' modified
-/// Kolmogorov-Smirnov test at 5 %, from at least `SCHEDULE_SLEEPS`): the
-/// gaps of a Poisson schedule, as an open-loop load generator keeps one
-/// (sysbench's `--rate` event generator: 2671 sleeps in 60 s, statistic
-/// 0.73; stress-ng's duty cycles 9.4-10.3, Apache's 1 s timeouts 5.0).
-fn exponential(sleeps_ns: &mut [u64]) -> bool {
+/// Whether sleeps of these lengths (`sum_ns` in all) are exponential
+/// (Stephens' modified Kolmogorov-Smirnov test at 5 %, from at least
+/// `SCHEDULE_SLEEPS`): the gaps of a Poisson schedule, as an open-loop load
+/// generator keeps one (sysbench's `--rate` event generator: 2671 sleeps in
+/// 60 s, statistic 0.73; stress-ng's duty cycles 9.4-10.3, Apache's 1 s
+/// timeouts 5.0).
+fn exponential(sleeps_ns: &Sorter, sum_ns: u64) -> Result<bool, String> {
     let n = sleeps_ns.len();
     if n < SCHEDULE_SLEEPS {
-        return false;
+        return Ok(false);
     }
-    sleeps_ns.sort_unstable();
-    let mean = sleeps_ns.iter().sum::<u64>() as f64 / n as f64;
-    let d = sleeps_ns.iter().enumerate().fold(0.0_f64, |d, (i, &ns)| {
+    let mean = sum_ns as f64 / n as f64;
+    let (mut d, mut i) = (0.0_f64, 0);
+    sleeps_ns.each(|ns| {
         let cdf = 1.0 - (-(ns as f64) / mean).exp();
-        d.max((i + 1) as f64 / n as f64 - cdf).max(cdf - i as f64 / n as f64)
-    });
+        d = d.max((i + 1) as f64 / n as f64 - cdf).max(cdf - i as f64 / n as f64);
+        i += 1;
+    }).map_err(|e| e.to_string())?;
     let rn = (n as f64).sqrt();
-    (d - 0.2 / n as f64) * (rn + 0.26 + 0.5 / rn) < EXPONENTIAL_KS_5PCT
+    Ok((d - 0.2 / n as f64) * (rn + 0.26 + 0.5 / rn) < EXPONENTIAL_KS_5PCT)
 }
 
 /// The inverse of a symmetric 3x3 matrix, by cofactors; None if singular.
@@ -364,6 +379,16 @@ fn inverse(m: [[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
         return None;
     }
     Some(std::array::from_fn(|i| std::array::from_fn(|j| cofactor(j, i) / det)))
+}
+
+/// What becomes of a thread's timed sleeps at the end ([`sleeps_rewrites`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Sleeps {
+    Keep,
+    /// [`Phase::CatchUp`]s: each sleep's length plus the lateness of the one before.
+    CatchUp,
+    /// [`Phase::Schedule`]s: from one timed wake-up to the next ([`Rewrite::phase`]).
+    Schedule,
 }
 
 /// Threads that make up for late wake-ups (stress-ng's `--cpu-load` workers
@@ -378,62 +403,85 @@ fn inverse(m: [[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
 /// skipped while behind) leaves no scheduler event. The capture takes such
 /// a thread to keep its schedule, as open-loop load generators do. Threads of
 /// one name (a pool running the same code) are told together, since one
-/// thread is seldom late often enough to tell.
-fn catch_up(threads: &mut [Thread]) {
+/// thread is seldom late often enough to tell. Read from the log, in passes:
+/// what it holds is a group's sums and a sorter's run.
+fn sleeps_rewrites(log: &Log, threads: &[Thread]) -> Result<Vec<Sleeps>, String> {
     let mut by_comm: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, t) in threads.iter().enumerate() {
         by_comm.entry(&t.comm).or_default().push(i);
     }
-    let (mut converted, mut scheduled) = (Vec::new(), Vec::new());
+    let mut rewrites = vec![Sleeps::Keep; threads.len()];
     for ids in by_comm.values() {
-        let pairs: Vec<Vec<LatePair>> = ids.iter().map(|&i| late_pairs(&threads[i].phases)).collect();
-        let sleeps_ns = || -> Vec<u64> {
-            ids.iter().flat_map(|&i| threads[i].phases.iter().filter_map(|p| match *p {
-                Phase::Sleep { ns, .. } => Some(ns),
-                _ => None,
-            })).collect()
-        };
-        if makes_up(&pairs.concat()) {
-            converted.extend(ids.iter().copied().zip(pairs));
-        } else if exponential(&mut sleeps_ns()) {
-            scheduled.extend(ids.iter().copied());
-        }
-    }
-    scheduled.into_iter().for_each(|i| schedule(&mut threads[i]));
-    for (i, pairs) in converted {
-        let mut pairs = pairs.into_iter().peekable();
-        for (at, p) in threads[i].phases.iter_mut().enumerate() {
-            if let Phase::Sleep { ns, .. } = *p {
-                let late = pairs.next_if(|&(pair_at, ..)| pair_at == at).map_or(0, |(_, late, ..)| late as u64);
-                *p = Phase::CatchUp { ns: ns + late };
+        let pairs = |f: &mut dyn FnMut(&LatePair)| -> Result<(), String> {
+            for &i in ids {
+                let mut pairs = LatePairs::default();
+                log.each(&threads[i], |l| if let Some(p) = pairs.next(&l.phase) { f(&p) })?;
             }
-        }
+            Ok(())
+        };
+        let rewrite = if makes_up(pairs)? {
+            Sleeps::CatchUp
+        } else {
+            let (mut sleeps_ns, mut sum_ns) = (log.sorter()?, 0u64);
+            for &i in ids {
+                let mut failed = Ok(());
+                log.each(&threads[i], |l| if let Phase::Sleep { ns, .. } = l.phase {
+                    sum_ns = sum_ns.wrapping_add(ns);
+                    failed = failed.clone().and(sleeps_ns.push(ns).map_err(|e| e.to_string()));
+                })?;
+                failed?;
+            }
+            if exponential(&sleeps_ns, sum_ns)? { Sleeps::Schedule } else { Sleeps::Keep }
+        };
+        ids.iter().for_each(|&i| rewrites[i] = rewrite);
     }
-}
-
-/// A thread that keeps a schedule of due times gets [`Phase::Schedule`]s of
-/// the time from one timed wake-up to the next (the first: its sleep): each
-/// wake-up is when one was due, and the program (sysbench's generator: its
-/// next due time less the clock) takes off its next sleep all the time since,
-/// its wake-up's lateness and any waiting for a CPU after (a throttle in the
-/// middle of its burst) alike. Skipped sleeps (due times already past while
-/// it was behind) leave no event; their time stays within the interval.
-fn schedule(t: &mut Thread) {
-    let mut last_ended = None;
-    for &(at, ended) in &t.sleeps_ended {
-        if let Phase::Sleep { ns, .. } = t.phases[at] {
-            t.phases[at] = Phase::Schedule { ns: last_ended.map_or(ns, |last| ended - last) };
-            last_ended = Some(ended);
-        }
-    }
+    Ok(rewrites)
 }
 
 /// Bursts after a sibling's wake-up, at least this many, tell whether a
 /// thread takes requests of one cost from a queue.
-const QUEUE_BURSTS: usize = 50;
+const QUEUE_BURSTS: u64 = 50;
 /// Of those at least half the median long, the share within a fifth of the
 /// median of a whole multiple of it (uniform lengths give 2/5).
 const QUEUE_MULTIPLES: f64 = 0.9;
+
+/// The bursts after a sibling's wake-up, as a thread's phases go by: each
+/// one's phases are its runs, and the wakes of siblings that split it,
+/// up to the thread's next block.
+#[derive(Default)]
+struct QueueBursts {
+    /// Since a `Wait`: the burst so far.
+    open: Option<Vec<Logged>>,
+}
+
+impl QueueBursts {
+    /// Take phase `l`: a burst it ends, if one; then `l` itself is the caller's.
+    fn next(&mut self, l: Logged) -> (Option<Vec<Logged>>, Option<Logged>) {
+        match &mut self.open {
+            Some(burst) if matches!(l.phase, Phase::Run { .. } | Phase::Wake { .. }) => {
+                burst.push(l);
+                (None, None)
+            }
+            _ => {
+                let ended = self.open.take();
+                if l.phase == Phase::Wait {
+                    self.open = Some(Vec::new());
+                }
+                (ended, Some(l))
+            }
+        }
+    }
+
+    /// The burst the end of the phases ends, if one.
+    fn end(&mut self) -> Option<Vec<Logged>> {
+        self.open.take()
+    }
+}
+
+/// A burst's CPU time.
+fn burst_ns(burst: &[Logged]) -> u64 {
+    burst.iter().map(|l| if let Phase::Run { ns } = l.phase { ns } else { 0 }).sum()
+}
 
 /// A worker that takes requests from a queue a sibling fills (sysbench's
 /// `--rate` workers: the generator enqueues an event and signals a condition
@@ -447,94 +495,227 @@ const QUEUE_MULTIPLES: f64 = 0.9;
 /// (`QUEUE_MULTIPLES`), a burst k times that long is k requests: the first
 /// at the wake-up, and the others, whose arrivals no event tells, where k-1
 /// arrivals of a Poisson stream in the burst's span are expected: at i/k of
-/// it (`until_us`, as an event loop's requests taken up without sleeping).
-/// A burst is all its runs up to the thread's next block, the wakes of
-/// siblings that split it included: sysbench's worker, woken, may wake the
-/// generator (a `sched_waking` of it from the worker's burst), and under
-/// 34.5/100 ms 0.5 s of 3.4 s of its bursts ran after such a wake, up to a
-/// 381 ms backlog replayed at once from its wake-up.
-fn queued_requests(t: &mut Thread) {
-    // Each burst after a sibling's wake-up: its phases (its runs, and the
-    // wakes of siblings that split it: sysbench's worker wakes the generator
-    // blocked in the condition variable's lock) and its CPU time.
-    let mut bursts: Vec<(std::ops::Range<usize>, u64)> = Vec::new();
-    let mut i = 1;
-    while i < t.phases.len() {
-        if t.phases[i - 1] != Phase::Wait {
-            i += 1;
-            continue;
-        }
-        let (mut end, mut total) = (i, 0);
-        while let Some(p) = t.phases.get(end) {
-            match *p {
-                Phase::Run { ns } => total += ns,
-                Phase::Wake { .. } => {}
-                _ => break,
-            }
-            end += 1;
-        }
+/// it (`until_us`, as an event loop's requests taken up without sleeping;
+/// [`split_burst`]). A burst is all its runs up to the thread's next block,
+/// the wakes of siblings that split it included: sysbench's worker, woken,
+/// may wake the generator (a `sched_waking` of it from the worker's burst),
+/// and under 34.5/100 ms 0.5 s of 3.4 s of its bursts ran after such a wake,
+/// up to a 381 ms backlog replayed at once from its wake-up. The one cost
+/// (the median burst), if the thread's bursts are such.
+fn queue_unit(log: &Log, t: &Thread) -> Result<Option<f64>, String> {
+    let mut lengths = log.sorter()?;
+    let mut bursts = QueueBursts::default();
+    let mut failed = Ok(());
+    let mut push = |burst: Option<Vec<Logged>>| {
+        let total = burst.as_deref().map_or(0, burst_ns);
         if total > 0 {
-            bursts.push((i..end, total));
+            failed = failed.clone().and(lengths.push(total).map_err(|e| e.to_string()));
         }
-        i = end + 1;
+    };
+    log.each(t, |l| push(bursts.next(l).0))?;
+    push(bursts.end());
+    failed?;
+    let n = lengths.len();
+    if n < QUEUE_BURSTS {
+        return Ok(None);
     }
-    if bursts.len() < QUEUE_BURSTS {
+    let (mut i, mut unit) = (0, 0.0);
+    lengths.each(|ns| {
+        if i == n / 2 {
+            unit = ns as f64;
+        }
+        i += 1;
+    }).map_err(|e| e.to_string())?;
+    let (mut counted, mut whole) = (0usize, 0usize);
+    lengths.each(|ns| {
+        let k = ns as f64 / unit;
+        if k >= 0.5 {
+            counted += 1;
+            whole += usize::from((k - k.round()).abs() <= 0.2);
+        }
+    }).map_err(|e| e.to_string())?;
+    Ok((unit != 0.0 && (whole as f64) >= QUEUE_MULTIPLES * counted as f64).then_some(unit))
+}
+
+/// A burst of a queue's worker ([`queue_unit`]), `unit` its one cost, as
+/// its requests: request j (1..k) begins at j/k of the burst's CPU time and
+/// is due at j/k of its span; the wakes of siblings stay where they ran. A
+/// burst of one request, or one whose runs' spans are not all known, as it is.
+fn split_burst(burst: &[Logged], unit: f64, out: &mut impl FnMut(Phase)) {
+    let total = burst_ns(burst);
+    let k = (total as f64 / unit).round() as u64;
+    let mut runs = burst.iter().filter(|l| matches!(l.phase, Phase::Run { .. }));
+    let span = runs.clone().next().zip(runs.next_back()).and_then(|(first, last)| Some((first.span?.0, last.span?.1)));
+    let all_spans = burst.iter().all(|l| !matches!(l.phase, Phase::Run { .. }) || l.span.is_some());
+    let Some((from, to)) = span.filter(|_| total > 0 && k >= 2 && all_spans) else {
+        burst.iter().for_each(|l| out(l.phase));
         return;
-    }
-    let mut lengths: Vec<u64> = bursts.iter().map(|&(_, ns)| ns).collect();
-    lengths.sort_unstable();
-    let unit = lengths[lengths.len() / 2] as f64;
-    let counted: Vec<f64> = lengths.iter().map(|&ns| ns as f64 / unit).filter(|&k| k >= 0.5).collect();
-    let whole = counted.iter().filter(|&&k| (k - k.round()).abs() <= 0.2).count();
-    if unit == 0.0 || (whole as f64) < QUEUE_MULTIPLES * counted.len() as f64 {
-        return;
-    }
-    let spans: HashMap<usize, (u64, u64)> = t.run_spans.iter().map(|&(i, from, to)| (i, (from, to))).collect();
-    // The bursts to split, by their first phase: their end, k, CPU time and span.
-    let split: HashMap<usize, (usize, u64, u64, (u64, u64))> = bursts.iter().filter_map(|(r, total)| {
-        let k = (*total as f64 / unit).round() as u64;
-        let runs: Vec<usize> = r.clone().filter(|&i| matches!(t.phases[i], Phase::Run { .. })).collect();
-        let span = (spans.get(runs.first()?)?.0, spans.get(runs.last()?)?.1);
-        (k >= 2 && runs.iter().all(|i| spans.contains_key(i))).then_some((r.start, (r.end, k, *total, span)))
-    }).collect();
-    if split.is_empty() {
-        return;
-    }
-    let phases = std::mem::take(&mut t.phases);
-    let mut i = 0;
-    while i < phases.len() {
-        let Some(&(end, k, total, (from, to))) = split.get(&i) else {
-            t.phases.push(phases[i]);
-            i += 1;
+    };
+    let (mut done, mut j) = (0, 1);
+    for l in burst {
+        let Phase::Run { ns } = l.phase else {
+            out(l.phase);
             continue;
         };
-        // Request j (1..k) begins at j/k of the burst's CPU time and is due
-        // at j/k of its span; the wakes of siblings stay where they ran.
-        let (mut done, mut j) = (0, 1);
-        for p in &phases[i..end] {
-            let Phase::Run { ns } = *p else {
-                t.phases.push(*p);
-                continue;
-            };
-            let seg_end = done + ns;
-            while j < k && total * j / k <= seg_end {
-                let b = total * j / k;
-                if b > done {
-                    t.phases.push(Phase::Run { ns: b - done });
-                    done = b;
-                }
-                t.phases.push(Phase::Until { ns: from + (to - from) * j / k });
-                j += 1;
+        let seg_end = done + ns;
+        while j < k && total * j / k <= seg_end {
+            let b = total * j / k;
+            if b > done {
+                out(Phase::Run { ns: b - done });
+                done = b;
             }
-            if seg_end > done {
-                t.phases.push(Phase::Run { ns: seg_end - done });
-                done = seg_end;
-            }
+            out(Phase::Until { ns: from + (to - from) * j / k });
+            j += 1;
         }
-        i = end;
+        if seg_end > done {
+            out(Phase::Run { ns: seg_end - done });
+            done = seg_end;
+        }
     }
-    t.run_spans.clear();
-    t.sleeps_ended.clear();
+}
+
+/// How a thread's logged phases are written at the end: its timed sleeps
+/// ([`sleeps_rewrites`]), and its bursts if it is a queue's worker ([`queue_unit`]).
+#[derive(Debug, Clone, Copy)]
+struct Rewrite {
+    sleeps: Sleeps,
+    queue_unit: Option<f64>,
+}
+
+impl Rewrite {
+    /// Thread `t`'s phases, rewritten, to `out` in order.
+    fn write(&self, log: &Log, t: &Thread, out: &mut impl FnMut(Phase)) -> Result<(), String> {
+        let (mut pairs, mut last_ended) = (LatePairs::default(), None);
+        let mut bursts = QueueBursts::default();
+        log.each(t, |l| {
+            let pair = pairs.next(&l.phase);
+            let phase = match (self.sleeps, l.phase, l.ended) {
+                (Sleeps::CatchUp, Phase::Sleep { ns, .. }, _) => Phase::CatchUp { ns: ns + pair.map_or(0, |(_, late, ..)| late as u64) },
+                // Each wake-up is when one was due, and the program (sysbench's
+                // generator: its next due time less the clock) takes off its next
+                // sleep all the time since, its wake-up's lateness and any waiting
+                // for a CPU after (a throttle in the middle of its burst) alike.
+                // Skipped sleeps (due times already past while it was behind)
+                // leave no event; their time stays within the interval.
+                (Sleeps::Schedule, Phase::Sleep { ns, .. }, Some(ended)) => {
+                    Phase::Schedule { ns: std::mem::replace(&mut last_ended, Some(ended)).map_or(ns, |last| ended - last) }
+                }
+                (_, phase, _) => phase,
+            };
+            let l = Logged { phase, ..l };
+            let Some(unit) = self.queue_unit else { return out(phase) };
+            let (burst, l) = bursts.next(l);
+            if let Some(burst) = burst {
+                split_burst(&burst, unit, out);
+            }
+            l.into_iter().for_each(|l| out(l.phase));
+        })?;
+        if let (Some(unit), Some(burst)) = (self.queue_unit, bursts.end()) {
+            split_burst(&burst, unit, out);
+        }
+        Ok(())
+    }
+}
+
+/// A phase as the recorder logs it, with what the passes at the end need:
+/// a run's span (its start and end: waiting for a CPU in the middle
+/// included), and when a timed sleep ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Logged {
+    phase: Phase,
+    span: Option<(u64, u64)>,
+    ended: Option<u64>,
+}
+
+impl Logged {
+    fn new(phase: Phase) -> Logged {
+        Logged { phase, span: None, ended: None }
+    }
+
+    /// Its bytes in the spill: a tag, then varints.
+    fn encode(&self, out: &mut Vec<u8>) {
+        let (tag, numbers): (u8, [Option<u64>; 3]) = match (self.phase, self.span, self.ended) {
+            (Phase::Run { ns }, None, _) => (0, [Some(ns), None, None]),
+            (Phase::Run { ns }, Some((from, to)), _) => (1, [Some(ns), Some(from), Some(to)]),
+            (Phase::Sleep { ns, late_ns }, _, Some(ended)) => (3, [Some(ns), Some(late_ns), Some(ended)]),
+            (Phase::Sleep { ns, late_ns }, _, None) => (2, [Some(ns), Some(late_ns), None]),
+            (Phase::CatchUp { ns }, ..) => (4, [Some(ns), None, None]),
+            (Phase::Schedule { ns }, ..) => (5, [Some(ns), None, None]),
+            (Phase::Until { ns }, ..) => (6, [Some(ns), None, None]),
+            (Phase::Wait, ..) => (7, [None; 3]),
+            (Phase::Wake { pid }, ..) => (8, [Some(u64::from(pid)), None, None]),
+        };
+        out.push(tag);
+        numbers.into_iter().flatten().for_each(|n| put_varint(out, n));
+    }
+
+    /// The phase at `bytes[*at..]`, `*at` moved past it.
+    fn decode(bytes: &[u8], at: &mut usize) -> Logged {
+        let tag = bytes[*at];
+        *at += 1;
+        let mut n = || get_varint(bytes, at);
+        match tag {
+            0 => Logged::new(Phase::Run { ns: n() }),
+            1 => Logged { phase: Phase::Run { ns: n() }, span: Some((n(), n())), ended: None },
+            2 => Logged::new(Phase::Sleep { ns: n(), late_ns: n() }),
+            3 => Logged { phase: Phase::Sleep { ns: n(), late_ns: n() }, span: None, ended: Some(n()) },
+            4 => Logged::new(Phase::CatchUp { ns: n() }),
+            5 => Logged::new(Phase::Schedule { ns: n() }),
+            6 => Logged::new(Phase::Until { ns: n() }),
+            7 => Logged::new(Phase::Wait),
+            _ => Logged::new(Phase::Wake { pid: n() as u32 }),
+        }
+    }
+}
+
+/// A thread's phases in memory, at most this many before they go to the spill.
+const HELD_PHASES: usize = 512;
+
+/// The captured threads' phases as they are recognised: each thread's last
+/// few in memory (`Thread::held`: the last may still change, a sleep's
+/// lateness), the rest in a spill file beside the capture's output, read
+/// back in passes at the end. What it holds does not grow with the capture.
+#[derive(Debug)]
+struct Log {
+    spill: Spill,
+    dir: PathBuf,
+}
+
+impl Log {
+    fn new(dir: &Path) -> Result<Log, String> {
+        let spill = Spill::new(dir).map_err(|e| format!("cannot make a spill file in {}: {e}", dir.display()))?;
+        Ok(Log { spill, dir: dir.to_path_buf() })
+    }
+
+    fn sorter(&self) -> Result<Sorter, String> {
+        Sorter::new(&self.dir).map_err(|e| format!("cannot make a spill file in {}: {e}", self.dir.display()))
+    }
+
+    /// Thread `t`'s phases held in memory go to the spill, up to the one that may still change.
+    fn spill(&mut self, t: &mut Thread) -> Result<(), String> {
+        let first = t.logged - t.held.len();
+        let upto = t.late_sleep.map_or(t.held.len(), |(at, _)| at - first);
+        if upto == 0 {
+            return Ok(());
+        }
+        let mut bytes = Vec::with_capacity(upto * 12);
+        t.held[..upto].iter().for_each(|l| l.encode(&mut bytes));
+        self.spill.append(&mut t.chain, &bytes).map_err(|e| format!("cannot write the spill file in {}: {e}", self.dir.display()))?;
+        t.held.drain(..upto);
+        Ok(())
+    }
+
+    /// Each of thread `t`'s phases, in order.
+    fn each(&self, t: &Thread, mut f: impl FnMut(Logged)) -> Result<(), String> {
+        self.spill.read(&t.chain, |bytes| {
+            let mut at = 0;
+            while at < bytes.len() {
+                f(Logged::decode(bytes, &mut at));
+            }
+        }).map_err(|e| format!("cannot read the spill file in {}: {e}", self.dir.display()))?;
+        t.held.iter().for_each(|&l| f(l));
+        Ok(())
+    }
 }
 
 /// One captured thread.
@@ -544,7 +725,8 @@ pub struct Thread {
     pub comm: String,
     /// When it was forked, from the start of the capture (0: it was there).
     pub start_ns: u64,
-    pub phases: Vec<Phase>,
+    /// Whether it ran in the window (a run among its phases).
+    pub ran: bool,
     /// Time on a CPU within the capture.
     pub cpu_ns: u64,
     /// Switches out with no switch in before them whose time `Recorder`
@@ -571,14 +753,15 @@ pub struct Thread {
     polling: bool,
     /// Its last wake-up, or request taken up without one.
     ready_since: Option<u64>,
-    /// The time each of its timed sleeps ended (the phase's index, the time).
-    sleeps_ended: Vec<(usize, u64)>,
     /// When its current burst (or what is left of it after a sibling's
     /// wake split it) began, if seen.
     burst_since: Option<u64>,
-    /// The wall time each of its runs took (the phase's index, its start
-    /// and end): waiting for a CPU in the middle included.
-    run_spans: Vec<(usize, u64, u64)>,
+    /// Its last phases, not yet in the spill ([`Log`]).
+    held: Vec<Logged>,
+    /// How many phases it has logged, those in the spill included.
+    logged: usize,
+    /// Where the spill has the others.
+    chain: Chain,
 }
 
 /// Pids hashed by one multiplication (Fibonacci hashing) rather than
@@ -613,8 +796,13 @@ pub struct Recorder {
     end_ns: Option<u64>,
     /// Per CPU, by its number.
     cpus: Vec<CpuSeen>,
-    /// The preemptions that ended, each one's length.
-    preempted_ns: Vec<u64>,
+    /// The preemptions that ended, each one's length, and their sum.
+    preempted_ns: Sorter,
+    preempted_sum_ns: u64,
+    /// The phases, as they are recognised.
+    log: Log,
+    /// The first spill file's failure, reported at the end.
+    failed: Option<String>,
 }
 
 /// What the recorder keeps of one CPU.
@@ -639,8 +827,13 @@ struct CpuSeen {
 /// target is throttled, the background is overstated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preempted {
-    /// Each preemption's length, in ns, sorted.
-    pub lengths_ns: Vec<u64>,
+    /// How many there were, and their lengths: in all, and the 50th and
+    /// 90th percentiles and the longest (nearest rank; None without any).
+    pub count: u64,
+    pub sum_ns: u64,
+    pub p50_ns: Option<u64>,
+    pub p90_ns: Option<u64>,
+    pub max_ns: Option<u64>,
 }
 
 impl Preempted {
@@ -649,29 +842,86 @@ impl Preempted {
     /// preemptions took, as the probe's spinners' wall time is), and the
     /// mean length; None below `min_wanted_ns` of it (too little to tell).
     pub fn background(&self, cpu_ns: u64, min_wanted_ns: u64) -> Option<(f64, f64)> {
-        let lost_ns: u64 = self.lengths_ns.iter().sum();
+        let lost_ns = self.sum_ns;
         let wanted_ns = cpu_ns + lost_ns;
         if wanted_ns < min_wanted_ns.max(1) {
             return None;
         }
-        let n = self.lengths_ns.len() as f64;
+        let n = self.count as f64;
         Some((n / (wanted_ns as f64 / 1e9), if n > 0.0 { lost_ns as f64 / n / 1e3 } else { 0.0 }))
     }
 
-    /// The length at quantile `q` (nearest rank), in us; None without preemptions.
+    /// The quantiles [`Preempted`] keeps, as `nearest_rank` takes them.
+    const QUANTILES: [f64; 3] = [0.5, 0.9, 1.0];
+
+    /// Those of `sorted`'s lengths (`count` of them, ascending, `sum_ns` in all).
+    fn of(count: u64, sum_ns: u64, sorted: impl FnOnce(&mut dyn FnMut(u64)) -> Result<(), String>) -> Result<Preempted, String> {
+        // Nearest rank (throttlelab_core::output::nearest_rank): the 1-based rank's value.
+        let rank = |q: f64| ((q * count as f64).ceil() as u64).clamp(1, count.max(1)) - 1;
+        let ranks = Preempted::QUANTILES.map(rank);
+        let (mut at, mut found) = (0, [None; 3]);
+        sorted(&mut |ns| {
+            for (r, f) in ranks.iter().zip(&mut found) {
+                if *r == at {
+                    *f = Some(ns);
+                }
+            }
+            at += 1;
+        })?;
+        Ok(Preempted { count, sum_ns, p50_ns: found[0], p90_ns: found[1], max_ns: found[2] })
+    }
+
+    /// The length at quantile `q` (0.5, 0.9 or 1), in us; None without preemptions.
     pub fn quantile_us(&self, q: f64) -> Option<f64> {
-        throttlelab_core::output::nearest_rank(&self.lengths_ns, q).map(|ns| ns as f64 / 1e3)
+        let ns = match Preempted::QUANTILES.iter().position(|&k| k == q) {
+            Some(0) => self.p50_ns,
+            Some(1) => self.p90_ns,
+            Some(_) => self.max_ns,
+            None => panic!("quantile {q} is not kept"),
+        };
+        ns.map(|ns| ns as f64 / 1e3)
     }
 }
 
 impl Recorder {
-    /// Capture the threads `pids` (`comm` of each), and those they fork.
-    pub fn new(threads: &[(u32, String)]) -> Recorder {
-        let mut r = Recorder { threads: Vec::new(), by_pid: HashMap::default(), start_ns: None, end_ns: None, cpus: Vec::new(), preempted_ns: Vec::new() };
+    /// Capture the threads `pids` (`comm` of each), and those they fork;
+    /// what it cannot hold goes to spill files (unlinked) in `dir`.
+    pub fn new(threads: &[(u32, String)], dir: &Path) -> Result<Recorder, String> {
+        let log = Log::new(dir)?;
+        let preempted_ns = log.sorter()?;
+        let mut r = Recorder { threads: Vec::new(), by_pid: HashMap::default(), start_ns: None, end_ns: None, cpus: Vec::new(), preempted_ns, preempted_sum_ns: 0, log, failed: None };
         for (pid, comm) in threads {
             r.add(*pid, comm, 0, State::Unknown);
         }
-        r
+        Ok(r)
+    }
+
+    /// What it holds in memory, bytes: its threads (and the phases each
+    /// holds), its CPUs and the preemptions' sorter; not what is spilled.
+    pub fn held_bytes(&self) -> usize {
+        let threads: usize = self.threads.iter().map(|t| t.held.capacity() * std::mem::size_of::<Logged>() + t.comm.capacity()).sum();
+        threads
+            + self.threads.capacity() * std::mem::size_of::<Thread>()
+            + self.by_pid.capacity() * std::mem::size_of::<(u32, usize)>()
+            + self.cpus.capacity() * std::mem::size_of::<CpuSeen>()
+            + self.preempted_ns.held_bytes()
+    }
+
+    /// Thread `pid`'s held phases to the spill if it holds `HELD_PHASES`.
+    fn spill(&mut self, pid: u32) {
+        let Some(t) = self.by_pid.get(&pid).map(|&i| &mut self.threads[i]) else { return };
+        if t.held.len() >= HELD_PHASES {
+            if let Err(e) = self.log.spill(t) {
+                self.failed.get_or_insert(e);
+            }
+        }
+    }
+
+    fn preemption(&mut self, ns: u64) {
+        self.preempted_sum_ns += ns;
+        if let Err(e) = self.preempted_ns.push(ns) {
+            self.failed.get_or_insert(e.to_string());
+        }
     }
 
     fn add(&mut self, pid: u32, comm: &str, start_ns: u64, state: State) {
@@ -702,7 +952,7 @@ impl Recorder {
                 let idle_since = std::mem::replace(&mut self.cpus[cpu].idle_since, (*next_pid == 0).then_some(now));
                 if *next_pid == 0 || self.captured(*next_pid) {
                     if let Some(since) = self.cpus[cpu].others_since.take() {
-                        self.preempted_ns.push(now.saturating_sub(since));
+                        self.preemption(now.saturating_sub(since));
                     }
                 } else if *preempted && self.captured(*prev_pid) {
                     self.cpus[cpu].others_since.get_or_insert(now);
@@ -728,7 +978,7 @@ impl Recorder {
                     t.on_cpu_since = Some(now);
                     t.stint_segments_ns = 0;
                     if let Some((i, woken)) = t.late_sleep {
-                        if let Phase::Sleep { late_ns, .. } = &mut t.phases[i] {
+                        if let Some(Logged { phase: Phase::Sleep { late_ns, .. }, .. }) = t.held_mut(i) {
                             *late_ns = now.saturating_sub(woken);
                         }
                     }
@@ -760,6 +1010,17 @@ impl Recorder {
                 }
             }
         }
+        // The threads whose phases it may have added.
+        let (a, b) = match e.kind {
+            Kind::Switch { prev_pid, next_pid, .. } => (prev_pid, next_pid),
+            Kind::Waking { pid } => (e.pid, pid),
+            Kind::Exit { pid } => (pid, pid),
+            _ => (e.pid, e.pid),
+        };
+        self.spill(a);
+        if b != a {
+            self.spill(b);
+        }
     }
 
     /// Whether thread `pid` is captured and has not exited.
@@ -769,11 +1030,24 @@ impl Recorder {
 
     /// Other tasks' preemptions of the captured threads in the window so
     /// far; those still going on end at the end mark (or the last event).
-    pub fn preempted(&self, last_ns: u64) -> Preempted {
+    pub fn preempted(&self, last_ns: u64) -> Result<Preempted, String> {
         let end = self.end_ns.unwrap_or(last_ns).saturating_sub(self.start_ns.unwrap_or(0));
-        let mut lengths_ns: Vec<u64> = self.preempted_ns.iter().copied().chain(self.cpus.iter().filter_map(|c| c.others_since).map(|since| end.saturating_sub(since))).collect();
-        lengths_ns.sort_unstable();
-        Preempted { lengths_ns }
+        let mut going_on: Vec<u64> = self.cpus.iter().filter_map(|c| c.others_since).map(|since| end.saturating_sub(since)).collect();
+        going_on.sort_unstable();
+        let count = self.preempted_ns.len() + going_on.len() as u64;
+        let sum_ns = self.preempted_sum_ns + going_on.iter().sum::<u64>();
+        Preempted::of(count, sum_ns, |f| {
+            // The ended ones (sorted) and those going on, merged.
+            let mut going_on = going_on.iter().copied().peekable();
+            self.preempted_ns.each(|ns| {
+                while let Some(g) = going_on.next_if(|&g| g < ns) {
+                    f(g);
+                }
+                f(ns);
+            }).map_err(|e| e.to_string())?;
+            going_on.for_each(f);
+            Ok(())
+        })
     }
 
     /// Thread `pid`, if captured and not exited; `comm` renames it (exec).
@@ -809,7 +1083,7 @@ impl Recorder {
             (Some(w), _) if self.threads[w].state != State::Exited => {
                 let waker = &mut self.threads[w];
                 waker.end_burst_segment(now);
-                waker.phases.push(Phase::Wake { pid });
+                waker.push(Logged::new(Phase::Wake { pid }));
                 Phase::Wait
             }
             // A timed sleep that began before the window: only its end is known.
@@ -818,11 +1092,9 @@ impl Recorder {
             (_, Some(since)) => Phase::Sleep { ns: now.saturating_sub(since), late_ns: 0 },
         };
         let t = &mut self.threads[i];
-        t.late_sleep = matches!(phase, Phase::Sleep { .. }).then_some((t.phases.len(), now));
-        if matches!(phase, Phase::Sleep { .. }) {
-            t.sleeps_ended.push((t.phases.len(), now));
-        }
-        t.phases.push(phase);
+        let sleep = matches!(phase, Phase::Sleep { .. });
+        t.late_sleep = sleep.then_some((t.logged, now));
+        t.push(Logged { ended: sleep.then_some(now), ..Logged::new(phase) });
         t.state = State::Burst;
         t.woken_ns = Some(now);
         t.ready_since = Some(now);
@@ -831,7 +1103,7 @@ impl Recorder {
 
     /// The captured threads once the trace is read, their last bursts closed
     /// at the end mark; Err if a mark is missing; and the window's length.
-    pub fn finish(mut self) -> Result<(Vec<Thread>, u64), String> {
+    pub fn finish(mut self) -> Result<Finished, String> {
         let start = self.start_ns.ok_or("the trace has no start mark (its buffer overflowed, or tracing did not run)")?;
         let end = self.end_ns.ok_or("the trace has no end mark")?.saturating_sub(start);
         for t in &mut self.threads {
@@ -839,15 +1111,56 @@ impl Recorder {
                 t.end_burst_segment(end);
             }
         }
-        catch_up(&mut self.threads);
-        self.threads.iter_mut().for_each(queued_requests);
-        Ok((self.threads, end))
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        let sleeps = sleeps_rewrites(&self.log, &self.threads)?;
+        let rewrites = self.threads.iter().zip(sleeps).map(|(t, sleeps)| Ok(Rewrite { sleeps, queue_unit: queue_unit(&self.log, t)? })).collect::<Result<_, String>>()?;
+        Ok(Finished { threads: self.threads, window_ns: end, log: self.log, rewrites })
+    }
+}
+
+/// A capture window's threads once the trace is read; their phases are
+/// read back (from the spill) as the phases file is written.
+#[derive(Debug)]
+pub struct Finished {
+    pub threads: Vec<Thread>,
+    /// The window's length.
+    pub window_ns: u64,
+    log: Log,
+    rewrites: Vec<Rewrite>,
+}
+
+impl Finished {
+    /// Thread `i`'s phases, in order, to `out`.
+    pub fn each_phase(&self, i: usize, mut out: impl FnMut(Phase)) -> Result<(), String> {
+        self.rewrites[i].write(&self.log, &self.threads[i], &mut out)
+    }
+
+    /// Thread `i`'s phases (all of them in memory: for tests and short captures).
+    pub fn phases(&self, i: usize) -> Result<Vec<Phase>, String> {
+        let mut phases = Vec::new();
+        self.each_phase(i, |p| phases.push(p))?;
+        Ok(phases)
     }
 }
 
 impl Thread {
     fn new(pid: u32, comm: &str, start_ns: u64, state: State) -> Thread {
-        Thread { pid, comm: comm.to_string(), start_ns, phases: Vec::new(), cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, stint_segments_ns: 0, burst_ns: 0, runtime_ns: None, woken_ns: None, late_sleep: None, polling: false, ready_since: None, sleeps_ended: Vec::new(), burst_since: None, run_spans: Vec::new() }
+        Thread { pid, comm: comm.to_string(), start_ns, ran: false, cpu_ns: 0, untraced_switches: 0, state, on_cpu_since: None, stint_segments_ns: 0, burst_ns: 0, runtime_ns: None, woken_ns: None, late_sleep: None, polling: false, ready_since: None, burst_since: None, held: Vec::new(), logged: 0, chain: Chain::default() }
+    }
+
+    /// Log phase `l`, the next.
+    fn push(&mut self, l: Logged) {
+        self.ran |= matches!(l.phase, Phase::Run { .. });
+        self.held.push(l);
+        self.logged += 1;
+    }
+
+    /// Its phase `at`, if still held.
+    fn held_mut(&mut self, at: usize) -> Option<&mut Logged> {
+        let first = self.logged - self.held.len();
+        at.checked_sub(first).and_then(|i| self.held.get_mut(i))
     }
 
     /// Off its CPU at `now`: preempted (the burst goes on) or blocked. A
@@ -891,7 +1204,7 @@ impl Thread {
     fn took_up(&mut self, now: u64) {
         self.end_burst_segment(now);
         let since = self.ready_since.unwrap_or(now);
-        self.phases.push(Phase::Until { ns: since + now.saturating_sub(since) / 2 });
+        self.push(Logged::new(Phase::Until { ns: since + now.saturating_sub(since) / 2 }));
         self.ready_since = Some(now);
     }
 
@@ -935,10 +1248,8 @@ impl Thread {
 
     fn push_run(&mut self, now: u64) {
         if self.burst_ns > 0 {
-            if let Some(since) = self.burst_since.take() {
-                self.run_spans.push((self.phases.len(), since, now));
-            }
-            self.phases.push(Phase::Run { ns: self.burst_ns });
+            let span = self.burst_since.take().map(|since| (since, now));
+            self.push(Logged { span, ..Logged::new(Phase::Run { ns: self.burst_ns }) });
             self.burst_ns = 0;
         }
     }
@@ -948,11 +1259,88 @@ impl Thread {
 mod tests {
     use super::*;
 
+    /// A recorded thread and its phases.
+    struct Done {
+        thread: Thread,
+        phases: Vec<Phase>,
+    }
+
+    impl std::ops::Deref for Done {
+        type Target = Thread;
+        fn deref(&self) -> &Thread {
+            &self.thread
+        }
+    }
+
+    fn recorder(threads: &[(u32, String)]) -> Recorder {
+        Recorder::new(threads, &std::env::temp_dir()).unwrap()
+    }
+
     /// The threads a trace records with tasks 10 (`a`) and 11 (`b`) captured, and where it ends.
-    fn recorded(trace: &str) -> (Vec<Thread>, u64) {
-        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
+    fn recorded(trace: &str) -> (Vec<Done>, u64) {
+        let mut r = recorder(&[(10, "a".into()), (11, "b".into())]);
         trace.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
-        r.finish().unwrap()
+        done(r)
+    }
+
+    /// The threads `r` recorded, with their phases, and where the window ends.
+    fn done(r: Recorder) -> (Vec<Done>, u64) {
+        let f = r.finish().unwrap();
+        let phases: Vec<Vec<Phase>> = (0..f.threads.len()).map(|i| f.phases(i).unwrap()).collect();
+        (f.threads.into_iter().zip(phases).map(|(thread, phases)| Done { thread, phases }).collect(), f.window_ns)
+    }
+
+    /// A thread's phases as built by a test, with each timed sleep's end
+    /// (the phase's index, the time) and each run's span (index, start, end).
+    #[derive(Clone)]
+    struct Built {
+        pid: u32,
+        comm: String,
+        phases: Vec<Phase>,
+        sleeps_ended: Vec<(usize, u64)>,
+        run_spans: Vec<(usize, u64, u64)>,
+    }
+
+    impl Built {
+        fn new(pid: u32, comm: &str) -> Built {
+            Built { pid, comm: comm.into(), phases: Vec::new(), sleeps_ended: Vec::new(), run_spans: Vec::new() }
+        }
+    }
+
+    /// Built threads logged as the recorder logs them, through the spill.
+    fn logged(threads: &[Built]) -> (Log, Vec<Thread>) {
+        let mut log = Log::new(&std::env::temp_dir()).unwrap();
+        let threads = threads.iter().map(|b| {
+            let mut t = Thread::new(b.pid, &b.comm, 0, State::Burst);
+            for (i, &phase) in b.phases.iter().enumerate() {
+                let ended = b.sleeps_ended.iter().find(|e| e.0 == i).map(|e| e.1);
+                let span = b.run_spans.iter().find(|s| s.0 == i).map(|s| (s.1, s.2));
+                t.push(Logged { phase, span, ended });
+                if t.held.len() >= 7 {
+                    log.spill(&mut t).unwrap();
+                }
+            }
+            t
+        }).collect();
+        (log, threads)
+    }
+
+    /// Their sleeps rewritten as the end of a capture does.
+    fn catch_up(threads: &mut [Built]) {
+        let (log, logged) = logged(threads);
+        let sleeps = sleeps_rewrites(&log, &logged).unwrap();
+        for ((b, t), sleeps) in threads.iter_mut().zip(&logged).zip(sleeps) {
+            b.phases.clear();
+            Rewrite { sleeps, queue_unit: None }.write(&log, t, &mut |p| b.phases.push(p)).unwrap();
+        }
+    }
+
+    /// Its bursts split as the end of a capture does.
+    fn queued_requests(b: &mut Built) {
+        let (log, logged) = logged(std::slice::from_ref(b));
+        let queue_unit = queue_unit(&log, &logged[0]).unwrap();
+        b.phases.clear();
+        Rewrite { sleeps: Sleeps::Keep, queue_unit }.write(&log, &logged[0], &mut |p| b.phases.push(p)).unwrap();
     }
 
     /// Their phases alone.
@@ -1031,17 +1419,18 @@ mod tests {
             mark("1.008500", END_MARK),
         ]
         .concat();
-        let mut r = Recorder::new(&[(10, "a".into()), (11, "b".into())]);
+        let mut r = recorder(&[(10, "a".into()), (11, "b".into())]);
         t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
-        let p = r.preempted(0);
-        assert_eq!(p.lengths_ns, vec![200_000, 500_000, 1_000_000]);
+        let p = r.preempted(0).unwrap();
+        assert_eq!((p.count, p.sum_ns), (3, 1_700_000));
         assert_eq!((p.quantile_us(0.5), p.quantile_us(0.9), p.quantile_us(1.0)), (Some(500.0), Some(1000.0), Some(1000.0)));
         // 3 preemptions in the 3.3 ms the target wanted a CPU (6.6 ms on one at 1.7 ms lost).
         let (per_s, us) = p.background(1_600_000, 0).unwrap();
         assert!((per_s - 3.0 / 3.3e-3).abs() < 1e-6 && (us - 1700.0 / 3.0).abs() < 1e-9, "{per_s} {us}");
         assert_eq!(p.background(1_600_000, 4_000_000), None, "too little to tell");
-        assert_eq!(Preempted { lengths_ns: vec![] }.background(2_000_000_000, 1_000_000_000), Some((0.0, 0.0)));
-        assert_eq!(Preempted { lengths_ns: vec![] }.quantile_us(0.5), None);
+        let none = Preempted { count: 0, sum_ns: 0, p50_ns: None, p90_ns: None, max_ns: None };
+        assert_eq!(none.background(2_000_000_000, 1_000_000_000), Some((0.0, 0.0)));
+        assert_eq!(none.quantile_us(0.5), None);
     }
 
     #[test]
@@ -1125,9 +1514,9 @@ mod tests {
             mark("1.010000", END_MARK),
         ]
         .concat();
-        let mut r = Recorder::new(&[(10, "a".into())]);
+        let mut r = recorder(&[(10, "a".into())]);
         t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
-        let (threads, _) = r.finish().unwrap();
+        let (threads, _) = done(r);
         assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (1_000_000, 1));
     }
 
@@ -1149,9 +1538,9 @@ mod tests {
             mark("1.010000", END_MARK),
         ]
         .concat();
-        let mut r = Recorder::new(&[(10, "a".into())]);
+        let mut r = recorder(&[(10, "a".into())]);
         t.lines().filter_map(parse_line).for_each(|e| r.event(&e.unwrap()));
-        let (threads, _) = r.finish().unwrap();
+        let (threads, _) = done(r);
         assert_eq!((threads[0].cpu_ns, threads[0].untraced_switches), (2_499_000, 0));
         assert_eq!(threads[0].phases, [Phase::Until { ns: 1_000_000 }, Phase::Run { ns: 2_499_000 }]);
     }
@@ -1263,10 +1652,10 @@ mod tests {
             phases
         };
         let told = |threads: &[(&str, Vec<Phase>)]| {
-            let mut threads: Vec<Thread> = threads
+            let mut threads: Vec<Built> = threads
                 .iter()
                 .enumerate()
-                .map(|(pid, (comm, phases))| Thread { phases: phases.clone(), ..Thread::new(pid as u32, comm, 0, State::Burst) })
+                .map(|(pid, (comm, phases))| Built { phases: phases.clone(), ..Built::new(pid as u32, comm) })
                 .collect();
             catch_up(&mut threads);
             threads.into_iter().map(|t| t.phases).collect::<Vec<_>>()
@@ -1296,7 +1685,7 @@ mod tests {
         // sleep to the next due time, none if that is past (its work goes
         // on). What it replays, and the due gaps of the sleeps it made.
         let cycles = |n: u64, gap: fn(f64) -> f64| {
-            let (mut t, mut due, mut now) = (Thread::new(1, "gen", 0, State::Burst), 0, 0);
+            let (mut t, mut due, mut now) = (Built::new(1, "gen"), 0, 0);
             let mut gaps = Vec::new();
             let mut last_due = None;
             for i in 0..n {
@@ -1316,7 +1705,7 @@ mod tests {
             }
             (t, gaps)
         };
-        let told = |t: Thread| {
+        let told = |t: Built| {
             let mut threads = vec![t];
             catch_up(&mut threads);
             threads.remove(0).phases
@@ -1337,7 +1726,7 @@ mod tests {
         // tell; uniform lengths; two fixed lengths whose spread (1 and 39 ms:
         // a coefficient of variation of 0.95) is an exponential's.
         let plain = |n: u64, gap: fn(f64) -> f64| {
-            let mut t = Thread::new(1, "gen", 0, State::Burst);
+            let mut t = Built::new(1, "gen");
             for i in 0..n {
                 t.phases.push(Phase::Run { ns: 1_000_000 });
                 t.sleeps_ended.push((t.phases.len(), i * 100_000_000));
@@ -1356,7 +1745,7 @@ mod tests {
         // A worker woken by a sibling 60 times: bursts of one request of
         // 1.6 ms (+-3 %), every fifth three of them, in a span of 30 ms.
         let worker = |cost: fn(u64) -> u64| {
-            let mut t = Thread::new(2, "w", 0, State::Burst);
+            let mut t = Built::new(2, "w");
             for i in 0..60u64 {
                 t.phases.push(Phase::Wait);
                 t.run_spans.push((t.phases.len(), i * 100_000_000, i * 100_000_000 + 30_000_000));
@@ -1375,7 +1764,7 @@ mod tests {
         let third = 3 * one(5) / 3;
         assert_eq!(t.phases[at - 2..at + 4], [Phase::Wait, Phase::Run { ns: third }, Phase::Until { ns: 510_000_000 }, Phase::Run { ns: third }, Phase::Until { ns: 520_000_000 }, Phase::Run { ns: third }]);
         assert_eq!(t.phases.iter().filter(|p| matches!(p, Phase::Until { .. })).count(), 2 * 12);
-        let cpu = |t: &Thread| t.phases.iter().map(|p| if let Phase::Run { ns } = p { *ns } else { 0 }).sum::<u64>();
+        let cpu = |t: &Built| t.phases.iter().map(|p| if let Phase::Run { ns } = p { *ns } else { 0 }).sum::<u64>();
         assert_eq!(cpu(&t), cpu(&worker(|i| if i % 5 == 0 { 3 * one(i) } else { one(i) })));
         // Bursts of any length (not whole multiples of one cost) stay whole.
         let mut any = worker(|i| 1_000_000 + i * i * 7_919 % 2_000_000);
@@ -1496,9 +1885,47 @@ mod tests {
         assert!(threads[1].phases.is_empty());
     }
 
+    /// What the recorder holds does not grow with the events it is fed:
+    /// `cycles` of two captured threads waking each other, one preempted by
+    /// another task and woken by a timer, 10 times over, hold the same.
+    #[test]
+    fn the_recorder_holds_as_much_for_ten_times_the_events() {
+        let fed = |cycles: u64| {
+            let mut r = recorder(&[(10, "a".into()), (11, "b".into())]);
+            let event = |ts_ns: u64, pid: u32, context: Context, kind: Kind| Event { ts_ns, pid, context, cpu: 0, kind };
+            let switch = |prev_pid: u32, preempted: bool, next_pid: u32| Kind::Switch { prev_pid, prev_comm: "t".into(), preempted, next_pid, next_comm: "t".into() };
+            r.event(&event(0, 1, Context::Task, Kind::Mark(START_MARK.into())));
+            for i in 0..cycles {
+                let t = 1_000 + i * 10_000;
+                for e in [
+                    event(t, 10, Context::Task, Kind::Waking { pid: 11 }),
+                    event(t + 1_000, 10, Context::Task, switch(10, false, 11)),
+                    event(t + 2_000, 11, Context::Task, switch(11, true, 50)),
+                    event(t + 3_000 + i % 7 * 100, 50, Context::Task, switch(50, false, 11)),
+                    event(t + 5_000, 0, Context::HardIrq, Kind::Waking { pid: 10 }),
+                    event(t + 6_000, 11, Context::Task, switch(11, false, 10)),
+                ] {
+                    r.event(&e);
+                }
+            }
+            let held = r.held_bytes();
+            r.event(&event(1_000 + cycles * 10_000, 1, Context::Task, Kind::Mark(END_MARK.into())));
+            let logged: usize = r.threads.iter().map(|t| t.logged).sum();
+            let preempted = r.preempted(0).unwrap();
+            let f = r.finish().unwrap();
+            (held, logged, preempted.count, f.phases(1).unwrap().len())
+        };
+        let (n, ten_n) = (fed(100_000), fed(1_000_000));
+        assert_eq!(n.0, ten_n.0, "bytes held");
+        // Ten times the phases and preemptions, and all of them read back.
+        assert!(n.1 >= 400_000 && ten_n.1 >= 10 * n.1 - 10, "{n:?} {ten_n:?}");
+        assert_eq!((n.2, ten_n.2), (100_000, 1_000_000));
+        assert!(ten_n.3 >= 10 * n.3 - 10 && n.3 >= 200_000, "{n:?} {ten_n:?}");
+    }
+
     #[test]
     fn a_trace_without_marks_is_refused() {
-        let r = Recorder::new(&[(10, "a".into())]);
+        let r = recorder(&[(10, "a".into())]);
         assert!(r.finish().unwrap_err().starts_with("the trace has no start mark"));
     }
 }

@@ -182,26 +182,52 @@ pub fn line(p: &Phase, wake_targets: &[String]) -> Option<String> {
     })
 }
 
-/// The sections of `sections` named in `order`, in that order, as the
-/// file's text.
-fn text(sections: &Sections, order: &[usize]) -> Result<String, String> {
-    let mut text = format!("{HEADER}\n");
-    for &i in order {
-        let (name, phases) = &sections.sections[i];
-        text += &format!("[{name}]\n");
-        for p in phases {
-            text += &line(p, &sections.wake_targets).ok_or_else(|| format!("[{name}]: {p:?} has no line in a phases file"))?;
-            text.push('\n');
-        }
+/// A phases file written as it goes, a section and then its phases: a
+/// capture writes each thread's phases as it reads them back, never all
+/// in memory.
+pub struct Writer<W: Write> {
+    gz: std::io::BufWriter<flate2::write::GzEncoder<W>>,
+}
+
+impl<W: Write> Writer<W> {
+    pub fn new(out: W) -> Result<Writer<W>, String> {
+        let mut w = Writer { gz: std::io::BufWriter::with_capacity(1 << 16, flate2::write::GzEncoder::new(out, flate2::Compression::default())) };
+        w.text(format_args!("{HEADER}\n"))?;
+        Ok(w)
     }
-    Ok(text)
+
+    fn text(&mut self, text: std::fmt::Arguments) -> Result<(), String> {
+        self.gz.write_fmt(text).map_err(|e| e.to_string())
+    }
+
+    /// The next section, thread `name`'s.
+    pub fn section(&mut self, name: &str) -> Result<(), String> {
+        self.text(format_args!("[{name}]\n"))
+    }
+
+    /// Its next phase; a wake names `wake_targets[k]`.
+    pub fn phase(&mut self, p: &Phase, name: &str, wake_targets: &[String]) -> Result<(), String> {
+        let line = line(p, wake_targets).ok_or_else(|| format!("[{name}]: {p:?} has no line in a phases file"))?;
+        self.text(format_args!("{line}\n"))
+    }
+
+    /// The file ends here.
+    pub fn finish(self) -> Result<W, String> {
+        self.gz.into_inner().map_err(|e| e.error().to_string())?.finish().map_err(|e| e.to_string())
+    }
 }
 
 /// Write `sections` (those named in `order`, in that order) gzip-compressed to `out`.
 pub fn write(out: impl Write, sections: &Sections, order: &[usize]) -> Result<(), String> {
-    let text = text(sections, order)?;
-    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
-    gz.write_all(text.as_bytes()).and_then(|_| gz.finish().map(drop)).map_err(|e| e.to_string())
+    let mut w = Writer::new(out)?;
+    for &i in order {
+        let (name, phases) = &sections.sections[i];
+        w.section(name)?;
+        for p in phases {
+            w.phase(p, name, &sections.wake_targets)?;
+        }
+    }
+    w.finish().map(drop)
 }
 
 /// Write every section, in order, to a new file at `path`.
@@ -287,6 +313,31 @@ pub fn write_replay(text: &str, tasks: &[CapturedTask], sections: &Sections, out
 
 #[cfg(test)]
 mod tests {
+
+    /// Written as it goes, the file is byte for byte one gzip of its whole
+    /// text (as it was written before), across the writer's buffer.
+    #[test]
+    fn a_file_written_as_it_goes_is_one_gzip_of_its_text() {
+        let phases: Vec<Phase> = (0..40_000u64).map(|i| match i % 4 {
+            0 => Phase::Run(i * 1_000),
+            1 => Phase::Sleep(i * 7_000),
+            2 => Phase::Wake(0),
+            _ => Phase::Wait,
+        }).collect();
+        let names = vec!["a-1".to_string(), "b-2".to_string()];
+        let sections = Sections { sections: vec![(names[0].clone(), phases.clone()), (names[1].clone(), phases)], wake_targets: names };
+        let mut text = format!("{HEADER}\n");
+        for (name, phases) in &sections.sections {
+            text += &format!("[{name}]\n");
+            phases.iter().for_each(|p| text += &(line(p, &sections.wake_targets).unwrap() + "\n"));
+        }
+        assert!(text.len() > 4 << 16, "{}", text.len());
+        let mut whole = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        whole.write_all(text.as_bytes()).unwrap();
+        let mut streamed = Vec::new();
+        write(&mut streamed, &sections, &[0, 1]).unwrap();
+        assert_eq!(streamed, whole.finish().unwrap());
+    }
     use super::*;
 
     #[test]
