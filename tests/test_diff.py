@@ -310,6 +310,43 @@ def test_the_simulators_trace_has_the_slack_timer_and_distribution(write_scenari
     assert {"refill", "assign", "throttle", "unthrottle", "distribute"} <= kinds
 
 
+LATE_START = """name = "late-start"
+duration_s = 0.1
+[machine]
+cpus = 2
+hz = 250
+[[cgroup]]
+name = "app"
+period_us = 20000
+quota_us = 20000
+[[task]]
+name = "a"
+cgroup = "app"
+phases = [{ run_us = 1_000_000 }]
+[[task]]
+name = "b"
+cgroup = "app"
+start_us = 2000
+phases = [{ run_us = 1_000_000 }]
+"""
+
+
+def test_the_paired_simulators_threads_start_as_late_as_the_kernels():
+    """The kernel's first worker ran 900 us after the common start (a TCG
+    guest's wake-up): every task moves by it, beyond the earliest start the
+    scenario asks for, and the paired simulator's first grant (the first
+    thread's first charge asks for a slice) moves from the start to it."""
+    resolved = json.loads(diff._native.validate(LATE_START, []))
+    assert diff.start_overrides(resolved, 900.4) == ["task.a.start_us=900", "task.b.start_us=2900"]
+    assert diff.start_overrides(resolved, None) == [] and diff.start_overrides(resolved, 0.0) == []
+    host = {"release": "6.12.0", "hz": 250, "cgroup": "v2", "background_per_s": 0.0, "background_us": 0.0, "uptime_s": 10.0}
+    first = {}
+    for late in (None, 900.4):
+        _, records = diff.paired_sim(LATE_START, diff.start_overrides(resolved, late), host, 1)
+        first[late] = min(r["t_ns"] for r in records if r["tg"] == 1 and r["kind"] == "assign")
+    assert first[None] == 0 and first[900.4] == 900_000, first
+
+
 def test_diff_refuses_bad_input_in_one_line(write_scenario):
     result = cli("diff", write_scenario(quota_us="-1"))
     assert result.exit_code == 2
@@ -396,12 +433,18 @@ def test_diff_on_debians_6_12_sees_grants_and_distribution(write_scenario):
     periods: counted by their overrun), throttles and unthrottles alternate,
     and most expiries find a cfs_rq throttled (under TCG 6.12 leaves some
     periods unthrottled: tests/test_vm.py allows 75 %); grants and
-    distributions come in most periods."""
+    distributions come in most periods. Two runs in the boot: the second
+    sets its probes as the first did (the first's removed before its
+    tracefs is unmounted)."""
     text = open(write_scenario(quota_us="5000")).read().replace("duration_s = 0.5", "duration_s = 1", 1)
-    result = diff.diff(text, on=diff.vm_traced_runs(vm.kernel("6.12", lambda _: None)), settle_s=0.5)
+    result = diff.diff(text, runs=2, on=diff.vm_traced_runs(vm.kernel("6.12", lambda _: None)), settle_s=0.5)
     run = result["runs"][0]
     assert run["host"]["release"].startswith("6.12.")
     assert set(run["kinds"]) == set(diff.KINDS), run["notes"]
+    second = result["runs"][1]
+    assert second["host"]["vm"]["run_in_boot"] == 2
+    assert set(second["kinds"]) == set(diff.KINDS), second["notes"]
+    assert not any("File exists" in note for note in second["notes"]), second["notes"]
     kernel, sim = run["streams"]
     throttled = _expiries_and_throttling(kernel, 100)
     # A late expiry's overrun periods count as throttled too (nr_throttled += overrun).

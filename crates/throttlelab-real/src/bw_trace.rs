@@ -244,14 +244,21 @@ fn append(path: &PathBuf, line: &str) -> std::io::Result<()> {
 
 impl Drop for BwTrace {
     fn drop(&mut self) {
-        // The instance first (its events off, then removed): an enabled probe cannot be removed.
-        drop(self.instance.take());
+        // The instance's events off first (an enabled probe cannot be
+        // removed), the probes next, the instance last: dropping it unmounts
+        // the tracefs it mounted (a guest's, a mount namespace's), and with it
+        // `kprobe_events`. Removed after, the probes stayed defined, and the
+        // next run in the same boot could set none ("File exists").
+        if let Some(instance) = &self.instance {
+            let _ = instance.write("events/enable", "0");
+        }
         let events = self.root.join("kprobe_events");
         for name in &self.defined {
             if let Err(e) = append(&events, &format!("-:{GROUP}/{name}\n")) {
                 eprintln!("throttlelab: warning: cannot remove kprobe {GROUP}/{name}: {e}");
             }
         }
+        drop(self.instance.take());
     }
 }
 
