@@ -1,5 +1,6 @@
-//! What a long capture cannot hold in memory, on disk: an unlinked file in a
-//! directory the capture chose (beside its output), gone when it is dropped.
+//! What a long capture cannot hold in memory, on disk: a file without a name
+//! (`tempfile::tempfile_in`) in a directory the capture chose (beside its
+//! output), gone when it is dropped.
 //! [`Spill`] keeps chains of chunks (one a captured thread: its phases, as
 //! they are recognised), [`Sorter`] sorts more numbers than it holds (runs
 //! sorted in memory, merged when read). Either holds at most a chunk or a
@@ -7,20 +8,10 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// A new file in `dir`, unlinked at once: read and written through its handle.
-fn unlinked(dir: &Path) -> io::Result<File> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let path = dir.join(format!(".throttlelab-spill-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
-    let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-    std::fs::remove_file(&path)?;
-    Ok(file)
-}
 
 /// Where a chain's chunks are: the first and the last (None: empty).
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,7 +33,7 @@ pub struct Spill {
 
 impl Spill {
     pub fn new(dir: &Path) -> io::Result<Spill> {
-        Ok(Spill { file: unlinked(dir)?, end: 0 })
+        Ok(Spill { file: tempfile::tempfile_in(dir)?, end: 0 })
     }
 
     /// Append `bytes` as `chain`'s next chunk.
@@ -119,7 +110,7 @@ pub struct Sorter {
 
 impl Sorter {
     pub fn new(dir: &Path) -> io::Result<Sorter> {
-        Ok(Sorter { file: unlinked(dir)?, end: 0, held: Vec::new(), len: 0 })
+        Ok(Sorter { file: tempfile::tempfile_in(dir)?, end: 0, held: Vec::new(), len: 0 })
     }
 
     pub fn push(&mut self, n: u64) -> io::Result<()> {
