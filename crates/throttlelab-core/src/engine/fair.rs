@@ -595,7 +595,14 @@ impl Sim<'_> {
         self.update_curr(rq, self.now);
         let (sa, sb) = (&self.ses[a], &self.ses[b]);
         let preempt = if self.profile.has_eevdf() {
-            sa.vruntime <= self.avg_vruntime(rq) && sa.deadline < sb.deadline
+            // `pick_eevdf(cfs_rq) == pse`: the woken entity is the eligible
+            // queued one with the earliest deadline, and the running one
+            // keeps the CPU only while eligible with a strictly earlier
+            // deadline (`entity_before`): a tie goes to the woken, as when
+            // the enqueue's `update_curr` has just renewed an expired slice.
+            let v = self.avg_vruntime(rq);
+            let curr_keeps = sb.vruntime <= v && sb.deadline < sa.deadline;
+            sa.vruntime <= v && !curr_keeps && self.pick_next_entity(rq) == Some(a)
         } else {
             sb.vruntime as i64 - sa.vruntime as i64 > calc_delta_fair(self.tun.wakeup_granularity_ns, sa.weight) as i64
         };
@@ -689,6 +696,42 @@ mod tests {
         with_utils([1024.0, 0.0], |sim| assert_eq!(sim.nr_idle_scan(), 1)); // x = 512: y = 674
         with_utils([1024.0, 214.0], |sim| assert_eq!(sim.nr_idle_scan(), 1)); // x = 619: y = 512
         with_utils([1024.0, 216.0], |sim| assert_eq!(sim.nr_idle_scan(), 0)); // x = 620: y = 511
+    }
+
+    /// Two threads of one group on one CPU: `a` runs alone from 0, `b` (which
+    /// ran before, so no initial placement) wakes at `wake_ns`. No tick runs
+    /// in between, so the enqueue's `update_curr` is `a`'s first since it
+    /// was picked. Whether the wake-up asked to preempt `a`.
+    fn woken_preempts(wake_ns: u64) -> bool {
+        let text = "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 1\n[kernel]\nprofile = \"6.18\"\n\
+                    [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 2\n\
+                    phases = [{ run_us = 100000 }]\n";
+        let s = load(text, &[]).unwrap();
+        let mut sim = Sim::new(&s, SimOptions::default());
+        sim.try_to_wake_up(0);
+        sim.schedule(0);
+        assert_eq!(sim.rqs[0].curr, Some(0));
+        sim.threads[1].cpu_ns = 1;
+        sim.now = wake_ns;
+        sim.try_to_wake_up(1);
+        sim.rqs[0].need_resched
+    }
+
+    /// `pick_eevdf`: the running entity keeps the CPU only with a strictly
+    /// earlier deadline. At 3 ms `a`'s first slice (half a slice, placed
+    /// initially) is long over: the enqueue's `update_curr` renews it to
+    /// `v + vslice`, the woken is placed at `v` (lag 0) with the same
+    /// deadline, and the tie goes to the woken (traced on 6.18: a woken
+    /// worker took the CPU at its wake-up from a worker whose slice had run
+    /// out; docs/edge-meet/). Just after a renewal, `a`'s deadline is the
+    /// earlier one and it keeps the CPU.
+    #[test]
+    fn a_woken_entity_wins_a_tie_of_deadlines() {
+        assert!(woken_preempts(3_000_000));
+        // One CPU: a 0.75 ms slice, a's first (placed initially) half of it.
+        // At 0.2 ms that is not over: the woken's deadline, 0.2 + 0.75 ms,
+        // is later than a's 0.375 ms.
+        assert!(!woken_preempts(200_000));
     }
 
     /// An idle CPU's `util_avg` halves every 32 PELT periods of 1024 us.
