@@ -6,20 +6,16 @@ themselves are measurements (docs/kernel-patches.md says how they were taken).""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import script
 from throttlelab import _native, vm
 
-ROOT = Path(__file__).resolve().parent.parent
-SPEC = importlib.util.spec_from_file_location("kernel_patches", ROOT / "scripts" / "kernel_patches.py")
-kp = importlib.util.module_from_spec(SPEC)
-sys.modules["kernel_patches"] = kp  # its dataclasses look their module up
-SPEC.loader.exec_module(kp)
+kp = script("kernel_patches")
 
 
 def test_every_row_is_a_scenario_with_its_variants_features():
