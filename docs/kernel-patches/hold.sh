@@ -1,8 +1,8 @@
 #!/bin/sh
 # The tl-measure hold of docs/kernel-patches.md (TCG guest, 2 CPUs, the kernel
 # scripts/build_kernel.sh prints): the table's new rows, and `diff` on one case
-# of each new patch (the cases without it, spin2-10-20 and spin2-50-100, are
-# there to run beside them).
+# of each new patch (the cases without it, spin2-10-20 and spin2-50-100, ran
+# in a second hold with the same diff command).
 #   tl-measure sh docs/kernel-patches/hold.sh K OUT   (from the worktree, the venv active)
 set -e
 K=$1 OUT=$2 d=docs/kernel-patches
