@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Build a small 6.12 kernel from Debian's linux-source-6.12 with the seeds' fixes
-# (kernel/patches/*.patch: the slush fund and the no-op bandwidth update, each a
-# sched feature, off by default), for `throttlelab real --kernel PATH`.
+# (kernel/patches/*.patch: the slush fund, the no-op bandwidth update, the
+# atomic pool and interleaved period timers, each a sched feature, off by
+# default), for `throttlelab real --kernel PATH`.
 #
 #   bash scripts/build_kernel.sh [--plain] [--jobs N]
 #
 # --plain builds without the patches. The config is tinyconfig plus what the
 # guest's run needs (SMP, a serial console, an initramfs, proc/sys/devtmpfs,
 # cgroups with CFS bandwidth and cpusets v1 and v2, tracefs and KALLSYMS for the
-# period timer's offset (the trace names the timer by its function), debugfs
-# for /sys/kernel/debug/sched/features, HZ=250 as Debian's). The image and its
-# config are kept under
+# period timer's offset (the trace names the timer by its function), kprobe
+# events for `throttlelab diff` (without BTF: the probes' fallbacks without
+# fields), debugfs for /sys/kernel/debug/sched/features, HZ=250 as Debian's).
+# The image and its config are kept under
 # ${XDG_CACHE_HOME:-~/.cache}/throttlelab/kernels/built-6.12-<hash of the patches and this script>/,
 # which the script prints last; a second run with the same patches reuses them.
 # Needs root once for `apt-get install linux-source-6.12` and the build tools.
@@ -69,9 +71,10 @@ make -s tinyconfig
     -e HIGH_RES_TIMERS -e NO_HZ_IDLE -e HZ_250 -d HZ_100 \
     -e CGROUPS -e CGROUP_SCHED -e FAIR_GROUP_SCHED -e CFS_BANDWIDTH -e CPUSETS -e CPUSETS_V1 \
     -e CGROUP_CPUACCT -e SCHED_DEBUG -e DEBUG_FS -e FTRACE -e ENABLE_DEFAULT_TRACERS \
-    -e ACPI -e PCI -e X86_TSC -e IKCONFIG -e IKCONFIG_PROC -e UNIX -e NET -e KALLSYMS
+    -e ACPI -e PCI -e X86_TSC -e IKCONFIG -e IKCONFIG_PROC -e UNIX -e NET -e KALLSYMS \
+    -e KPROBES -e KPROBE_EVENTS
 make -s olddefconfig
-for option in CFS_BANDWIDTH CPUSETS_V1 HZ_250 SCHED_DEBUG DEBUG_FS SERIAL_8250_CONSOLE KALLSYMS; do
+for option in CFS_BANDWIDTH CPUSETS_V1 HZ_250 SCHED_DEBUG DEBUG_FS SERIAL_8250_CONSOLE KALLSYMS KPROBE_EVENTS; do
     grep -q "^CONFIG_$option=y" .config || { echo "CONFIG_$option did not stick" >&2; exit 1; }
 done
 echo "building ($jobs jobs)" >&2

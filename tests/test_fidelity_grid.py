@@ -7,21 +7,16 @@ under tl-measure, docs/fidelity.md)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import script
 from throttlelab import _native
 from throttlelab.runner import simulate
 
-ROOT = Path(__file__).resolve().parent.parent
-SPEC = importlib.util.spec_from_file_location("fidelity_grid", ROOT / "scripts" / "fidelity_grid.py")
-grid = importlib.util.module_from_spec(SPEC)
-sys.modules["fidelity_grid"] = grid  # its dataclasses look their module up
-SPEC.loader.exec_module(grid)
+grid = script("fidelity_grid")
 
 
 def test_the_edge_grid_is_the_issues():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -140,8 +141,17 @@ def test_a_feature_no_patch_adds_is_refused(tmp_path):
     image = tmp_path / "bzImage"
     image.write_bytes(b"")
     k = vm.kernel(str(image), lambda _: None)
-    with pytest.raises(vm.VmError, match=r"no kernel patch for kernel.features atomic_pool \(kernel/patches has slush_fund, noop_update\)"):
-        vm.run(k, "", [[]], resolved(features=["slush_fund", "atomic_pool"]))
+    with pytest.raises(vm.VmError, match=r"no kernel patch for kernel.features hard_limits \(kernel/patches has slush_fund, "
+                                         r"noop_update, atomic_pool, interleave_timers\)"):
+        vm.run(k, "", [[]], resolved(features=["slush_fund", "hard_limits"]))
+
+
+def test_the_guest_switches_on_the_sched_features_the_patches_add():
+    """Each feature vm.SCHED_FEATURES switches on is one a patch in kernel/patches
+    adds (off by default), and each such feature is switchable."""
+    patches = sorted((Path(__file__).resolve().parent.parent / "kernel" / "patches").glob("*.patch"))
+    added = re.findall(r"^\+SCHED_FEAT\((\w+), (\w+)\)$", "".join(p.read_text() for p in patches), re.M)
+    assert sorted(added) == sorted((name, "false") for name in vm.SCHED_FEATURES.values())
 
 
 def test_a_guest_whose_kernel_panics_under_tcg_is_booted_again(tmp_path, monkeypatch):

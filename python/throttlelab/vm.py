@@ -451,12 +451,18 @@ def _check_config(k: Kernel, cgroup: str) -> None:
 
 #: The simulator's features that kernel/patches add to a kernel, as the sched
 #: features that switch them on (/sys/kernel/debug/sched/features).
-SCHED_FEATURES = {"slush_fund": "SLUSH_FUND", "noop_update": "NOOP_BANDWIDTH_UPDATE"}
+SCHED_FEATURES = {
+    "slush_fund": "SLUSH_FUND",
+    "noop_update": "NOOP_BANDWIDTH_UPDATE",
+    "atomic_pool": "ATOMIC_POOL",
+    "interleave_timers": "INTERLEAVE_TIMERS",
+}
 
 
 def _sched_features(features: Sequence[str]) -> str:
-    """The run script's lines that switch on ``features`` in the guest, or say in
-    one line that its kernel lacks one (scripts/build_kernel.sh builds one that has them)."""
+    """The run script's lines that switch on ``features`` in the guest and check
+    that each is on, or say in one line that its kernel lacks one
+    (scripts/build_kernel.sh builds one that has them)."""
     if not features:
         return ""
     lines = ["mount -t debugfs debugfs /sys/kernel/debug || exit 2"]
@@ -466,7 +472,11 @@ def _sched_features(features: Sequence[str]) -> str:
             f"grep -qwE '(NO_)?{name}' /sys/kernel/debug/sched/features || {{ echo 'throttlelab-real: error: this kernel "
             f"has no sched feature {name} for {f} (scripts/build_kernel.sh builds one with kernel/patches)' >&2; exit 2; }}"
         )
-        lines.append(f"echo {name} > /sys/kernel/debug/sched/features")
+        # Listed as NAME once on (NO_NAME while off): the switch took.
+        lines.append(
+            f"echo {name} > /sys/kernel/debug/sched/features; grep -qw {name} /sys/kernel/debug/sched/features || "
+            f"{{ echo 'throttlelab-real: error: the sched feature {name} did not switch on' >&2; exit 2; }}"
+        )
     return "\n".join(lines) + "\n"
 
 
