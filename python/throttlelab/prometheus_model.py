@@ -27,11 +27,14 @@ and its range is the spread of the consistent models' predictions there.
 
 Where no such model is consistent, the aligned family (:func:`aligned_models`,
 :meth:`Fit.widen`) is fitted next: threads that wake together on a timer, K
-wake-ups then a rest, held to the band's share of periods with work as well;
-each in two kinds: computing a burst of work (a batch that ticks: what
-throttling holds back is owed) and, as rt-app's `runtime` on its `timer`
-(``Model.timed``), busy for a wall time on a timer of its own that counts
-from a late wake-up (what throttling holds back is lost).
+wake-ups then a rest, held to the band's share of periods with work as well.
+Its threads compute a burst of work (a batch that ticks: what throttling
+holds back is owed). Where neither it nor the closed loop fits, its timed kind
+is fitted last (``Model.timed``): busy for a wall time, as rt-app's `runtime`
+on its `timer`, a timer of each thread's own that counts from a late wake-up
+(what throttling holds back is lost). A timed model held at its limit fits
+any demand above it, so it comes last: a container the others explain is not
+refused for it.
 The closed-loop family (:func:`closed_models`) is fitted with it: threads that
 each run a burst, then sleep, the sleep starting when the burst ends (a worker
 that computes, then waits; stress-ng's --cpu-load): its demand waits while it
@@ -178,10 +181,10 @@ class Model:
         )
 
 
-def aligned_models(threads: Sequence[int]) -> list[Model]:
-    """The aligned family: every timer, duty and rest, on each thread count,
-    computing work and busy for a wall time (``timed``)."""
-    return [Model(round(d * t), n, t, r, timed=w) for w in (False, True) for n in threads for t in TIMERS_US for d in DUTIES for r in RESTS_US]
+def aligned_models(threads: Sequence[int], timed: bool = False) -> list[Model]:
+    """The aligned family: every timer, duty and rest, on each thread count;
+    computing work, or (``timed``) busy for a wall time."""
+    return [Model(round(d * t), n, t, r, timed=timed) for n in threads for t in TIMERS_US for d in DUTIES for r in RESTS_US]
 
 
 def closed_models(threads: Sequence[int]) -> list[Model]:
@@ -402,15 +405,21 @@ class Fit:
         self.factors = [self.demand_factors if b.usage_cpus >= NEAR_LIMIT * quota_cpus else (1.0,) for b in self.bands]
         self.slots = [(m, i, f) for m in self.models for i in range(len(self.bands)) for f in self.factors[i]]
         self.consistent: list[Variant] = []
+        #: The families :meth:`widen` has added so far (0: the independent one only).
+        self.stage = 0
         self.closest: tuple[float, Model] = (math.inf, self.models[0])
 
     def widen(self) -> bool:
-        """Where no independent model reproduced the counters (after :meth:`take`),
-        the closed loop and the aligned family, together (each consistent model
-        counts in the search): True when :meth:`runs` now gives their runs."""
-        if self.consistent or self.models[0].family != "independent":
+        """Where no model reproduced the counters (after :meth:`take`), the next
+        families: after the independent one, the closed loop and the aligned
+        family, together (each consistent model counts in the search); after
+        those, the aligned family's timed kind. True when :meth:`runs` now gives
+        their runs."""
+        stages = (lambda: closed_models(self.counts) + aligned_models(self.counts), lambda: aligned_models(self.counts, timed=True))
+        if self.consistent or self.stage >= len(stages):
             return False
-        self.models = closed_models(self.counts) + aligned_models(self.counts)
+        self.models = stages[self.stage]()
+        self.stage += 1
         self.tried += len(self.models)
         # Bursts that wake together are throttled at a low mean usage (the
         # kubernetes-mixin #108 shape): any throttled band may have held demand back.
