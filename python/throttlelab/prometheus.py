@@ -17,7 +17,10 @@ cgroup's path). Pod-level cgroups of the kubelet (``container=""`` with a
 
 The node's CPU count is cAdvisor's ``machine_cpu_cores``, joined to a
 container by the scrape's ``node`` label where both carry it, else by
-``instance`` (the cAdvisor scraped): throttled seconds grow with it.
+``instance`` (the cAdvisor scraped): throttled seconds grow with it. The
+node's other load in a window is its root container's usage (``id="/"``, the
+whole machine) less the container's own, joined the same way: it takes CPUs
+from the container's threads, which changes its throttled seconds.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ COUNTERS = (USAGE, PERIODS, THROTTLED_PERIODS, THROTTLED_SECONDS)
 GAUGES = (QUOTA, PERIOD, THREADS)
 #: The node's logical CPUs (cAdvisor's machine collector; no container labels).
 MACHINE_CPUS = "machine_cpu_cores"
+#: cAdvisor's root container: the whole node's usage, read unselected.
+NODE_USAGE = f'{USAGE}{{id="/"}}'
 
 #: The labels that say which container a series is.
 IDENTITY = ("namespace", "pod", "container", "id")
@@ -100,6 +105,9 @@ class Window:
     quota_us: Optional[int]  # None: no limit
     period_us: int
     threads: int
+    #: The node's usage (its root container's) less this container's, in CPUs;
+    #: 0 where the root container is not scraped.
+    other_cpus: float = 0.0
 
     @property
     def usage_cpus(self) -> float:
@@ -200,6 +208,8 @@ def containers(query: Query, selector: str, steps: list[float]) -> list[Containe
             nodes.setdefault(key, {k: v for k, v in s["metric"].items() if k in NODE})
             data[metric][key] = _values(s)
     cpus = node_cpus(query(MACHINE_CPUS))
+    node_usage = by_node(query(NODE_USAGE))
+    node_taken = by_node(query(f"timestamp({NODE_USAGE})"))
     # When each step's usage sample was taken: a window's usage is per second of
     # the time between its samples, not between its steps (a scrape lands up to
     # an interval off a step, which would put 20 % of noise on a 10 s window).
@@ -209,7 +219,10 @@ def containers(query: Query, selector: str, steps: list[float]) -> list[Containe
     for key in keys:
         c = Container(labels[key])
         c.node_cpus = next((cpus[(k, nodes[key][k])] for k in NODE if (k, nodes[key].get(k)) in cpus), None)
-        _windows(c, {m: data[m].get(key, {}) for m in data}, [round(t, 3) for t in steps])
+        node = next(((k, nodes[key][k]) for k in NODE if (k, nodes[key].get(k)) in node_usage), None)
+        series = {m: data[m].get(key, {}) for m in data}
+        series["node"], series["node_timestamp"] = node_usage.get(node, {}), node_taken.get(node, {})  # type: ignore[arg-type]
+        _windows(c, series, [round(t, 3) for t in steps])
         out.append(c)
     return out
 
@@ -223,6 +236,14 @@ def node_cpus(series: Series) -> dict[tuple[str, str], int]:
         values = _values(s)
         if values and (cpus := int(values[max(values)])) > 0:
             out.update({(k, s["metric"][k]): cpus for k in NODE if k in s["metric"]})
+    return out
+
+
+def by_node(series: Series) -> dict[tuple[str, str], dict[float, float]]:
+    """A node-wide series' values by each NODE label it carries."""
+    out: dict[tuple[str, str], dict[float, float]] = {}
+    for s in series:
+        out.update({(k, s["metric"][k]): _values(s) for k in NODE if k in s["metric"]})
     return out
 
 
@@ -257,8 +278,19 @@ def _windows(c: Container, series: dict[str, dict[float, float]], steps: list[fl
             continue  # one sample at both ends: no time between them
         c.windows.append(Window(
             start, end, inc[USAGE], inc[PERIODS], inc[THROTTLED_PERIODS], inc[THROTTLED_SECONDS],
-            int(quota) if limited else None, int(period), int(threads),
+            int(quota) if limited else None, int(period), int(threads), _other_cpus(series, t0, t1, inc[USAGE] / (end - start)),
         ))
+
+
+def _other_cpus(series: dict[str, dict[float, float]], t0: float, t1: float, own_cpus: float) -> float:
+    """The node's usage between steps ``t0`` and ``t1`` (per second of the time
+    between its samples) less the container's own; 0 where the root container
+    has no sample at either step or was reset."""
+    node, taken = series["node"], series["node_timestamp"]
+    if t0 not in node or t1 not in node or node[t1] < node[t0]:
+        return 0.0
+    seconds = taken.get(t1, t1) - taken.get(t0, t0)
+    return max(0.0, (node[t1] - node[t0]) / seconds - own_cpus) if seconds > 0 else 0.0
 
 
 def steps(end_s: float, range_s: float, step_s: float) -> list[float]:

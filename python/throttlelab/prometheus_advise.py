@@ -145,8 +145,9 @@ def advise_prometheus(
     clock, cpu = time.monotonic(), time.process_time()
     _fit(runner, [f for _, f in fits])
     # Where no independent model reproduces the counters, the closed loop and
-    # the aligned family.
-    _fit(runner, [f for _, f in fits if f.widen()])
+    # the aligned family; where none of those does, the aligned family's timed kind.
+    while widened := [f for _, f in fits if f.widen()]:
+        _fit(runner, widened)
     fitted, fitted_cpu = time.monotonic(), time.process_time()
     searched = [(row, fit) for row, fit in fits if _consistent(row, fit)]
     for row, fit in searched:

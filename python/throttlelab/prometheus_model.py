@@ -28,11 +28,23 @@ and its range is the spread of the consistent models' predictions there.
 Where no such model is consistent, the aligned family (:func:`aligned_models`,
 :meth:`Fit.widen`) is fitted next: threads that wake together on a timer, K
 wake-ups then a rest, held to the band's share of periods with work as well.
+Its threads compute a burst of work (a batch that ticks: what throttling
+holds back is owed). Where neither it nor the closed loop fits, its timed kind
+is fitted last (``Model.timed``): busy for a wall time, as rt-app's `runtime`
+on its `timer`, a timer of each thread's own that counts from a late wake-up
+(what throttling holds back is lost). A timed model held at its limit fits
+any demand above it, so it comes last: a container the others explain is not
+refused for it.
 The closed-loop family (:func:`closed_models`) is fitted with it: threads that
 each run a burst, then sleep, the sleep starting when the burst ends (a worker
 that computes, then waits; stress-ng's --cpu-load): its demand waits while it
 is throttled, so it does not pile up as Poisson arrivals do, and its
 throttled seconds say how many of its threads were held back.
+Each band is simulated with the node's other load beside the container (its
+root container's usage less the container's, where scraped): NODE_BURST_US
+bursts at Poisson times on every CPU of the node, in a cgroup of its own
+without a limit. It takes CPUs from the container's threads, which moves
+their throttled seconds (rt-app's timer threads' by half on 2 CPUs).
 A fit where some model reproduces every band at the most demand tried
 (:attr:`Fit.unbounded`) says nothing of the demand above the limit: advise
 refuses it.
@@ -84,6 +96,12 @@ SECONDS_FACTORS = DEMAND_FACTORS + (2.5, 3.0)
 #: not scraped (the quota and the threads raise it); throttled seconds are then
 #: not fitted, since they grow with the CPUs.
 NODE_CPUS = 8
+#: The node's other load is simulated as bursts of this length (us): the
+#: counters do not say how long its bursts are; on rt-app's shape, 2, 5 and
+#: 20 ms bursts gave the same throttled seconds (docs/prometheus.md).
+NODE_BURST_US = 5_000
+#: Below this many CPUs of other load, the node is simulated idle.
+MIN_OTHER_CPUS = 0.01
 #: cpu.stat's throttled_usec counts whole microseconds (the simulator's too):
 #: each reading of throttled seconds is off by less than this.
 THROTTLED_RESOLUTION_S = 1e-6
@@ -97,10 +115,11 @@ _WINDOW = {
     "cgroup": [{"name": "container", "period_us": 100000, "quota_us": 100000}],
 }
 _COMMENT = "One container's demand model for one band of its windows (throttlelab.prometheus_model)."
-SCENARIO = scenario_toml(_COMMENT, {
+_SERVICE = {
     **_WINDOW,
     "service": [{"name": "bursts", "cgroup": "container", "workers": 1, "arrival": "poisson", "rate_per_s": 1, "cost_us": 10000}],
-})
+}
+SCENARIO = scenario_toml(_COMMENT, _SERVICE)
 
 
 @dataclass(frozen=True)
@@ -117,6 +136,8 @@ class Band:
     #: container_cpu_cfs_throttled_seconds_total's and _periods_total's increase.
     throttled_s: float = 0.0
     throttled_periods: float = 0.0
+    #: The node's other load over its windows (CPUs; 0: not scraped).
+    other_cpus: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -134,6 +155,11 @@ class Model:
     timer_us: int = 0
     rest_us: int = 0
     closed: bool = False
+    #: Aligned, as rt-app's events: busy for ``burst_us`` of wall time (its
+    #: `runtime`: a throttled thread loses that time, it does not owe it) on
+    #: a timer of its own (its `timer`, relative mode: a late wake-up does not
+    #: sleep, and the next is a period after it).
+    timed: bool = False
 
     @property
     def aligned(self) -> bool:
@@ -148,15 +174,17 @@ class Model:
             return f"{self.threads} thread(s) each running {self.burst_us / 1000:g} ms, then sleeping"
         if not self.aligned:
             return f"bursts of {self.burst_us / 1000:g} ms on {self.threads} thread(s)"
+        busy = "busy " if self.timed else ""
         return (
-            f"{self.threads} thread(s) waking together every {self.timer_us / 1000:g} ms for {self.burst_us / 1000:g} ms,"
+            f"{self.threads} thread(s) waking together every {self.timer_us / 1000:g} ms {busy}for {self.burst_us / 1000:g} ms,"
             f" resting {self.rest_us / 1e6:g} s between busy phases"
         )
 
 
-def aligned_models(threads: Sequence[int]) -> list[Model]:
-    """The aligned family: every timer, duty and rest, on each thread count."""
-    return [Model(round(d * t), n, t, r) for n in threads for t in TIMERS_US for d in DUTIES for r in RESTS_US]
+def aligned_models(threads: Sequence[int], timed: bool = False) -> list[Model]:
+    """The aligned family: every timer, duty and rest, on each thread count;
+    computing work, or (``timed``) busy for a wall time."""
+    return [Model(round(d * t), n, t, r, timed=timed) for n in threads for t in TIMERS_US for d in DUTIES for r in RESTS_US]
 
 
 def closed_models(threads: Sequence[int]) -> list[Model]:
@@ -198,8 +226,9 @@ def bands(windows: Sequence[Window]) -> list[Band]:
         usage = sum(w.usage_s for w in group) / seconds
         throttled = sum(w.throttled_periods for w in group)
         ratio = throttled / periods if periods else 0.0
+        other = sum(w.other_cpus * (w.end_s - w.start_s) for w in group) / seconds
         if usage > 0:
-            out.append(Band(usage, ratio, periods, len(group), seconds, sum(w.throttled_s for w in group), throttled))
+            out.append(Band(usage, ratio, periods, len(group), seconds, sum(w.throttled_s for w in group), throttled, other))
     return out
 
 
@@ -247,41 +276,58 @@ def node_cpus(c: Container, threads: int) -> int:
     return max(NODE_CPUS, min(64, max(threads, quota_cpus + 1)))
 
 
-def _task_text(name: str, task: str, phases: list[dict]) -> str:
+def _neighbours(doc: dict[str, Any], other_cpus: float, cpus: int) -> dict[str, Any]:
+    """``doc`` with the node's other load beside the container, where there is
+    any: NODE_BURST_US bursts at Poisson times on ``cpus`` threads, in a cgroup
+    without a limit."""
+    if other_cpus < MIN_OTHER_CPUS:
+        return doc
+    node = {"name": "node", "cgroup": "node", "workers": cpus, "arrival": "poisson", "rate_per_s": round(other_cpus * 1e6 / NODE_BURST_US, 3), "cost_us": NODE_BURST_US}
+    return {**doc, "cgroup": doc["cgroup"] + [{"name": "node"}], "service": doc.get("service", []) + [node]}
+
+
+def _task_text(name: str, task: str, phases: list[dict], other_cpus: float = 0.0, cpus: int = 1) -> str:
     """SCENARIO's machine and cgroup, named ``name``, with one task ``task``
-    (one thread) running ``phases`` in place of the service."""
-    return scenario_toml(_COMMENT, {**_WINDOW, "name": name, "task": [{"name": task, "cgroup": "container", "threads": 1, "phases": phases}]})
+    (one thread) running ``phases`` in place of the service, and the node's
+    other load beside it."""
+    doc = {**_WINDOW, "name": name, "task": [{"name": task, "cgroup": "container", "threads": 1, "phases": phases}]}
+    return scenario_toml(_COMMENT, _neighbours(doc, other_cpus, cpus))
 
 
-def aligned_text(model: Model, demand_cpus: float) -> str:
+def aligned_text(model: Model, demand_cpus: float, other_cpus: float = 0.0, cpus: int = 1) -> str:
     """SCENARIO's machine and cgroup with the model's task, its phases at
     ``demand_cpus``: K x (run, timer) then the rest; or run and timer only,
     where it never rests."""
     k = wakes(model, demand_cpus)
-    wake = [{"run_us": model.burst_us}, {"timer_us": model.timer_us}]
+    if model.timed:  # rt-app's runtime and timer (relative mode, its default)
+        wake = [{"runtime_us": model.burst_us}, {"timer": {"period_us": model.timer_us}}]
+    else:
+        wake = [{"run_us": model.burst_us}, {"timer_us": model.timer_us}]
     phases = wake if k is None else wake * k + [{"sleep_us": model.rest_us}]
-    return _task_text("prometheus-window-aligned", "aligned", phases)
+    return _task_text("prometheus-window-aligned", "aligned", phases, other_cpus, cpus)
 
 
-def closed_text(model: Model, demand_cpus: float) -> str:
+def closed_text(model: Model, demand_cpus: float, other_cpus: float = 0.0, cpus: int = 1) -> str:
     """SCENARIO's machine and cgroup with the model's task as a closed loop:
     run, then sleep (run only where it never sleeps)."""
     sleep = sleep_us(model, demand_cpus)
     phases = [{"run_us": model.burst_us}] + ([{"sleep_us": sleep}] if sleep else [])
-    return _task_text("prometheus-window-closed", "loop", phases)
+    return _task_text("prometheus-window-closed", "loop", phases, other_cpus, cpus)
 
 
-def window_run(model: Model, demand_cpus: float, quota_us: Optional[int], period_us: int, cpus: int, seed: int = 1) -> Run:
-    """One simulation of ``demand_cpus`` under ``model`` at cpu.max ``quota_us period_us``."""
+def window_run(model: Model, demand_cpus: float, quota_us: Optional[int], period_us: int, cpus: int, seed: int = 1, other_cpus: float = 0.0) -> Run:
+    """One simulation of ``demand_cpus`` under ``model`` at cpu.max ``quota_us period_us``,
+    with ``other_cpus`` of the node's other load beside it."""
     quota = "max" if quota_us is None else quota_us
     if model.aligned or model.closed:
-        text = aligned_text(model, demand_cpus) if model.aligned else closed_text(model, demand_cpus)
+        text = aligned_text(model, demand_cpus, other_cpus, cpus) if model.aligned else closed_text(model, demand_cpus, other_cpus, cpus)
         return Run(text, (
             f"machine.cpus={cpus}", f"duration_s={SIM_S}", f"seed={seed}",
             f"cgroup.container.period_us={period_us}", f"cgroup.container.quota_us={quota}", f"task.{'aligned' if model.aligned else 'loop'}.threads={model.threads}",
         ))
     rate = demand_cpus * 1e6 / model.burst_us
-    return Run(SCENARIO, (
+    text = SCENARIO if other_cpus < MIN_OTHER_CPUS else scenario_toml(_COMMENT, _neighbours(_SERVICE, other_cpus, cpus))
+    return Run(text, (
         f"machine.cpus={cpus}", f"duration_s={SIM_S}", f"seed={seed}",
         f"cgroup.container.period_us={period_us}", f"cgroup.container.quota_us={quota}",
         f"service.bursts.workers={model.threads}", f"service.bursts.cost_us={model.burst_us}",
@@ -359,15 +405,21 @@ class Fit:
         self.factors = [self.demand_factors if b.usage_cpus >= NEAR_LIMIT * quota_cpus else (1.0,) for b in self.bands]
         self.slots = [(m, i, f) for m in self.models for i in range(len(self.bands)) for f in self.factors[i]]
         self.consistent: list[Variant] = []
+        #: The families :meth:`widen` has added so far (0: the independent one only).
+        self.stage = 0
         self.closest: tuple[float, Model] = (math.inf, self.models[0])
 
     def widen(self) -> bool:
-        """Where no independent model reproduced the counters (after :meth:`take`),
-        the closed loop and the aligned family, together (each consistent model
-        counts in the search): True when :meth:`runs` now gives their runs."""
-        if self.consistent or self.models[0].family != "independent":
+        """Where no model reproduced the counters (after :meth:`take`), the next
+        families: after the independent one, the closed loop and the aligned
+        family, together (each consistent model counts in the search); after
+        those, the aligned family's timed kind. True when :meth:`runs` now gives
+        their runs."""
+        stages = (lambda: closed_models(self.counts) + aligned_models(self.counts), lambda: aligned_models(self.counts, timed=True))
+        if self.consistent or self.stage >= len(stages):
             return False
-        self.models = closed_models(self.counts) + aligned_models(self.counts)
+        self.models = stages[self.stage]()
+        self.stage += 1
         self.tried += len(self.models)
         # Bursts that wake together are throttled at a low mean usage (the
         # kubernetes-mixin #108 shape): any throttled band may have held demand back.
@@ -390,7 +442,10 @@ class Fit:
 
     def runs(self) -> list[Run]:
         """Every model in every band, at every demand tried, at the container's own limit."""
-        return [window_run(m, f * self.bands[i].usage_cpus, self.quota_us, self.period_us, self.cpus) for m, i, f in self.slots]
+        return [
+            window_run(m, f * self.bands[i].usage_cpus, self.quota_us, self.period_us, self.cpus, other_cpus=self.bands[i].other_cpus)
+            for m, i, f in self.slots
+        ]
 
     def take(self, docs: Sequence[dict[str, Any]]) -> None:
         """Keep the models whose simulations (in :meth:`runs`' order) reproduce
@@ -447,7 +502,10 @@ class Plan:
 
     def runs(self, setting: Setting) -> list[Run]:
         quota_us, period_us, _ = setting
-        return [window_run(v.model, d, quota_us, period_us, self.fit.cpus) for v in self.fit.consistent for d in v.demands]
+        return [
+            window_run(v.model, d, quota_us, period_us, self.fit.cpus, other_cpus=b.other_cpus)
+            for v in self.fit.consistent for d, b in zip(v.demands, self.fit.bands)
+        ]
 
     def outcome(self, docs: Sequence[dict[str, Any]]) -> Prediction:
         n, bands = len(self.fit.bands), self.fit.bands

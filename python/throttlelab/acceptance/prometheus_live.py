@@ -299,12 +299,13 @@ def samples(url: str, end_s: float, range_s: float, selector: str = SELECTOR) ->
     samples after the lab is gone (the `advise` step)."""
     from prometheus_api_client import PrometheusConnect
 
-    from throttlelab.prometheus import COUNTERS, GAUGES, MACHINE_CPUS
+    from throttlelab.prometheus import COUNTERS, GAUGES, MACHINE_CPUS, USAGE
 
     prom = PrometheusConnect(url=url, disable_ssl=True)
     series = []
-    # machine_cpu_cores has no container labels: every node's, unselected.
-    for metric, match in [*((m, selector) for m in (*COUNTERS, *GAUGES)), (MACHINE_CPUS, "")]:
+    # machine_cpu_cores has no container labels: every node's, unselected; the
+    # root container's usage is the node's (its other load).
+    for metric, match in [*((m, selector) for m in (*COUNTERS, *GAUGES)), (MACHINE_CPUS, ""), (USAGE, 'id="/"')]:
         for s in prom.custom_query(f"{metric}{{{match}}}[{round(range_s) + 120}s]", params={"time": end_s + 60}):
             series.append({"metric": s["metric"], "samples": [[float(t), float(v)] for t, v in s["values"]]})
     return {"series": series}
