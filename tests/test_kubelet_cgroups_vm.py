@@ -33,8 +33,9 @@ CAPTURE_S = 1.0
 #: and cpuset controllers enabled above it, as the kubelet enables them (v2
 #: needs them in every ancestor's subtree_control; a capture reads cpuset's
 #: CPUs), `run NAME PATH` starts /bin/NAME in a cgroup (its pid in
-#: $last). A spinner (`spin`) and a sandbox (`pause`, blocked on a fifo, as
-#: comm names it: the script's name) are shell scripts: busybox is all there is.
+#: $last). A spinner (`spin`), a worker that sleeps 4 ms between bursts
+#: (`work`) and a sandbox (`pause`, blocked on a fifo, as comm names it: the
+#: script's name) are shell scripts: busybox is all there is.
 PRELUDE = r"""
 cg=/sys/fs/cgroup
 mkfifo /tmp/block
@@ -93,7 +94,7 @@ def _captures(i: int, p: dict) -> list[tuple[str, str]]:
 
 def _script(pods: list[dict]) -> str:
     """Make every pod's cgroups and start its sandbox (and monitor), then, one
-    container at a time, run a spinner in it and capture it twice."""
+    container at a time, run its workload in it and capture it twice."""
     lines = [PRELUDE]
     for p in pods:
         for d in filter(None, (p["app"], p["sandbox"], p["conmon"])):
