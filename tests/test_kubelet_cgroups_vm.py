@@ -99,9 +99,14 @@ def _script(pods: list[dict]) -> str:
     for p in pods:
         for d in filter(None, (p["app"], p["sandbox"], p["conmon"])):
             lines.append(f"mk {shlex.quote(d)}")
-        if p["quota_us"] is not None:  # the kubelet limits the pod and its container alike
-            for d in (p["pod"], p["app"]):
-                lines.append(f"echo '{p['quota_us']} {PERIOD_US}' > $cg/{shlex.quote(d)}/cpu.max || exit 2")
+        if p["quota_us"] is not None:
+            # The kubelet limits the pod to its containers' sum: here as if a
+            # second, idle container had 100m. With the pod's limit equal to
+            # the container's, which of the two cgroups throttles the spinner
+            # is a race: in one run here the pod's did, and the container's
+            # cpu.stat read 0 of 10 periods throttled.
+            for d, quota_us in ((p["pod"], p["quota_us"] + PERIOD_US // 10), (p["app"], p["quota_us"])):
+                lines.append(f"echo '{quota_us} {PERIOD_US}' > $cg/{shlex.quote(d)}/cpu.max || exit 2")
         lines.append(f"run pause {shlex.quote(p['sandbox'])}")
         if p["conmon"]:
             lines.append(f"run conmon {shlex.quote(p['conmon'])}")
