@@ -553,28 +553,42 @@ PAUSE = "import ctypes, time\nctypes.CDLL(None).prctl(15, b'pause', 0, 0, 0)\nwh
 
 
 @needs_root
-@pytest.mark.parametrize("driver", ["cgroupfs", "systemd"])
-def test_a_pods_container_is_captured_by_its_pod_uid(tmp_path, driver):
-    """A kubelet-like tree in the host's real cgroupfs, under a parent of the
-    test's own (as a kubelet's --cgroup-root would put it): a Burstable pod
-    (cgroupfs driver, containerd) or a Guaranteed one (systemd driver,
-    cri-containerd scopes) with a sandbox running `pause` and one container
-    under 0.3 CPU working on a timer. --pod-uid finds the container, not the
-    sandbox, and captures it for 1 s as --cgroup would; --container-id too."""
+@pytest.mark.parametrize("driver, qos, runtime", [
+    ("cgroupfs", "burstable", "containerd"), ("systemd", "guaranteed", "containerd"),
+    ("cgroupfs", "besteffort", "crio"), ("systemd", "burstable", "crio"),
+])
+def test_a_pods_container_is_captured_by_its_pod_uid(tmp_path, driver, qos, runtime):
+    """A kubelet-like tree in the host's real cgroupfs (v1; v2's is in
+    test_kubelet_cgroups_vm.py), under a parent of the test's own (as a
+    kubelet's --cgroup-root would put it): a pod of the QoS level (Guaranteed:
+    in the pods' root) in the driver's names, its container cgroups in the
+    runtime's (containerd: the id or `cri-containerd-<id>.scope`; CRI-O:
+    `crio-<id>` or `crio-<id>.scope`, its `crio-conmon-` monitor beside), with
+    a sandbox running `pause` and one container under 0.3 CPU working on a
+    timer. --pod-uid finds the container, not the sandbox or the monitor, and
+    captures it for 1 s as --cgroup would; --container-id too, and
+    `throttlelab-real capture` (no Python) by the same lookup."""
     import uuid
+    from throttlelab.worker import CONTROLLER
 
     uid, cid, sandbox = str(uuid.uuid4()), os.urandom(32).hex(), os.urandom(32).hex()
     top = f"throttlelab-kubetest-{os.getpid()}-{driver}"
     if driver == "cgroupfs":
-        pod = [top, "kubepods", "burstable", f"pod{uid}"]
-        app, pause = [*pod, cid], [*pod, sandbox]
+        pod = [top, "kubepods", f"pod{uid}"] if qos == "guaranteed" else [top, "kubepods", qos, f"pod{uid}"]
+        name = "{}" if runtime == "containerd" else "crio-{}"
     else:
-        pod = [top, "kubepods.slice", f"kubepods-pod{uid.replace('-', '_')}.slice"]
-        app, pause = [*pod, f"cri-containerd-{cid}.scope"], [*pod, f"cri-containerd-{sandbox}.scope"]
+        esc = uid.replace("-", "_")
+        pod = ([top, "kubepods.slice", f"kubepods-pod{esc}.slice"] if qos == "guaranteed" else
+               [top, "kubepods.slice", f"kubepods-{qos}.slice", f"kubepods-{qos}-pod{esc}.slice"])
+        name = "cri-containerd-{}.scope" if runtime == "containerd" else "crio-{}.scope"
+    app, pause = [*pod, name.format(cid)], [*pod, name.format(sandbox)]
+    groups = [(app, [sys.executable, str(WORKLOAD), "timer", "200000", "0.004"]), (pause, [sys.executable, "-c", PAUSE])]
+    if runtime == "crio":  # CRI-O's monitor, a process of its own beside the container
+        groups.append(([*pod, name.replace("crio-", "crio-conmon-").format(cid)], [sys.executable, "-c", PAUSE.replace("pause", "conmon")]))
     made: list[Path] = []
     procs: list[subprocess.Popen] = []
     try:
-        for path in (app, pause):  # every level in every hierarchy, cpuset's CPUs inherited at each
+        for path, _ in groups:  # every level in every hierarchy, cpuset's CPUs inherited at each
             for h in _hierarchies():
                 for i in range(1, len(path) + 1):
                     d = h.joinpath(*path[:i])
@@ -591,21 +605,26 @@ def test_a_pods_container_is_captured_by_its_pod_uid(tmp_path, driver):
         else:
             (cpu.joinpath(*app) / "cpu.cfs_period_us").write_text(str(PERIOD_US))
             (cpu.joinpath(*app) / "cpu.cfs_quota_us").write_text("30000")
-        for argv, path in (([sys.executable, str(WORKLOAD), "timer", "200000", "0.004"], app), ([sys.executable, "-c", PAUSE], pause)):
+        for path, argv in groups:
             procs.append(subprocess.Popen(argv))
             for h in _hierarchies():
                 (h.joinpath(*path) / "cgroup.procs").write_text(str(procs[-1].pid))
         time.sleep(0.3)
-        for args, out in ((["--pod-uid", uid], tmp_path / "pod.toml"), (["--container-id", cid[:12]], tmp_path / "id.toml")):
-            result = cli("capture", *args, "--duration", "1", "-o", str(out))
-            assert result.exit_code == 0, result.stderr
+        for args, out in ((["--pod-uid", uid], tmp_path / "pod.toml"), (["--container-id", cid[:12]], tmp_path / "id.toml"),
+                          (["--pod-uid", uid, "--container", cid[:16]], tmp_path / "exe.toml")):
+            if out.stem == "exe":
+                done = subprocess.run([str(CONTROLLER), "capture", *args, "--duration", "1", "-o", str(out)], capture_output=True, text=True, timeout=60)
+                assert done.returncode == 0, done.stderr
+            else:
+                result = cli("capture", *args, "--duration", "1", "-o", str(out))
+                assert result.exit_code == 0, result.stderr
             cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
             print(args, cap)
             assert cap["source"] == str(cpu.joinpath(*app)), cap
             assert cap["threads"] == 1 and cap["usage_usec"] > 0 and cap["nr_periods"] > 0, cap  # the container alone: not the sandbox
         # Two containers but the sandbox: which one is asked for.
-        procs[-1].kill()
-        procs[-1].wait()
+        procs[1].kill()
+        procs[1].wait()
         line = assert_error(cli("capture", "--pod-uid", uid, "--duration", "1", "-o", str(tmp_path / "x.toml")), "2 containers")
         assert cid[:12] in line and sandbox[:12] in line, line
     finally:

@@ -1,11 +1,12 @@
 """capture --pod-uid / --container-id: the kubelet's cgroup layouts
-(throttlelab.kubelet_cgroups) on temporary trees of every driver, runtime,
-QoS level and cgroup version, and the one-line refusals. The capture of a
-pod's container on the host's real cgroupfs is in test_capture.py."""
+(crates/throttlelab-real/src/kubelet.rs, through throttlelab.kubelet_cgroups)
+on temporary trees of every driver, runtime, QoS level and cgroup version,
+and the one-line refusals. The captures of pods' containers in real cgroupfs
+are in test_capture.py (v1, the host) and test_kubelet_cgroups_vm.py (v2, the
+VM guest)."""
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 
@@ -14,9 +15,7 @@ import pytest
 from helpers import cli
 from test_errors import assert_error
 from throttlelab.cgroups import cpu_hierarchy
-from throttlelab.kubelet_cgroups import (
-    KubeletCgroupError, capture_command, find_container_id, find_pod_container, parse, resolve,
-)
+from throttlelab.kubelet_cgroups import KubeletCgroupError, capture_command, parse, resolve
 
 UID = "12345678-90ab-cdef-1234-567890abcdef"
 SLICE_UID = UID.replace("-", "_")
@@ -26,16 +25,30 @@ SANDBOX = "c3" * 32
 
 
 def _v1(tmp_path: Path, name: str = "cpu") -> tuple[Path, Path]:
-    """A v1 cgroup root and its cpu hierarchy."""
-    cpu = tmp_path / name
-    cpu.mkdir()
+    """A v1 cgroup root and its cpu hierarchy: ``cpu`` (cpuacct apart) or, as
+    systemd mounts them, ``cpu,cpuacct`` with ``cpu`` and ``cpuacct`` links to it."""
+    root = tmp_path / "cgroup"
+    cpu, cpuset = root / name, root / "cpuset"
+    for d in (cpu, cpuset):
+        d.mkdir(parents=True)
     (cpu / "cpu.cfs_period_us").write_text("100000\n")
-    return tmp_path, cpu
+    (cpuset / "cpuset.cpus").write_text("0-1\n")
+    if name == "cpu":
+        (root / "cpuacct").mkdir()
+        (root / "cpuacct" / "cpuacct.usage").write_text("0\n")
+    else:
+        (cpu / "cpuacct.usage").write_text("0\n")
+        for link in ("cpu", "cpuacct"):
+            (root / link).symlink_to(name)
+    return root, cpu
 
 
 def _v2(tmp_path: Path) -> tuple[Path, Path]:
-    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
-    return tmp_path, tmp_path
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (root / "cgroup.subtree_control").write_text("cpuset cpu\n")
+    return root, root
 
 
 def _group(d: Path, *pids: int) -> Path:
@@ -68,42 +81,46 @@ LAYOUTS = {
 
 @pytest.mark.parametrize("version", ["v1", "v1 cpu,cpuacct", "v2"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_every_layout_finds_the_pods_container_but_its_sandbox(tmp_path, layout, version):
+def test_every_layout_finds_the_pods_container_but_its_sandbox(tmp_path, monkeypatch, layout, version):
     root, cpu = _v2(tmp_path) if version == "v2" else _v1(tmp_path, "cpu,cpuacct" if "," in version else "cpu")
+    monkeypatch.setenv("THROTTLELAB_CGROUP_ROOT", str(root))
     pod, pattern = LAYOUTS[layout]
     _group(cpu / pod / pattern.format(SANDBOX), 100)
     app = _group(cpu / pod / pattern.format(APP), 200, 201)
     if pattern.startswith("crio"):  # CRI-O's monitor beside the container: not one
         _group(cpu / pod / pattern.replace("crio-", "crio-conmon-").format(APP), 300)
     proc = _proc(tmp_path, p100="pause", p200="nginx", p201="nginx", p300="conmon")
-    assert cpu_hierarchy(root) == cpu
-    found = find_pod_container(cpu, UID, proc=proc)
-    assert (found.dir, found.container_id, found.pod_uid) == (app, APP, UID)
-    assert find_pod_container(cpu, UID, SANDBOX[:12], proc=proc).container_id == SANDBOX
-    assert find_container_id(cpu, APP[:12]).dir == app
+    assert cpu_hierarchy(root).resolve() == cpu
+    found, rel = resolve(UID, None, None, proc)
+    assert (found.dir, found.container_id, found.pod_uid, rel) == (app, APP, UID, "/" + str(app.relative_to(cpu)))
+    assert found.runtime == pattern.partition("-{}")[0].partition("{}")[0]
+    assert resolve(UID, SANDBOX[:12], None, proc)[0].container_id == SANDBOX
+    assert resolve(None, None, APP[:12], proc)[0].dir == app
     # What cAdvisor's id label holds for it reads back.
     assert parse("/" + str(app.relative_to(cpu))) == (UID, APP)
     assert parse("/" + pod) == (UID, None)
 
 
-def test_resolve_gives_the_path_below_the_hierarchys_root(tmp_path):
+def test_resolve_gives_the_path_below_the_hierarchys_root(tmp_path, monkeypatch):
     root, cpu = _v1(tmp_path)
+    monkeypatch.setenv("THROTTLELAB_CGROUP_ROOT", str(root))
     _group(cpu / f"kubepods/burstable/pod{UID}" / APP)
-    found, rel = resolve(root, UID.upper(), None, None)
+    found, rel = resolve(UID.upper(), None, None)
     assert rel == f"/kubepods/burstable/pod{UID}/{APP}" and found.container_id == APP
     # A UID as the systemd driver spells it, a container id as a pod's status gives it.
-    assert resolve(root, SLICE_UID, None, None)[1] == rel
-    assert resolve(root, None, None, f"containerd://{APP}")[1] == rel
+    assert resolve(SLICE_UID, None, None)[1] == rel
+    assert resolve(None, None, f"containerd://{APP}")[1] == rel
 
 
-def test_a_pod_of_two_containers_wants_container(tmp_path):
+def test_a_pod_of_two_containers_wants_container(tmp_path, monkeypatch):
     root, cpu = _v1(tmp_path)
+    monkeypatch.setenv("THROTTLELAB_CGROUP_ROOT", str(root))
     pod = cpu / f"kubepods/pod{UID}"
     for cid in (APP, SIDECAR):
         _group(pod / cid)
     with pytest.raises(KubeletCgroupError, match=f"2 containers, give --container ID.*{APP[:12]}, {SIDECAR[:12]}"):
-        resolve(root, UID, None, None)
-    assert resolve(root, UID, SIDECAR[:16], None)[0].container_id == SIDECAR
+        resolve(UID, None, None)
+    assert resolve(UID, SIDECAR[:16], None)[0].container_id == SIDECAR
 
 
 def test_capture_commands_from_cadvisor_ids():
@@ -155,6 +172,8 @@ def test_bad_pods_and_containers_are_one_line_exit_2(host, args, words):
 def test_no_cpu_hierarchy_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("THROTTLELAB_CGROUP_ROOT", str(tmp_path))
     assert_error(_capture("--pod-uid", UID), "no cpu controller under")
+    # Unlike a malformed option, which no cgroup tree is asked about.
+    assert_error(_capture("--pod-uid", "x"), "--pod-uid 'x' is not a pod UID")
 
 
 def _crictl(host: Path, script: str) -> Path:
@@ -172,7 +191,7 @@ def test_a_container_name_is_asked_of_crictl(host, monkeypatch):
     stand-in answers: this host has no runtime.)"""
     args = _crictl(host, f"echo {SIDECAR}")
     monkeypatch.setenv("PATH", f"{host / 'bin'}:/usr/bin:/bin")
-    assert resolve(Path(os.environ["THROTTLELAB_CGROUP_ROOT"]), UID, "sidecar", None)[0].container_id == SIDECAR
+    assert resolve(UID, "sidecar", None)[0].container_id == SIDECAR
     assert args.read_text().split() == ["ps", "-a", "-q", "--label", f"io.kubernetes.pod.uid={UID}", "--label", "io.kubernetes.container.name=sidecar"]
 
 

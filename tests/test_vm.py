@@ -62,7 +62,13 @@ def test_the_controller_refuses_bad_input_in_one_line(tmp_path, write_scenario):
     out = str(tmp_path / "c.toml")
     no_target = controller("capture", "--duration", "1", "-o", out)
     assert no_target.returncode == 2
-    assert no_target.stderr.startswith("throttlelab-real: error: give --cgroup PATH or --pid PID (not both); usage:")
+    assert no_target.stderr.startswith("throttlelab-real: error: give --cgroup PATH, --pid PID or --pod-uid UID / --container-id ID (one of them); usage:")
+    # A pod's container: the options checked as `throttlelab capture` checks them (throttlelab_real::kubelet).
+    for args, said in ((["--pod-uid", "web-1"], "--pod-uid 'web-1' is not a pod UID"), (["--container", "ab" * 8], "--container goes with --pod-uid"),
+                       (["--container-id", "xyz"], "--container-id 'xyz' is not a container id"),
+                       (["--pod-uid", "1" * 32, "--cgroup", "/x"], "give --cgroup PATH, --pid PID or --pod-uid UID")):
+        refused = controller("capture", *args, "--duration", "1", "-o", out)
+        assert refused.returncode == 2 and refused.stderr.startswith(f"throttlelab-real: error: {said}"), refused.stderr
     zero = controller("capture", "--pid", "1", "--duration", "0", "-o", out)
     assert zero.stderr == 'throttlelab-real: error: --duration: must be a number of seconds > 0, got "0"\n'
     assert controller("capture", "--pid", "1", "--duration").stderr.startswith("throttlelab-real: error: --duration needs a value")

@@ -1,9 +1,8 @@
 """The host's cgroup hierarchies, as the real backend finds them
 (crates/throttlelab-real/src/cgroupfs.rs, ``Layout::detect``): where they are
 mounted, and which directory is the cpu controller's. Read-only, over any
-root, so that the kubelet's layouts (throttlelab.kubelet_cgroups) and the
-acceptance driver's cgroups (throttlelab.acceptance.cgroup) find the same
-hierarchy and are tested on temporary trees.
+root, so that the acceptance driver's cgroups (throttlelab.acceptance.cgroup)
+find the backend's hierarchy and are tested on temporary trees.
 """
 
 from __future__ import annotations

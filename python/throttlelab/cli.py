@@ -18,7 +18,7 @@ from throttlelab import _native, bench as benches, compare as comparison, output
 from throttlelab.background import Assumed, like_host_option, set_up as background_set_up
 from throttlelab.acceptance import AcceptanceError
 from throttlelab.acceptance.cgroup import LockHeld
-from throttlelab.cgroups import CgroupError, cgroup_root
+from throttlelab.cgroups import CgroupError
 from throttlelab import reproduce as experiments
 from throttlelab import diff as differential
 from throttlelab import kubelet_cgroups, prometheus_cli
@@ -214,7 +214,7 @@ def capture(cgroup: Optional[str], pod_uid: Optional[str], container: Optional[s
     if children and not pids:
         raise click.UsageError("--children goes with --pid")
     if kubernetes:
-        _, cgroup = kubelet_cgroups.resolve(cgroup_root(), pod_uid, container, container_id)
+        _, cgroup = kubelet_cgroups.resolve(pod_uid, container, container_id)
     spec = json.loads(_native.capture(out_path, duration_s, cgroup, list(pids), children, buffer_kb, strict))
     usage = "" if spec.get("usage_usec") is None else f", usage {spec['usage_usec'] / 1e6:.3f} s"
     lost = f", {spec['lost_events']} trace events lost" if spec["lost_events"] else ""

@@ -63,6 +63,8 @@ _START_DELAY_MS = 500
 _POLL_S = 0.05
 #: A file the guest sends on the result port: this, its name, a space, its bytes in base64, on one line.
 _FILE = "throttlelab-guest: file "
+#: A script's files are kept under this prefix beside the boot's own (console, result).
+_SENT = "sent-"
 #: A capture in the guest starts this long after the first thread is in its
 #: cgroup: the workers create and park their threads within the start delay
 #: (``_START_DELAY_MS``), and all of them start working at its end.
@@ -211,14 +213,32 @@ def _check(cmd: list[str], what: str, cwd: Optional[str] = None) -> str:
 def initramfs(out: Path, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[str, Any], cgroup: str,
               config: Optional[Path], settle_s: float, capture: Optional[Capture] = None,
               bw_trace: bool = False) -> None:
-    """Write the guest's initramfs (newc cpio) to ``out``: busybox, the two
-    executables and their libraries, the scenario, the kernel's config, the
-    trace CSVs its tasks read at their own absolute paths, and a run script
-    that turns on the sched features of the scenario's ``kernel.features`` that
-    a patched kernel has (kernel/patches), then runs the scenario once per
-    overrides list in ``runs``, each after ``settle_s`` of quiet (with
-    ``capture``: its one run, captured, see :func:`_captured_run`; with
-    ``bw_trace``: each run's bandwidth events too, see :func:`_bw_traced_runs`)."""
+    """Write the guest's initramfs (newc cpio) to ``out``: as
+    :func:`_initramfs`, with the scenario, the trace CSVs its tasks read at
+    their own absolute paths, and a run script that turns on the sched
+    features of the scenario's ``kernel.features`` that a patched kernel has
+    (kernel/patches), then runs the scenario once per overrides list in
+    ``runs``, each after ``settle_s`` of quiet (with ``capture``: its one run,
+    captured, see :func:`_captured_run`; with ``bw_trace``: each run's
+    bandwidth events too, see :func:`_bw_traced_runs`)."""
+    run_sh = (
+        _sched_features(resolved["kernel"]["features"])
+        + f"export THROTTLELAB_START_DELAY_MS={_START_DELAY_MS} THROTTLELAB_TICK_LATENCY=0\n"
+        + (_captured_run(runs[0], settle_s, capture) if capture else _bw_traced_runs(runs, settle_s) if bw_trace else
+           "".join(f"sleep {settle_s}; {shlex.join(_controller(overrides))} || exit $?\n" for overrides in runs))
+    )
+    files = {Path("/throttlelab/scenario.toml"): scenario.encode("utf-8")}
+    traces = [Path(t["trace_csv"]) for t in resolved["tasks"] if t.get("trace_csv")]
+    _initramfs(out, run_sh, cgroup, config, files, traces)
+
+
+def _initramfs(out: Path, run_sh: str, cgroup: str, config: Optional[Path], files: dict[Path, bytes] = {},
+               copies: Sequence[Path] = ()) -> None:
+    """Write an initramfs (newc cpio) to ``out``: busybox, the two executables
+    (in /throttlelab) and their libraries, the kernel's config, ``files``
+    (path in the guest: bytes), ``copies`` of host files at their own paths,
+    and the init that mounts the ``cgroup`` hierarchy and runs ``run_sh``
+    (busybox sh; its stdout goes to the result port)."""
     busybox = shutil.which("busybox")
     if busybox is None or shutil.which("cpio") is None:
         raise VmError("the guest needs busybox and cpio: apt-get install busybox-static cpio")
@@ -232,18 +252,14 @@ def initramfs(out: Path, scenario: str, runs: Sequence[Sequence[str]], resolved:
             shutil.copy2(exe, root / "throttlelab" / exe.name)
         for lib in _libraries(executables):
             _copy_at(lib, root)
-        for f in (Path(t["trace_csv"]) for t in resolved["tasks"] if t.get("trace_csv")):
+        for f in copies:
             _copy_at(f, root)
         if config is not None:
             shutil.copy2(config, root / "throttlelab" / "config")
-        (root / "throttlelab" / "scenario.toml").write_text(scenario, encoding="utf-8")
-        (root / "throttlelab" / "run.sh").write_text(
-            _sched_features(resolved["kernel"]["features"])
-            + f"export THROTTLELAB_START_DELAY_MS={_START_DELAY_MS} THROTTLELAB_TICK_LATENCY=0\n"
-            + (_captured_run(runs[0], settle_s, capture) if capture else _bw_traced_runs(runs, settle_s) if bw_trace else
-               "".join(f"sleep {settle_s}; {shlex.join(_controller(overrides))} || exit $?\n" for overrides in runs)),
-            encoding="utf-8",
-        )
+        for path, data in files.items():
+            (root / path.relative_to("/")).parent.mkdir(parents=True, exist_ok=True)
+            (root / path.relative_to("/")).write_bytes(data)
+        (root / "throttlelab" / "run.sh").write_text(run_sh, encoding="utf-8")
         init = root / "init"
         init.write_text(_INIT.format(mount_cgroup=_MOUNT_CGROUP[cgroup], up=_UP, exit=_EXIT), encoding="utf-8")
         init.chmod(0o755)
@@ -251,6 +267,26 @@ def initramfs(out: Path, scenario: str, runs: Sequence[Sequence[str]], resolved:
         with open(out, "wb") as f:
             subprocess.run(["cpio", "--quiet", "-o", "-0", "-H", "newc", "-R", "0:0"], cwd=root, input=names,
                            stdout=f, check=True)
+
+
+def script(k: Kernel, run_sh: str, limit_s: float, cpus: int = 2, accel: str = "auto", cgroup: str = "v2",
+           files: dict[Path, bytes] = {}, note: Callable[[str], None] = lambda _: None) -> tuple[list[str], dict[str, bytes]]:
+    """Boot ``k`` once and run the shell script ``run_sh`` in it (busybox sh,
+    ``/throttlelab/throttlelab-real`` on hand, the ``cgroup`` hierarchy
+    mounted, ``files`` at their paths), stopped when not done ``limit_s``
+    after the guest is up. Returns the lines it printed and the files it sent
+    (``_FILE`` lines: name, bytes). A script that exits non-zero fails with the
+    last ``throttlelab-real:`` line it wrote to stderr."""
+    _check_config(k, cgroup)
+    if shutil.which("qemu-system-x86_64") is None:
+        raise VmError("qemu-system-x86_64 not found: apt-get install qemu-system-x86")
+    kvm = accel == "kvm" or (accel == "auto" and os.access("/dev/kvm", os.R_OK | os.W_OK))
+    with tempfile.TemporaryDirectory() as tmp:
+        initrd = Path(tmp) / "initrd"
+        _initramfs(initrd, run_sh, cgroup, k.config, files)
+        lines = _boots(k, initrd, cpus, accel, kvm, None, limit_s, Path(tmp), note)
+        sent = {f.name: f.read_bytes() for f in Path(tmp).iterdir() if f.name.startswith(_SENT)}
+    return lines, {name[len(_SENT):]: data for name, data in sent.items()}
 
 
 def _controller(overrides: Sequence[str]) -> list[str]:
@@ -397,7 +433,7 @@ def run(k: Kernel, scenario: str, runs: Sequence[Sequence[str]], resolved: dict[
         return outs
 
 
-def _boots(k: Kernel, initrd: Path, cpus: int, accel: str, kvm: bool, runs: int, limit_s: float, tmp: Path,
+def _boots(k: Kernel, initrd: Path, cpus: int, accel: str, kvm: bool, runs: Optional[int], limit_s: float, tmp: Path,
            note: Callable[[str], None]) -> list[str]:
     """:func:`_boot` with KVM if ``kvm`` (falling back to TCG unless ``accel``
     is ``kvm``), and under TCG up to ``_TCG_BOOTS`` boots while the guest fails (:class:`GuestCrash`)."""
@@ -480,13 +516,16 @@ def _sched_features(features: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, runs: int, limit_s: float, tmp: Path,
+def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, runs: Optional[int], limit_s: float, tmp: Path,
           note: Callable[[str], None]) -> list[str]:
-    """Boot the guest and return its runs' output documents, each with
-    ``host.vm``; the files it sends (``_FILE``) are written to ``tmp``. A guest
-    not up in ``_BOOT_TIMEOUT_S``, or not done ``limit_s`` after, is stopped."""
+    """Boot the guest and return its ``runs`` runs' output documents, each
+    with ``host.vm`` (``runs`` None: the lines its script printed, as they
+    are); the files it sends (``_FILE``) are written to ``tmp`` (those of a
+    script as ``_SENT`` + their names). A guest not up in
+    ``_BOOT_TIMEOUT_S``, or not done ``limit_s`` after, is stopped."""
     console, result = tmp / f"console-{accel}", tmp / f"result-{accel}"
-    note(f"booting {k.name} ({accel.upper()}, {cpus} CPUs, {runs} run{'s' if runs > 1 else ''})")
+    what = "a script" if runs is None else f"{runs} run{'s' if runs > 1 else ''}"
+    note(f"booting {k.name} ({accel.upper()}, {cpus} CPUs, {what})")
     start = time.monotonic()
     cmd = qemu_command(k, initrd, cpus, accel, console, result)
     errors = tmp / f"qemu-{accel}.err"
@@ -521,7 +560,9 @@ def _boot(k: Kernel, initrd: Path, cpus: int, accel: str, runs: int, limit_s: fl
     for line in lines:
         if line.startswith(_FILE):
             name, data = line[len(_FILE):].split(" ", 1)
-            (tmp / name).write_bytes(base64.b64decode(data))
+            (tmp / (name if runs is not None else _SENT + name)).write_bytes(base64.b64decode(data))
+    if runs is None:
+        return [line for line in lines if not line.startswith(_FILE)]
     outs = [json.loads(line) for line in lines if not line.startswith(_FILE)]
     if len(outs) != runs:
         raise VmError(f"the guest wrote {len(outs)} output documents for {runs} runs{_tail(log)}")

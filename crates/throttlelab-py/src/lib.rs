@@ -324,6 +324,28 @@ fn capture(py: Python<'_>, out: PathBuf, duration_s: Option<f64>, cgroup: Option
     Ok(json.to_string())
 }
 
+/// `capture --pod-uid UID [--container ID|NAME] | --container-id ID`: the
+/// container's cgroup as the kubelet lays it out (`throttlelab_real::kubelet`),
+/// in the host's cgroups, `proc` standing for /proc. Returns (pod UID,
+/// container id, runtime, directory, path below the cpu hierarchy's root);
+/// a refusal is a `HarnessError` of one line.
+#[pyfunction]
+#[pyo3(signature = (pod_uid = None, container = None, container_id = None, proc = PathBuf::from("/proc")))]
+fn kubelet_find(py: Python<'_>, pod_uid: Option<&str>, container: Option<&str>, container_id: Option<&str>, proc: PathBuf)
+                -> PyResult<(String, String, String, PathBuf, PathBuf)> {
+    use throttlelab_real::kubelet::{find, Query};
+    let query = Query::new(pod_uid, container, container_id).map_err(|e| real_err(py, e))?;
+    let (c, rel) = py.detach(|| find(&query, &proc)).map_err(|e| real_err(py, e))?;
+    Ok((c.pod_uid, c.container_id, c.runtime, c.dir, rel))
+}
+
+/// (pod UID, container id or None) of a cgroup path of the kubelet's layout
+/// (cAdvisor's `id` label), or None for any other path.
+#[pyfunction]
+fn kubelet_parse(path: &str) -> Option<(String, Option<String>)> {
+    throttlelab_real::kubelet::parse(path)
+}
+
 /// The real backend's run lock (`throttlelab_real::RunLock`), held by an
 /// acceptance or live run for as long as it measures the host: one run
 /// measuring the host at a time. Taking it refuses in one line
@@ -427,6 +449,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RunLock>()?;
     m.add("LOCK_PATH", throttlelab_real::LOCK_PATH)?;
     m.add_function(wrap_pyfunction!(capture, m)?)?;
+    m.add_function(wrap_pyfunction!(kubelet_find, m)?)?;
+    m.add_function(wrap_pyfunction!(kubelet_parse, m)?)?;
     m.add_function(wrap_pyfunction!(probe_host, m)?)?;
     m.add_function(wrap_pyfunction!(like_host_overrides, m)?)?;
     m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;

@@ -225,6 +225,11 @@ impl Layout {
         Ok(found.into_iter().filter(|(pid, made, _)| gone(*pid, *made)).map(|(_, _, s)| s).collect())
     }
 
+    /// The cpu controller's hierarchy (v1: resolved, `cpu` is often a link to `cpu,cpuacct`).
+    pub fn cpu_root(&self) -> &Path {
+        &self.find(|h| h.cpu).root
+    }
+
     fn find(&self, pick: impl Fn(&Hierarchy) -> bool) -> &Hierarchy {
         self.hierarchies.iter().find(|h| pick(h)).expect("detect() found every controller")
     }

@@ -15,6 +15,7 @@ pub mod capture;
 mod cgroupfs;
 mod error;
 mod host;
+pub mod kubelet;
 mod lock;
 mod probe;
 mod signals;

@@ -4,9 +4,11 @@
 //! prints the output document as JSON. The VM backend runs it as the guest's
 //! controller, where there is no Python.
 //!
-//! `throttlelab-real capture (--cgroup PATH | --pid PID...) --duration S -o
-//! FILE.toml`: `throttlelab capture` without Python (the same library
-//! function), for the guest; prints the `[capture]` table as JSON.
+//! `throttlelab-real capture (--cgroup PATH | --pid PID... | --pod-uid UID
+//! [--container ID|NAME] | --container-id ID) --duration S -o FILE.toml`:
+//! `throttlelab capture` without Python (the same library functions: a pod's
+//! container found by `throttlelab_real::kubelet`), for the guest or a node
+//! without Python; prints the `[capture]` table as JSON.
 //!
 //! `--bw-trace FILE` also records the kernel's bandwidth events around the run
 //! (`throttlelab_real::bw_trace`: tracepoints, and kprobes where the kernel
@@ -19,9 +21,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use throttlelab_real::capture::Target;
+use throttlelab_real::kubelet;
 
 const USAGE: &str = "usage: throttlelab-real SCENARIO.toml [--set KEY=VALUE]... [--bw-trace FILE] | \
-                     throttlelab-real capture (--cgroup PATH | --pid PID...) --duration S -o FILE.toml";
+                     throttlelab-real capture (--cgroup PATH | --pid PID... | --pod-uid UID [--container ID|NAME] | \
+                     --container-id ID) --duration S -o FILE.toml";
 const EXIT_INPUT: u8 = 2;
 
 fn main() -> ExitCode {
@@ -104,6 +108,7 @@ fn traced(
 
 fn capture(mut args: impl Iterator<Item = String>) -> Result<String, (String, u8)> {
     let (mut cgroup, mut pids, mut duration, mut out) = (None, Vec::new(), None, None);
+    let (mut pod_uid, mut container, mut container_id) = (None, None, None);
     while let Some(arg) = args.next() {
         let value = args.next().ok_or_else(|| input(format!("{arg} needs a value; {USAGE}")));
         match arg.as_str() {
@@ -118,13 +123,21 @@ fn capture(mut args: impl Iterator<Item = String>) -> Result<String, (String, u8
                 duration = Some(d.ok_or_else(|| input(format!("--duration: must be a number of seconds > 0, got {v:?}")))?);
             }
             "-o" | "--out" => out = Some(PathBuf::from(value?)),
+            "--pod-uid" => pod_uid = Some(value?),
+            "--container" => container = Some(value?),
+            "--container-id" => container_id = Some(value?),
             _ => return Err(input(format!("unexpected {arg:?}; {USAGE}"))),
         }
     }
-    let target = match (cgroup, pids.is_empty()) {
-        (Some(dir), true) => Target::Cgroup(dir),
-        (None, false) => Target::Pids(pids),
-        _ => return Err(input(format!("give --cgroup PATH or --pid PID (not both); {USAGE}"))),
+    let kubernetes = pod_uid.is_some() || container.is_some() || container_id.is_some();
+    let target = match (cgroup, pids.is_empty(), kubernetes) {
+        (Some(dir), true, false) => Target::Cgroup(dir),
+        (None, false, false) => Target::Pids(pids),
+        (None, true, true) => {
+            let query = kubelet::Query::new(pod_uid.as_deref(), container.as_deref(), container_id.as_deref()).map_err(failed)?;
+            Target::Cgroup(kubelet::find(&query, std::path::Path::new("/proc")).map_err(failed)?.1)
+        }
+        _ => return Err(input(format!("give --cgroup PATH, --pid PID or --pod-uid UID / --container-id ID (one of them); {USAGE}"))),
     };
     let (Some(duration), Some(out)) = (duration, out) else {
         return Err(input(format!("capture needs --duration and -o; {USAGE}")));
