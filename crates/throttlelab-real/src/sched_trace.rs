@@ -21,7 +21,7 @@
 //! event is optional), the later of the thread's wake-up and the CPU's last
 //! switch to idle bounds it, or it is not known.
 
-use crate::spill::{get_varint, put_varint, Chain, Sorter, Spill};
+use crate::spill::{get_varint, put_varint, Chain, Sorter, Spill, WriteTimes};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
@@ -905,6 +905,11 @@ impl Recorder {
             + self.by_pid.capacity() * std::mem::size_of::<(u32, usize)>()
             + self.cpus.capacity() * std::mem::size_of::<CpuSeen>()
             + self.preempted_ns.held_bytes()
+    }
+
+    /// How long its spill files' writes took so far (the phases' and the preemptions').
+    pub fn spill_times(&self) -> WriteTimes {
+        self.log.spill.times().and(self.preempted_ns.times())
     }
 
     /// Thread `pid`'s held phases to the spill if it holds `HELD_PHASES`.

@@ -12,6 +12,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// Where a chain's chunks are: the first and the last (None: empty).
 #[derive(Debug, Clone, Copy, Default)]
@@ -24,16 +25,52 @@ pub struct Chain {
 const HEADER: usize = 12;
 const NONE: u64 = u64::MAX;
 
+/// How long writing a spill took: its writes' count, the longest and their sum
+/// (a write to the page cache can wait for the disk).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WriteTimes {
+    pub count: u64,
+    pub max: Duration,
+    pub total: Duration,
+}
+
+impl WriteTimes {
+    fn add(&mut self, took: Duration) {
+        self.count += 1;
+        self.max = self.max.max(took);
+        self.total += took;
+    }
+
+    /// Both's writes as one's.
+    pub fn and(self, other: WriteTimes) -> WriteTimes {
+        WriteTimes { count: self.count + other.count, max: self.max.max(other.max), total: self.total + other.total }
+    }
+}
+
+/// `file.write_all_at(bytes, at)`, its time added to `times`.
+fn write_timed(file: &File, bytes: &[u8], at: u64, times: &mut WriteTimes) -> io::Result<()> {
+    let started = Instant::now();
+    file.write_all_at(bytes, at)?;
+    times.add(started.elapsed());
+    Ok(())
+}
+
 /// Chains of byte chunks in one file, each read back in the order appended.
 #[derive(Debug)]
 pub struct Spill {
     file: File,
     end: u64,
+    times: WriteTimes,
 }
 
 impl Spill {
     pub fn new(dir: &Path) -> io::Result<Spill> {
-        Ok(Spill { file: tempfile::tempfile_in(dir)?, end: 0 })
+        Ok(Spill { file: tempfile::tempfile_in(dir)?, end: 0, times: WriteTimes::default() })
+    }
+
+    /// How long its writes took.
+    pub fn times(&self) -> WriteTimes {
+        self.times
     }
 
     /// Append `bytes` as `chain`'s next chunk.
@@ -43,9 +80,9 @@ impl Spill {
         chunk.extend_from_slice(&NONE.to_le_bytes());
         chunk.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
         chunk.extend_from_slice(bytes);
-        self.file.write_all_at(&chunk, at)?;
+        write_timed(&self.file, &chunk, at, &mut self.times)?;
         if let Some(last) = chain.last {
-            self.file.write_all_at(&at.to_le_bytes(), last)?;
+            write_timed(&self.file, &at.to_le_bytes(), last, &mut self.times)?;
         }
         chain.first.get_or_insert(at);
         chain.last = Some(at);
@@ -106,11 +143,17 @@ pub struct Sorter {
     end: u64,
     held: Vec<u64>,
     len: u64,
+    times: WriteTimes,
 }
 
 impl Sorter {
     pub fn new(dir: &Path) -> io::Result<Sorter> {
-        Ok(Sorter { file: tempfile::tempfile_in(dir)?, end: 0, held: Vec::new(), len: 0 })
+        Ok(Sorter { file: tempfile::tempfile_in(dir)?, end: 0, held: Vec::new(), len: 0, times: WriteTimes::default() })
+    }
+
+    /// How long its writes took.
+    pub fn times(&self) -> WriteTimes {
+        self.times
     }
 
     pub fn push(&mut self, n: u64) -> io::Result<()> {
@@ -121,7 +164,7 @@ impl Sorter {
             let mut bytes = Vec::with_capacity(8 * (self.held.len() + 1));
             bytes.extend_from_slice(&(self.held.len() as u64).to_le_bytes());
             self.held.iter().for_each(|n| bytes.extend_from_slice(&n.to_le_bytes()));
-            self.file.write_all_at(&bytes, self.end)?;
+            write_timed(&self.file, &bytes, self.end, &mut self.times)?;
             self.end += bytes.len() as u64;
             self.held.clear();
         }
