@@ -305,7 +305,7 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
     }
     if spec.spill_waits > 0 {
         eprintln!(
-            "throttlelab: warning: the spill's writer fell behind (the disk beside the output slower than the phases came): \
+            "throttlelab: warning: the spill's writer fell behind (its writes slower than the phases came: the disk beside the output, or the writer kept off its CPU): \
              the trace's reader waited for it {} times, {} ms in all, and the kernel may have lost events meanwhile (see lost_events)",
             spec.spill_waits,
             spec.spill_wait_us / 1_000
