@@ -190,7 +190,7 @@ for round in $(seq "$ROUNDS"); do
                 wait "$stressing"
                 ops="$(cat "$WORK/ops")"
                 events="$(awk -F' = ' '$1 == "trace_events" {r = $2} $1 == "lost_events" {l = $2} END {print r + l}' "$WORK/c.toml")"
-                events="$events $(grep -E '^(lost_events|trace_buffer_kb|reader_[a-z_]+) =' "$WORK/c.toml" | tr '\n' ' ')$(grep cpu_s "$WORK/out")"
+                events="$events $(grep -E '^(lost_events|trace_buffer_kb|reader_[a-z_]+|spill_[a-z_]+) =' "$WORK/c.toml" | tr '\n' ' ')$(grep cpu_s "$WORK/out")"
                 ;;
         esac
         echo "round $round $mode ops/s $ops events $events"

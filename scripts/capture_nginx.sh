@@ -4,6 +4,7 @@
 # (2 threads, 32 connections, outside the cgroup) for SECONDS + 10 s, and
 # captured by `throttlelab capture` for SECONDS. Prints wrk's requests/s,
 # the capture's `[capture]` numbers, and its CPU time and peak memory.
+# With CAPTURE=0, nginx and wrk alone for the same time (throughput only).
 #
 #   sudo bash scripts/capture_nginx.sh [SECONDS [OUT.toml]]    (default 600 nginx.toml)
 #
@@ -52,8 +53,13 @@ sleep 1
 wrk -t2 -c32 -d"$((SECONDS_RUN + 10))s" "http://127.0.0.1:$PORT/" > "$WORK/wrk" 2>&1 &
 WRK=$!
 sleep 3
+if [ "${CAPTURE:-1}" = 0 ]; then
+    wait "$WRK"
+    grep -E "Requests/sec|requests in" "$WORK/wrk"
+    exit 0
+fi
 /usr/bin/time -f "capture cpu_s %U %S maxrss_kb %M" "$THROTTLELAB" capture --cgroup "${CG_DIRS[0]}" --duration "$SECONDS_RUN" -o "$OUT" 2>&1 | tail -5
 wait "$WRK"
 grep -E "Requests/sec|requests in" "$WORK/wrk"
-grep -E '^(duration_s|threads|usage_usec|cpu_usec|untraced_switches|lost_events|trace_events|trace_buffer_kb) =' "$OUT" | tr '\n' ' '
+sed -n '/^\[capture\]/,/^\[\[task/p' "$OUT" | grep ' = ' | tr '\n' ' '
 echo

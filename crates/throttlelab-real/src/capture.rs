@@ -196,6 +196,8 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
     let _ = trace.write("trace_options", "norecord-cmd");
     // The longest time between two reads' starts, the first from the events' enabling: what the buffers had to hold.
     let (mut last_read, mut max_gap) = (Instant::now(), Duration::ZERO);
+    // The longest read and feed of one interval: the gap's part that is the reader's own work.
+    let mut max_work = Duration::ZERO;
     let mut read = EVENTS.to_vec();
     for event in EVENTS {
         let fallback = event.replace("waking", "wakeup");
@@ -236,6 +238,7 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         last_read = Instant::now();
         stream.read(now)?;
         stream.feed(now.saturating_sub(READ_MARGIN_NS), &mut recorder);
+        max_work = max_work.max(last_read.elapsed());
     }
     let end_ns = now_ns();
     let reader_policy = priority.policy.to_string();
@@ -245,6 +248,7 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
     trace.write("tracing_on", "0").map_err(Error::harness)?;
     stream.read(u64::MAX)?;
     stream.feed(u64::MAX, &mut recorder);
+    let spill = recorder.spill_writes();
     let lost = stream.lost(&trace, start_ns)?;
     if signal.is_some() {
         eprintln!(
@@ -282,6 +286,11 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         reader_policy,
         reader_max_gap_us: max_gap.as_micros() as u64,
         reader_peak_kb: stream.peak_bytes.div_ceil(1024),
+        reader_max_work_us: max_work.as_micros() as u64,
+        spill_write_max_us: spill.times.max.as_micros() as u64,
+        spill_write_us: spill.times.total.as_micros() as u64,
+        spill_waits: spill.waits,
+        spill_wait_us: spill.waited.as_micros() as u64,
         // Where the threads tell the background, how it was measured.
         background_preemptions: background.and(Some(preempted.count)),
         background_p50_us: background.and(preempted.quantile_us(0.5)),
@@ -293,6 +302,14 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
             return Err(Error::harness(format!("{warning} (--strict)")));
         }
         eprintln!("throttlelab: warning: {warning}");
+    }
+    if spec.spill_waits > 0 {
+        eprintln!(
+            "throttlelab: warning: the spill's writer fell behind (its writes slower than the phases came: the disk beside the output, or the writer kept off its CPU): \
+             the trace's reader waited for it {} times, {} ms in all, and the kernel may have lost events meanwhile (see lost_events)",
+            spec.spill_waits,
+            spec.spill_wait_us / 1_000
+        );
     }
     let untraced = spec.untraced_switches;
     if untraced > 0 {
@@ -901,6 +918,11 @@ fn scenario_toml(spec: &CaptureSpec, host: &Host, tasks: &[(&str, u64)], phases_
     c["reader_policy"] = value(&spec.reader_policy);
     c["reader_max_gap_us"] = value(spec.reader_max_gap_us as i64);
     c["reader_peak_kb"] = value(spec.reader_peak_kb as i64);
+    c["reader_max_work_us"] = value(spec.reader_max_work_us as i64);
+    c["spill_write_max_us"] = value(spec.spill_write_max_us as i64);
+    c["spill_write_us"] = value(spec.spill_write_us as i64);
+    c["spill_waits"] = value(spec.spill_waits as i64);
+    c["spill_wait_us"] = value(spec.spill_wait_us as i64);
     if let Some(n) = spec.background_preemptions {
         c["background_preemptions"] = value(n as i64);
     }
@@ -941,6 +963,11 @@ mod tests {
             reader_policy: "SCHED_FIFO 1".into(),
             reader_max_gap_us: 62_000,
             reader_peak_kb: 2984,
+            reader_max_work_us: 31_000,
+            spill_write_max_us: 120,
+            spill_write_us: 4_500,
+            spill_waits: 2,
+            spill_wait_us: 350_000,
             background_preemptions: Some(42),
             background_p50_us: Some(12.5),
             background_p90_us: Some(40.0),
@@ -952,7 +979,7 @@ mod tests {
         let text = scenario_toml(&spec, &host, &tasks, "c.phases.gz", Some((3.25, 17.0)));
         assert_eq!(
             text,
-            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 60.000186\n\n[machine]\ncpus = 4\nhz = 250\nbackground_per_s = 3.25\nbackground_us = 17.0\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nquota_us = 120000\nburst_us = 5000\nweight = 100\ncpus = \"0-1\"\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 60.000186\nthreads = 2\nusage_usec = 35873780\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nreader_policy = \"SCHED_FIFO 1\"\nreader_max_gap_us = 62000\nreader_peak_kb = 2984\nbackground_preemptions = 42\nbackground_p50_us = 12.5\nbackground_p90_us = 40.0\nbackground_max_us = 1234.25\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n\n[[task]]\nname = \"web-13\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\nstart_us = 2500\n"
+            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 60.000186\n\n[machine]\ncpus = 4\nhz = 250\nbackground_per_s = 3.25\nbackground_us = 17.0\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nquota_us = 120000\nburst_us = 5000\nweight = 100\ncpus = \"0-1\"\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 60.000186\nthreads = 2\nusage_usec = 35873780\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nreader_policy = \"SCHED_FIFO 1\"\nreader_max_gap_us = 62000\nreader_peak_kb = 2984\nreader_max_work_us = 31000\nspill_write_max_us = 120\nspill_write_us = 4500\nspill_waits = 2\nspill_wait_us = 350000\nbackground_preemptions = 42\nbackground_p50_us = 12.5\nbackground_p90_us = 40.0\nbackground_max_us = 1234.25\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n\n[[task]]\nname = \"web-13\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\nstart_us = 2500\n"
         );
         spec = CaptureSpec { duration_s: 20.0, usage_usec: None, background_preemptions: None, background_p50_us: None, background_p90_us: None, background_max_us: None, ..spec };
         host.limit = Limit { quota_us: Quota::Max, period_us: 100000, burst_us: 0 };
@@ -960,7 +987,7 @@ mod tests {
         let text = scenario_toml(&spec, &host, &tasks[..1], "c.phases.gz", None);
         assert_eq!(
             text,
-            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 20\n\n[machine]\ncpus = 4\nhz = 250\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nweight = 100\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 20\nthreads = 2\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nreader_policy = \"SCHED_FIFO 1\"\nreader_max_gap_us = 62000\nreader_peak_kb = 2984\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n"
+            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 20\n\n[machine]\ncpus = 4\nhz = 250\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nweight = 100\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 20\nthreads = 2\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nreader_policy = \"SCHED_FIFO 1\"\nreader_max_gap_us = 62000\nreader_peak_kb = 2984\nreader_max_work_us = 31000\nspill_write_max_us = 120\nspill_write_us = 4500\nspill_waits = 2\nspill_wait_us = 350000\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n"
         );
         // A name TOML's basic strings would escape is written as a literal
         // string (JSON's escapes before): the same value once parsed.

@@ -21,10 +21,11 @@
 //! event is optional), the later of the thread's wake-up and the CPU's last
 //! switch to idle bounds it, or it is not known.
 
-use crate::spill::{get_varint, put_varint, Chain, Sorter, Spill};
+use crate::spill::{get_varint, put_varint, Chain, Sorter, Spill, Writer, WriterStats, QUEUE_BYTES};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What the trace marker says where the capture window starts and ends.
 pub const START_MARK: &str = "throttlelab capture start";
@@ -675,20 +676,31 @@ const HELD_PHASES: usize = 512;
 /// few in memory (`Thread::held`: the last may still change, a sleep's
 /// lateness), the rest in a spill file beside the capture's output, read
 /// back in passes at the end. What it holds does not grow with the capture.
+/// Its writes while the trace is read are queued to a thread of its own
+/// (`writer`), so that the trace's reader does not wait for the disk.
 #[derive(Debug)]
 struct Log {
     spill: Spill,
+    writer: Arc<Writer>,
     dir: PathBuf,
 }
 
 impl Log {
     fn new(dir: &Path) -> Result<Log, String> {
-        let spill = Spill::new(dir).map_err(|e| format!("cannot make a spill file in {}: {e}", dir.display()))?;
-        Ok(Log { spill, dir: dir.to_path_buf() })
+        let made = |e: std::io::Error| format!("cannot make a spill file in {}: {e}", dir.display());
+        let writer = Arc::new(Writer::new(QUEUE_BYTES).map_err(made)?);
+        let spill = Spill::queued(dir, Arc::clone(&writer)).map_err(made)?;
+        Ok(Log { spill, writer, dir: dir.to_path_buf() })
     }
 
+    /// A sorter for the end's passes, which writes itself.
     fn sorter(&self) -> Result<Sorter, String> {
         Sorter::new(&self.dir).map_err(|e| format!("cannot make a spill file in {}: {e}", self.dir.display()))
+    }
+
+    /// A sorter for while the trace is read, whose writes the writer does.
+    fn queued_sorter(&self) -> Result<Sorter, String> {
+        Sorter::queued(&self.dir, Arc::clone(&self.writer)).map_err(|e| format!("cannot make a spill file in {}: {e}", self.dir.display()))
     }
 
     /// Thread `t`'s phases held in memory go to the spill, up to the one that may still change.
@@ -888,7 +900,7 @@ impl Recorder {
     /// what it cannot hold goes to spill files (unlinked) in `dir`.
     pub fn new(threads: &[(u32, String)], dir: &Path) -> Result<Recorder, String> {
         let log = Log::new(dir)?;
-        let preempted_ns = log.sorter()?;
+        let preempted_ns = log.queued_sorter()?;
         let mut r = Recorder { threads: Vec::new(), by_pid: HashMap::default(), start_ns: None, end_ns: None, cpus: Vec::new(), preempted_ns, preempted_sum_ns: 0, log, failed: None };
         for (pid, comm) in threads {
             r.add(*pid, comm, 0, State::Unknown);
@@ -897,7 +909,8 @@ impl Recorder {
     }
 
     /// What it holds in memory, bytes: its threads (and the phases each
-    /// holds), its CPUs and the preemptions' sorter; not what is spilled.
+    /// holds), its CPUs and the preemptions' sorter; not what is spilled,
+    /// nor the spill writer's queue (at most `QUEUE_BYTES`).
     pub fn held_bytes(&self) -> usize {
         let threads: usize = self.threads.iter().map(|t| t.held.capacity() * std::mem::size_of::<Logged>() + t.comm.capacity()).sum();
         threads
@@ -905,6 +918,14 @@ impl Recorder {
             + self.by_pid.capacity() * std::mem::size_of::<(u32, usize)>()
             + self.cpus.capacity() * std::mem::size_of::<CpuSeen>()
             + self.preempted_ns.held_bytes()
+    }
+
+    /// Its spill files' writes so far (the phases' and the preemptions'):
+    /// how long they took, and how often and how long the events' side
+    /// waited for the writer (fallen behind: its queue full).
+    pub fn spill_writes(&self) -> WriterStats {
+        let writer = self.log.writer.stats();
+        WriterStats { times: writer.times.and(self.log.spill.times()).and(self.preempted_ns.times()), ..writer }
     }
 
     /// Thread `pid`'s held phases to the spill if it holds `HELD_PHASES`.

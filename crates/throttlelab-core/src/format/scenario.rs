@@ -124,6 +124,24 @@ pub struct CaptureSpec {
     /// The most one CPU's buffer held at a read, KiB (0 in captures from before).
     #[serde(default)]
     pub reader_peak_kb: u64,
+    /// The longest time the reader worked between two of its sleeps (reading
+    /// the buffers and turning their events into phases), us: with the sleep,
+    /// what makes its longest gap (0 in captures from before).
+    #[serde(default)]
+    pub reader_max_work_us: u64,
+    /// The spill files' writes while the trace was read (by a thread of
+    /// their own): the longest and their sum, us (0 in captures from before).
+    #[serde(default)]
+    pub spill_write_max_us: u64,
+    #[serde(default)]
+    pub spill_write_us: u64,
+    /// How often the reader waited for the spill's writer thread, its
+    /// queue full (the disk slower than the phases came), and how long in
+    /// all, us: the reader's own gap then (0 in captures from before).
+    #[serde(default)]
+    pub spill_waits: u64,
+    #[serde(default)]
+    pub spill_wait_us: u64,
     /// Other tasks' preemptions of the captured threads, the host's background
     /// as the target met it, where the threads wanted a CPU long enough to
     /// tell: then `[machine]`'s `background_per_s` and `background_us` (their
