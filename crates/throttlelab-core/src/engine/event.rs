@@ -147,6 +147,9 @@ pub struct EventQueue {
     /// but the per-CPU slots'.
     heap: BinaryHeap<Reverse<(Time, u8, u64, Event)>>,
     slots: Slots,
+    /// The slot whose event was popped last, still in the tree until it is
+    /// re-armed (one walk, not two) or the next peek clears it.
+    popped: Option<usize>,
     seq: u64,
     /// Events popped so far.
     pub processed: u64,
@@ -154,7 +157,7 @@ pub struct EventQueue {
 
 impl EventQueue {
     pub fn new(nr_cpus: usize) -> EventQueue {
-        EventQueue { heap: BinaryHeap::new(), slots: Slots::new(nr_cpus), seq: 0, processed: 0 }
+        EventQueue { heap: BinaryHeap::new(), slots: Slots::new(nr_cpus), popped: None, seq: 0, processed: 0 }
     }
 
     /// Schedule `ev` at `at`. A `RunDone` or `Tick` replaces its CPU's
@@ -166,16 +169,23 @@ impl EventQueue {
             Event::Tick { cpu, .. } | Event::PeriodTimer { irq: Irq::Tick(cpu), .. } => (1, cpu as u64),
             _ => (0, self.seq),
         };
-        match ev {
-            Event::RunDone { cpu, .. } => self.slots.set(Slot::RunDone(cpu).leaf(), key(at, class, order), ev),
-            Event::Tick { cpu, .. } => self.slots.set(Slot::Tick(cpu).leaf(), key(at, class, order), ev),
-            _ => self.heap.push(Reverse((at, class, order, ev))),
+        let leaf = match ev {
+            Event::RunDone { cpu, .. } => Slot::RunDone(cpu).leaf(),
+            Event::Tick { cpu, .. } => Slot::Tick(cpu).leaf(),
+            _ => return self.heap.push(Reverse((at, class, order, ev))),
+        };
+        if self.popped == Some(leaf) {
+            self.popped = None;
         }
+        self.slots.set(leaf, key(at, class, order), ev);
     }
 
     /// Drop a CPU's pending `RunDone` or `Tick`, if any.
     pub fn cancel(&mut self, slot: Slot) {
         let leaf = slot.leaf();
+        if self.popped == Some(leaf) {
+            self.popped = None;
+        }
         if self.slots.key(leaf) != EMPTY {
             self.slots.set(leaf, EMPTY, Event::Sample(0));
         }
@@ -194,7 +204,10 @@ impl EventQueue {
         }
     }
 
-    pub fn peek_time(&self) -> Option<Time> {
+    pub fn peek_time(&mut self) -> Option<Time> {
+        if let Some(leaf) = self.popped.take() {
+            self.slots.set(leaf, EMPTY, Event::Sample(0));
+        }
         let slot = self.slots.first().map(|(_, k)| k.0);
         let heap = self.heap.peek().map(|Reverse((t, _, _, _))| *t);
         match (slot, heap) {
@@ -204,11 +217,13 @@ impl EventQueue {
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
+        if let Some(leaf) = self.popped.take() {
+            self.slots.set(leaf, EMPTY, Event::Sample(0));
+        }
         let (t, ev) = if self.next_is_slot()? {
             let (leaf, k) = self.slots.first().expect("a slot is pending");
-            let (t, ev) = (k.0, self.slots.events[leaf]);
-            self.slots.set(leaf, EMPTY, Event::Sample(0));
-            (t, ev)
+            self.popped = Some(leaf);
+            (k.0, self.slots.events[leaf])
         } else {
             let Reverse((t, _, _, ev)) = self.heap.pop().expect("the heap is not empty");
             (t, ev)

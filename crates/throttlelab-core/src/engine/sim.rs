@@ -167,7 +167,7 @@ impl<'s> Sim<'s> {
                 phase_ns: 0,
                 skew_ns: TickGrid::skew_ns(tun.tick_ns, scenario.kernel.skew_tick, nr_cpus),
                 jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
-                seed: scenario.seed,
+                noise: noise::Seeded::new(scenario.seed),
             },
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
             idle_exit_ns: (scenario.machine.idle_exit_us * 1e3) as u64,

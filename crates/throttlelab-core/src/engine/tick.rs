@@ -21,7 +21,8 @@ pub struct TickGrid {
     pub skew_ns: u64,
     /// Each tick's interrupt runs uniformly up to this late.
     pub jitter_ns: u64,
-    pub seed: u64,
+    /// The run's seed (its mix taken once: a draw per tick).
+    pub noise: noise::Seeded,
 }
 
 impl TickGrid {
@@ -42,7 +43,7 @@ impl TickGrid {
 
     /// Time of tick `index` on `cpu`: its expiry plus a seeded interrupt latency.
     pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
-        self.base(cpu) + index * self.tick_ns + noise::uniform(self.seed, Stream::Tick(cpu), index, self.jitter_ns)
+        self.base(cpu) + index * self.tick_ns + self.noise.uniform(Stream::Tick(cpu), index, self.jitter_ns)
     }
 
     /// The ticks on `cpu` around an hrtimer expiring at `expires`: the last
@@ -143,7 +144,7 @@ impl Sim<'_> {
 
     /// Latency of an hrtimer (period or slack) expiry.
     pub(crate) fn timer_jitter(&self, stream: Stream, n: u64) -> Time {
-        noise::uniform(self.seed, stream, n, self.timer_jitter_ns)
+        self.ticks.noise.uniform(stream, n, self.timer_jitter_ns)
     }
 
     /// Apply the ticks that were skipped because they could not change
@@ -252,7 +253,7 @@ mod tests {
 
     /// HZ=250 on 4 CPUs with `skew_tick`, the grid 1 ms after time 0.
     fn grid(jitter_ns: u64) -> TickGrid {
-        TickGrid { tick_ns: 4 * MS, phase_ns: MS, skew_ns: TickGrid::skew_ns(4 * MS, true, 4), jitter_ns, seed: 7 }
+        TickGrid { tick_ns: 4 * MS, phase_ns: MS, skew_ns: TickGrid::skew_ns(4 * MS, true, 4), jitter_ns, noise: noise::Seeded::new(7) }
     }
 
     #[test]
