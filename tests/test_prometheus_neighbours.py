@@ -89,19 +89,23 @@ def _run2(root: bool) -> dict:
     return doc
 
 
-@pytest.mark.parametrize("root", [False, True])
-def test_run2_rt_app_is_advised_beside_its_neighbours_and_refused_alone(root):
-    """rt-app in run-2 ran beside four programs using 0.65-0.68 CPUs of the node's
-    2. Simulated on an idle node no model reproduces its throttled seconds;
-    with the node's other load beside it, the timed kind of the aligned family
-    does (rt-app's own events), and it is advised."""
+def _advise_run2(root: bool) -> dict:
     plan = json.loads((RUN_2 / "plan.json").read_text())
     f = Fixture(_run2(root))
     at = steps(plan["end_s"], plan["minutes"] * 60, 30)
     with Runner(workers=2) as runner:
         [row] = advise_prometheus(lambda q: f.query_range(q, at[0], at[-1], 30), 'id="/tl-accept35-rt-app"', at, 0.05, runner)
-    if not root:
-        assert row["status"] == "refused" and "no demand model reproduces its counters" in row["reason"], row
-        return
-    assert row["status"] == "advice" and "threads waking together" in row["reason"], row
-    assert row["limit_m"] < row["recommended_m"] < 2000, row
+    return row
+
+
+def test_run2_rt_app_is_advised_beside_its_neighbours_and_asks_more_alone():
+    """rt-app in run-2 ran beside four programs using 0.65-0.68 CPUs of the node's
+    2. With the node's other load beside it, the timed kind of the aligned
+    family (rt-app's own events) reproduces its counters and it is advised.
+    Simulated on an idle node its throttled seconds come out too high, so the
+    fit is refused or settles on a bigger demand: 1483m against 1004m since
+    EEVDF's wake-up ties go to the woken (before that, refused)."""
+    beside, alone = _advise_run2(True), _advise_run2(False)
+    assert beside["status"] == "advice" and "threads waking together" in beside["reason"], beside
+    assert beside["limit_m"] < beside["recommended_m"] < 2000, beside
+    assert alone["status"] == "refused" or alone["recommended_m"] > beside["recommended_m"], (alone, beside)
