@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::sched_trace::{Context, Event, Kind, Phase, Recorder, Thread, END_MARK, START_MARK};
 use crate::timer_trace::Instance;
 use crate::trace_raw::{self, Formats};
+use crate::thread_sched::Scheduling;
 use crate::{cgroup_root, host, signals};
 use std::collections::VecDeque;
 use std::fs;
@@ -423,21 +424,14 @@ fn choose_policy(set_fifo: impl FnOnce() -> std::io::Result<()>, set_nice: impl 
 /// The calling thread raised as `choose_policy` says, and put back on drop.
 struct ReaderPriority {
     policy: ReaderPolicy,
-    /// What to put back: the policy and its parameter, and the nice.
-    was: (libc::c_int, libc::sched_param, libc::c_int),
+    /// What to put back.
+    was: Scheduling,
 }
 
 impl ReaderPriority {
     fn raise() -> (ReaderPriority, Option<String>) {
-        // SAFETY: sched_getscheduler/getparam/getpriority on this thread (0); errno reset to tell -1 from an error.
-        let (policy, param, nice) = unsafe {
-            let mut param = libc::sched_param { sched_priority: 0 };
-            libc::sched_getparam(0, &mut param);
-            *libc::__errno_location() = 0;
-            let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
-            let nice = if *libc::__errno_location() != 0 { 0 } else { nice };
-            (libc::sched_getscheduler(0), param, nice)
-        };
+        let was = Scheduling::of_this_thread();
+        let nice = was.nice;
         let set_fifo = || {
             let param = libc::sched_param { sched_priority: READER_RT_PRIORITY };
             // SAFETY: this thread only (0); a thread it forks starts at SCHED_OTHER.
@@ -455,18 +449,19 @@ impl ReaderPriority {
             }
         };
         let (chosen, warning) = choose_policy(set_fifo, set_nice, nice);
-        (ReaderPriority { policy: chosen, was: (policy.max(0), param, nice) }, warning)
+        (ReaderPriority { policy: chosen, was }, warning)
     }
 }
 
 impl Drop for ReaderPriority {
     fn drop(&mut self) {
-        let (policy, param, nice) = self.was;
+        let was = self.was;
+        let param = libc::sched_param { sched_priority: was.priority };
         // SAFETY: this thread, back to what it had.
         unsafe {
             match self.policy {
-                ReaderPolicy::Fifo(_) => libc::sched_setscheduler(0, policy, &param),
-                ReaderPolicy::Nice(_) => libc::setpriority(libc::PRIO_PROCESS, 0, nice),
+                ReaderPolicy::Fifo(_) => libc::sched_setscheduler(0, was.policy.max(0), &param),
+                ReaderPolicy::Nice(_) => libc::setpriority(libc::PRIO_PROCESS, 0, was.nice),
             };
         }
     }

@@ -20,6 +20,7 @@ mod lock;
 mod probe;
 mod signals;
 mod spill;
+mod thread_sched;
 mod timer_trace;
 mod trace_raw;
 pub mod sched_trace;

@@ -18,6 +18,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::thread_sched::Scheduling;
+
 /// Where a chain's chunks are: the first and the last (None: empty).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Chain {
@@ -152,41 +154,6 @@ impl Writer {
     fn pause(&self, paused: bool) {
         self.shared.lock().paused = paused;
         self.shared.changed.notify_all();
-    }
-}
-
-/// A thread's scheduling policy, priority and nice value.
-#[derive(Debug, Clone, Copy)]
-struct Scheduling {
-    policy: libc::c_int,
-    priority: libc::c_int,
-    nice: libc::c_int,
-}
-
-impl Scheduling {
-    fn of_this_thread() -> Scheduling {
-        // SAFETY: this thread's (0) policy, parameters and nice; errno reset to tell a nice of -1 from an error.
-        unsafe {
-            let mut param = libc::sched_param { sched_priority: 0 };
-            libc::sched_getparam(0, &mut param);
-            *libc::__errno_location() = 0;
-            let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
-            let nice = if *libc::__errno_location() != 0 { 0 } else { nice };
-            Scheduling { policy: libc::sched_getscheduler(0), priority: param.sched_priority, nice }
-        }
-    }
-
-    /// As far as this thread may; where it may not, it stays as it is.
-    fn apply_to_this_thread(self) {
-        // SAFETY: this thread only (0); a thread it forks starts at SCHED_OTHER, as the reader's do.
-        unsafe {
-            if self.policy == libc::SCHED_FIFO || self.policy == libc::SCHED_RR {
-                let param = libc::sched_param { sched_priority: self.priority };
-                libc::sched_setscheduler(0, self.policy | libc::SCHED_RESET_ON_FORK, &param);
-            } else if self.nice < 0 {
-                libc::setpriority(libc::PRIO_PROCESS, 0, self.nice);
-            }
-        }
     }
 }
 

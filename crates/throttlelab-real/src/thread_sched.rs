@@ -1,0 +1,75 @@
+//! A thread's scheduling: its policy, real-time priority and nice, read from
+//! the calling thread and given to another, so that the capture's helper
+//! threads (the spill's writer) run as its trace reader does.
+
+/// The calling thread's scheduling as the kernel reports it. `policy` is
+/// `sched_getscheduler`'s answer, which carries `SCHED_RESET_ON_FORK` where
+/// it was set (the reader sets it): [`Scheduling::is_realtime`] looks past it.
+#[derive(Debug, Clone, Copy)]
+pub struct Scheduling {
+    pub policy: libc::c_int,
+    pub priority: libc::c_int,
+    pub nice: libc::c_int,
+}
+
+impl Scheduling {
+    pub fn of_this_thread() -> Scheduling {
+        // SAFETY: this thread's (0) policy, parameters and nice; errno reset to tell a nice of -1 from an error.
+        unsafe {
+            let mut param = libc::sched_param { sched_priority: 0 };
+            libc::sched_getparam(0, &mut param);
+            *libc::__errno_location() = 0;
+            let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
+            let nice = if *libc::__errno_location() != 0 { 0 } else { nice };
+            Scheduling { policy: libc::sched_getscheduler(0), priority: param.sched_priority, nice }
+        }
+    }
+
+    /// SCHED_FIFO or SCHED_RR, with or without `SCHED_RESET_ON_FORK`.
+    pub fn is_realtime(&self) -> bool {
+        matches!(self.policy & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO | libc::SCHED_RR)
+    }
+
+    /// The calling thread scheduled so, as far as it may; where it may not,
+    /// it stays as it is. A real-time policy is not inherited by its forks.
+    pub fn apply_to_this_thread(self) {
+        // SAFETY: this thread only (0).
+        unsafe {
+            if self.is_realtime() {
+                let param = libc::sched_param { sched_priority: self.priority };
+                libc::sched_setscheduler(0, self.policy | libc::SCHED_RESET_ON_FORK, &param);
+            } else if self.nice < 0 {
+                libc::setpriority(libc::PRIO_PROCESS, 0, self.nice);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread given the scheduling of one at SCHED_FIFO with
+    /// SCHED_RESET_ON_FORK (the capture's reader) runs at SCHED_FIFO too.
+    /// Needs CAP_SYS_NICE (the tests run as root, as capture does).
+    #[test]
+    fn a_readers_fifo_with_reset_on_fork_is_given_on() {
+        let reader = std::thread::spawn(|| {
+            let param = libc::sched_param { sched_priority: 1 };
+            // SAFETY: this test thread only.
+            let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) };
+            assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+            let theirs = Scheduling::of_this_thread();
+            assert!(theirs.is_realtime(), "{theirs:?}");
+            std::thread::spawn(move || {
+                theirs.apply_to_this_thread();
+                Scheduling::of_this_thread()
+            })
+            .join()
+            .unwrap()
+        });
+        let given = reader.join().unwrap();
+        assert_eq!(given.policy & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO, "{given:?}");
+        assert_eq!(given.priority, 1);
+    }
+}
