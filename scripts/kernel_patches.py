@@ -141,7 +141,7 @@ def main() -> None:
                 rows.append({"config": config.label, "variant": variant, "features": features, "metric": config.metric,
                              "kernel": kvalues, "sim": svalues, "alike": same_distribution(kvalues, svalues),
                              "hosts": hosts, "duration_s": args.duration_s, "sim_profile": "6.12",
-                             "kept": bool(row) and not args.regrade})
+                             "kept": bool(row) and (row.get("kept", False) if args.regrade else True)})
                 progress.advance(bar)
     args.out.write_text(markdown(rows, args) + notes(args.out))
     args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
@@ -182,7 +182,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         f"Kernel {host['release']} with kernel/patches under QEMU ({host['vm']['accel'].upper()}, 2 CPUs), HZ={host['hz']}, "
         f"cgroup {host['cgroup']}; {len(rows[0]['kernel'])} runs of {args.duration_s:g} s per row in the VM, {args.seeds} simulator seeds "
         f"(profile {rows[0]['sim_profile']}, unpaired) ({command})."
-        + (" Rows marked * keep the kernel runs of the file --keep named, taken on an earlier build." if any(r.get("kept") for r in rows) else ""),
+        + (" Rows marked * keep kernel runs taken on an earlier build (--keep)." if any(r.get("kept") for r in rows) else ""),
     ]
     for metric, (title, unit, factor, _) in METRICS.items():
         chosen = [r for r in rows if r.get("metric", "throttled_ratio") == metric]
