@@ -728,9 +728,9 @@ mod tests {
     #[test]
     fn a_woken_entity_wins_a_tie_of_deadlines() {
         assert!(woken_preempts(3_000_000));
-        // One CPU: a 0.75 ms slice, a's first (placed initially) half of it.
-        // At 0.2 ms that is not over: the woken's deadline, 0.2 + 0.75 ms,
-        // is later than a's 0.375 ms.
+        // One CPU: a 0.70 ms slice, a's first (placed initially) half of it.
+        // At 0.2 ms that is not over: the woken's deadline, 0.2 + 0.70 ms,
+        // is later than a's 0.35 ms.
         assert!(!woken_preempts(200_000));
     }
 

@@ -160,7 +160,27 @@ impl Tunables {
             latency_ns: 6 * NSEC_PER_MSEC * factor,
             min_granularity_ns: 750 * NSEC_PER_USEC * factor,
             wakeup_granularity_ns: NSEC_PER_MSEC * factor,
-            base_slice_ns: 750 * NSEC_PER_USEC * factor,
+            base_slice_ns: if s.kernel.profile.has_base_slice_700us() { 700 } else { 750 } * NSEC_PER_USEC * factor,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tunables;
+    use crate::format::load::load;
+
+    fn base_slice_ns(profile: &str, cpus: u32) -> u64 {
+        let text = format!("name = \"t\"\nduration_s = 1\n[machine]\ncpus = {cpus}\n[kernel]\nprofile = \"{profile}\"\n");
+        Tunables::new(&load(&text, &[]).unwrap()).base_slice_ns
+    }
+
+    /// 0.75 ms before 2ae891b82695 and 0.70 ms after, times 1 + ilog2(min(cpus, 8)).
+    #[test]
+    fn the_base_slice_is_0_70_ms_from_6_12_on() {
+        assert_eq!(base_slice_ns("6.6", 2), 1_500_000);
+        assert_eq!(base_slice_ns("6.12", 2), 1_400_000);
+        assert_eq!(base_slice_ns("6.18", 1), 700_000);
+        assert_eq!(base_slice_ns("6.18", 64), 2_800_000);
     }
 }

@@ -112,6 +112,14 @@ impl Profile {
     pub fn has_eevdf(self) -> bool {
         self >= Profile::V6_6
     }
+
+    /// `sysctl_sched_base_slice` is 0.70 ms, not 0.75 ms, before its
+    /// 1 + ilog2(cpus) scaling ("sched: Reduce the default slice to avoid
+    /// tasks getting an extra tick", 2ae891b82695, 6.15; taken into the 6.12
+    /// stable line: Debian's 6.12.117 has it).
+    pub fn has_base_slice_700us(self) -> bool {
+        self >= Profile::V6_12
+    }
 }
 
 impl Serialize for Profile {
