@@ -105,10 +105,27 @@ def _int(fields: dict[str, str], key: str) -> Optional[int]:
         return None
 
 
+#: A line's comm comes from the kernel's saved_cmdlines cache; a pid the cache lost reads so.
+_UNKNOWN_COMM = "<...>"
+
+
+def event_comms(text: str) -> dict[int, str]:
+    """pid -> comm as the events name them in their own fields (``sched_switch``'s
+    prev and next, ``sched_wakeup``'s and ``sched_waking``'s), recorded with
+    each event, not looked up when the text is printed."""
+    comms: dict[int, str] = {}
+    for m in re.finditer(r"\b(prev_comm|next_comm|comm)=(\S+) (?:prev_pid|next_pid|pid)=(\d+)", text):
+        comms[int(m[3])] = m[2]
+    return comms
+
+
 def parse_lines(text: str) -> Iterable[tuple[int, int, str, int, str, dict[str, str]]]:
     """``(t_ns, cpu, comm, pid, event, fields)`` of each event line of a
     tracefs text; a probe's location (``(caller+0x1/0x2 <- function)``) is
-    field ``at``, the irq-state flags (``d.h1.``) field ``flags``."""
+    field ``at``, the irq-state flags (``d.h1.``) field ``flags``. A line's
+    comm the cache lost (``<...>``: a busy host's many short processes evict
+    ours from saved_cmdlines' 128 entries) is taken from the events' own fields."""
+    comms = event_comms(text) if _UNKNOWN_COMM in text else {}
     for line in text.splitlines():
         m = _LINE.match(line)
         if m is None:
@@ -119,7 +136,10 @@ def parse_lines(text: str) -> Iterable[tuple[int, int, str, int, str, dict[str, 
         fields["flags"] = m["flags"]
         if m["body"].startswith("("):
             fields["at"] = m["body"][1:].split(")", 1)[0]
-        yield t_ns, int(m["cpu"]), m["comm"].strip(), int(m["pid"]), m["event"], fields
+        comm = m["comm"].strip()
+        if comm == _UNKNOWN_COMM:
+            comm = comms.get(int(m["pid"]), comm)
+        yield t_ns, int(m["cpu"]), comm, int(m["pid"]), m["event"], fields
 
 
 def probes_set(text: str) -> dict[str, str]:
