@@ -162,11 +162,13 @@ def test_the_hosts_tracepoints_give_timers_and_throttling_seen_from_switches():
     assert diff.tick_latency_us(HOST_TRACE) == 17.0
 
 
-def test_a_pid_the_comm_cache_lost_is_named_by_the_events_fields():
+def test_a_pid_the_comm_cache_lost_or_kept_stale_is_named_by_the_events_fields():
     # A busy host evicts our processes from saved_cmdlines: their lines read
-    # "<...>-PID" (hold 1 of docs/edge-cases: every expiry of the group's timer
-    # was lost, "a refill only the simulator has"). The switches name the pids.
-    lost = re.sub(r"^ throttlelab-(rea|wor)-", "           <...>-", HOST_TRACE, flags=re.M)
+    # "<...>-PID", or the comm a pid had before its exec, "python-PID" (hold 1
+    # of docs/edge-cases: every expiry of the group's timer was lost, "a
+    # refill only the simulator has"). The switches name the pids.
+    lost = re.sub(r"^ throttlelab-wor-", "           <...>-", HOST_TRACE, flags=re.M)
+    lost = re.sub(r"^ throttlelab-rea-", "          python-", lost, flags=re.M)
     assert "throttlelab-rea-900" not in lost
     named = lost.replace("# tracer: nop\n", "# tracer: nop\n          <idle>-0       [000] d..2.    99.999000: sched_switch: "
                          "prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=throttlelab-rea next_pid=900 next_prio=120\n")

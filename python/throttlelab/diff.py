@@ -105,10 +105,6 @@ def _int(fields: dict[str, str], key: str) -> Optional[int]:
         return None
 
 
-#: A line's comm comes from the kernel's saved_cmdlines cache; a pid the cache lost reads so.
-_UNKNOWN_COMM = "<...>"
-
-
 def event_comms(text: str) -> dict[int, str]:
     """pid -> comm as the events name them in their own fields (``sched_switch``'s
     prev and next, ``sched_wakeup``'s and ``sched_waking``'s), recorded with
@@ -123,9 +119,11 @@ def parse_lines(text: str) -> Iterable[tuple[int, int, str, int, str, dict[str, 
     """``(t_ns, cpu, comm, pid, event, fields)`` of each event line of a
     tracefs text; a probe's location (``(caller+0x1/0x2 <- function)``) is
     field ``at``, the irq-state flags (``d.h1.``) field ``flags``. A line's
-    comm the cache lost (``<...>``: a busy host's many short processes evict
-    ours from saved_cmdlines' 128 entries) is taken from the events' own fields."""
-    comms = event_comms(text) if _UNKNOWN_COMM in text else {}
+    comm is looked up in the kernel's saved_cmdlines cache when the text is
+    read, which a busy host's many short processes evict ours from (``<...>``)
+    or which kept a pid's comm from before its exec (``python``): where the
+    events' own fields name the pid, that name is taken."""
+    comms = event_comms(text)
     for line in text.splitlines():
         m = _LINE.match(line)
         if m is None:
@@ -136,9 +134,7 @@ def parse_lines(text: str) -> Iterable[tuple[int, int, str, int, str, dict[str, 
         fields["flags"] = m["flags"]
         if m["body"].startswith("("):
             fields["at"] = m["body"][1:].split(")", 1)[0]
-        comm = m["comm"].strip()
-        if comm == _UNKNOWN_COMM:
-            comm = comms.get(int(m["pid"]), comm)
+        comm = comms.get(int(m["pid"]), m["comm"].strip())
         yield t_ns, int(m["cpu"]), comm, int(m["pid"]), m["event"], fields
 
 
