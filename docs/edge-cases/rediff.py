@@ -1,0 +1,28 @@
+"""`throttlelab diff`'s analysis again on a diff's saved traces (-o DIR:
+diff.json and run-N.bw.txt), with the simulator paired anew: for traces
+whose analysis an earlier parser got wrong (hold 1: comms from the cache).
+    python docs/edge-cases/rediff.py VARIANT DIR"""
+import json, sys
+from pathlib import Path
+
+sys.path.insert(0, "docs/edge-cases")
+from variants import VARIANTS
+from rich.console import Console
+from throttlelab import diff
+from throttlelab.scenarios import load_scenario_text
+
+name, out = sys.argv[1], Path(sys.argv[2])
+scen, sets = VARIANTS[name]
+text, _ = load_scenario_text(scen)
+saved = json.loads((out / "diff.json").read_text())
+runs = saved["runs"]
+duration_s = json.loads(diff._native.validate(text, list(sets)))["duration_s"]
+
+
+def traced(_text, _runs, _settle_s):
+    return [(json.dumps({"host": r["host"], "duration_s": duration_s, "cgroups": {saved["cgroup"]: r["kernel"]}}),
+             (out / f"run-{r['run']}.bw.txt").read_text()) for r in runs]
+
+
+result = diff.diff(text, sets, runs=len(runs), on=traced)
+Console(width=120).print(*diff.render(result))
