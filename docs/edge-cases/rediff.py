@@ -1,8 +1,8 @@
 """`throttlelab diff`'s analysis again on a diff's saved traces (-o DIR:
-diff.json and run-N.bw.txt), with the simulator paired anew: for traces
+diff.json and run-N.bw.txt, or .bw.txt.gz as kept under hold1/diff-traces), with the simulator paired anew: for traces
 whose analysis an earlier parser got wrong (hold 1: comms from the cache).
     python docs/edge-cases/rediff.py VARIANT DIR"""
-import json, sys
+import gzip, json, sys
 from pathlib import Path
 
 sys.path.insert(0, "docs/edge-cases")
@@ -21,7 +21,11 @@ duration_s = json.loads(diff._native.validate(text, list(sets)))["duration_s"]
 
 def traced(_text, _runs, _settle_s):
     return [(json.dumps({"host": r["host"], "duration_s": duration_s, "cgroups": {saved["cgroup"]: r["kernel"]}}),
-             (out / f"run-{r['run']}.bw.txt").read_text()) for r in runs]
+             read(out / f"run-{r['run']}.bw.txt")) for r in runs]
+
+
+def read(path):
+    return path.read_text() if path.exists() else gzip.decompress(path.with_suffix(".txt.gz").read_bytes()).decode()
 
 
 result = diff.diff(text, sets, runs=len(runs), on=traced)
