@@ -1,7 +1,8 @@
 """`throttlelab diff`'s analysis again on a diff's saved traces (-o DIR:
 diff.json and run-N.bw.txt, or .bw.txt.gz as kept under hold1/diff-traces), with the simulator paired anew: for traces
 whose analysis an earlier parser got wrong (hold 1: comms from the cache).
-    python docs/edge-cases/rediff.py VARIANT DIR"""
+    python docs/edge-cases/rediff.py VARIANT DIR [--rows]
+--rows: one Markdown row per run (throttled periods, per kind the periods alike, the first divergence)."""
 import gzip, json, sys
 from pathlib import Path
 
@@ -29,4 +30,11 @@ def read(path):
 
 
 result = diff.diff(text, sets, runs=len(runs), on=traced)
-Console(width=120).print(*diff.render(result))
+if "--rows" not in sys.argv:
+    Console(width=120).print(*diff.render(result))
+for r in result["runs"] if "--rows" in sys.argv else []:
+    k, s = r["kernel"], r["sim"]
+    alike = ", ".join(f"{kind} {a}/{n}" for kind, (a, n) in r["alike"].items())
+    first = r["first_divergence"]
+    print(f"| {name} | {r['run']} | {k['nr_throttled']}/{k['nr_periods']} | {s['nr_throttled']}/{s['nr_periods']} | {alike} | "
+          + ("none" if first is None else f"period {first['period']}: {first['why']}") + " |")

@@ -9,6 +9,8 @@ from throttlelab.runner import Run, Runner
 from throttlelab.scenarios import load_scenario_text
 
 SPEEDS = (1.0, 0.995, 0.99, 0.98, 0.97, 0.96)
+print("| variant | work speed " + " | ".join(map(str, SPEEDS)) + " |")
+print("|---" * (len(SPEEDS) + 1) + "|")
 for name in sys.argv[1:]:
     scen, sets = VARIANTS[name]
     text, _ = load_scenario_text(scen)
