@@ -7,6 +7,7 @@ Debian's 6.12 in QEMU (root, QEMU)."""
 from __future__ import annotations
 
 import json
+import re
 
 from helpers import cli
 from test_real import needs_real
@@ -159,6 +160,24 @@ def test_the_hosts_tracepoints_give_timers_and_throttling_seen_from_switches():
     assert "throttle and unthrottle seen from sched_switch" in s.notes[-1]
     # The tick that interrupted a worker was 17 us late; an idle CPU's waking late is not counted.
     assert diff.tick_latency_us(HOST_TRACE) == 17.0
+
+
+def test_a_pid_the_comm_cache_lost_or_kept_stale_is_named_by_the_events_fields():
+    # A busy host evicts our processes from saved_cmdlines: their lines read
+    # "<...>-PID", or the comm a pid had before its exec, "python-PID" (hold 1
+    # of docs/edge-cases: every expiry of the group's timer was lost, "a
+    # refill only the simulator has"). The switches name the pids.
+    lost = re.sub(r"^ throttlelab-wor-", "           <...>-", HOST_TRACE, flags=re.M)
+    lost = re.sub(r"^ throttlelab-rea-", "          python-", lost, flags=re.M)
+    assert "throttlelab-rea-900" not in lost
+    named = lost.replace("# tracer: nop\n", "# tracer: nop\n          <idle>-0       [000] d..2.    99.999000: sched_switch: "
+                         "prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=throttlelab-rea next_pid=900 next_prio=120\n")
+    whole = diff.kernel_stream(HOST_TRACE, start_ns=100_000_000_000, end_ns=100_040_000_000, period_ns=PERIOD)
+    s = diff.kernel_stream(named, start_ns=100_000_000_000, end_ns=100_040_000_000, period_ns=PERIOD)
+    assert s.events == whole.events and Event(5_002_000, "refill") in s.events
+    assert diff.tick_latency_us(named) == 17.0
+    # Nothing names the controller: its timers are not ours.
+    assert "refill" not in [e.kind for e in diff.kernel_stream(lost, start_ns=100_000_000_000, end_ns=100_040_000_000, period_ns=PERIOD).events]
 
 
 OVERRUN_TRACE = """\

@@ -105,10 +105,25 @@ def _int(fields: dict[str, str], key: str) -> Optional[int]:
         return None
 
 
+def event_comms(text: str) -> dict[int, str]:
+    """pid -> comm as the events name them in their own fields (``sched_switch``'s
+    prev and next, ``sched_wakeup``'s and ``sched_waking``'s), recorded with
+    each event, not looked up when the text is printed."""
+    comms: dict[int, str] = {}
+    for m in re.finditer(r"\b(prev_comm|next_comm|comm)=(\S+) (?:prev_pid|next_pid|pid)=(\d+)", text):
+        comms[int(m[3])] = m[2]
+    return comms
+
+
 def parse_lines(text: str) -> Iterable[tuple[int, int, str, int, str, dict[str, str]]]:
     """``(t_ns, cpu, comm, pid, event, fields)`` of each event line of a
     tracefs text; a probe's location (``(caller+0x1/0x2 <- function)``) is
-    field ``at``, the irq-state flags (``d.h1.``) field ``flags``."""
+    field ``at``, the irq-state flags (``d.h1.``) field ``flags``. A line's
+    comm is looked up in the kernel's saved_cmdlines cache when the text is
+    read, which a busy host's many short processes evict ours from (``<...>``)
+    or which kept a pid's comm from before its exec (``python``): where the
+    events' own fields name the pid, that name is taken."""
+    comms = event_comms(text)
     for line in text.splitlines():
         m = _LINE.match(line)
         if m is None:
@@ -119,7 +134,8 @@ def parse_lines(text: str) -> Iterable[tuple[int, int, str, int, str, dict[str, 
         fields["flags"] = m["flags"]
         if m["body"].startswith("("):
             fields["at"] = m["body"][1:].split(")", 1)[0]
-        yield t_ns, int(m["cpu"]), m["comm"].strip(), int(m["pid"]), m["event"], fields
+        comm = comms.get(int(m["pid"]), m["comm"].strip())
+        yield t_ns, int(m["cpu"]), comm, int(m["pid"]), m["event"], fields
 
 
 def probes_set(text: str) -> dict[str, str]:
