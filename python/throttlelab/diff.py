@@ -108,7 +108,12 @@ def _int(fields: dict[str, str], key: str) -> Optional[int]:
 def parse_lines(text: str) -> Iterable[tuple[int, int, str, int, str, dict[str, str]]]:
     """``(t_ns, cpu, comm, pid, event, fields)`` of each event line of a
     tracefs text; a probe's location (``(caller+0x1/0x2 <- function)``) is
-    field ``at``, the irq-state flags (``d.h1.``) field ``flags``."""
+    field ``at``, the irq-state flags (``d.h1.``) field ``flags``. A line's
+    own comm comes from tracefs' cache of pids' names, which a busy host's
+    other processes evict ("<...>") or leave stale (another process's name
+    on a reused pid: the host's run of 10:28 UTC on 2026-11-28 lost every
+    refill so); a pid named in an earlier ``sched_switch`` takes that name."""
+    names: dict[int, str] = {}
     for line in text.splitlines():
         m = _LINE.match(line)
         if m is None:
@@ -119,7 +124,12 @@ def parse_lines(text: str) -> Iterable[tuple[int, int, str, int, str, dict[str, 
         fields["flags"] = m["flags"]
         if m["body"].startswith("("):
             fields["at"] = m["body"][1:].split(")", 1)[0]
-        yield t_ns, int(m["cpu"]), m["comm"].strip(), int(m["pid"]), m["event"], fields
+        if m["event"] == "sched_switch":
+            for side in ("prev", "next"):
+                if _int(fields, f"{side}_pid") is not None and f"{side}_comm" in fields:
+                    names[int(fields[f"{side}_pid"])] = fields[f"{side}_comm"]
+        pid = int(m["pid"])
+        yield t_ns, int(m["cpu"]), names.get(pid, m["comm"].strip()), pid, m["event"], fields
 
 
 def probes_set(text: str) -> dict[str, str]:
