@@ -180,6 +180,24 @@ def test_a_pid_the_comm_cache_lost_or_kept_stale_is_named_by_the_events_fields()
     assert "refill" not in [e.kind for e in diff.kernel_stream(lost, start_ns=100_000_000_000, end_ns=100_040_000_000, period_ns=PERIOD).events]
 
 
+# HOST_TRACE's timers as a busy host printed them: tracefs' cache of pids'
+# names had lost the controller's (another process's name on its pid) and a
+# worker's ("<...>"); the sched_switch lines before name them.
+STALE_NAMES_TRACE = """\
+ default-executo-900     [000] d..2.   100.000050: sched_switch: prev_comm=throttlelab-rea prev_pid=900 prev_prio=120 prev_state=S ==> next_comm=throttlelab-wor next_pid=904 next_prio=120
+ default-executo-900     [000] d..2.   100.000100: hrtimer_start: hrtimer=00000000aaaa function=sched_cfs_period_timer expires=100005000000 softexpires=100005000000 mode=ABS|PINNED
+          <idle>-0       [000] d.h1.   100.003990: hrtimer_start: hrtimer=00000000cccc function=tick_nohz_handler expires=100003990000 softexpires=100003990000 mode=ABS|PINNED|HARD
+           <...>-904     [000] d.h1.   100.004000: hrtimer_expire_entry: hrtimer=00000000cccc function=tick_nohz_handler now=100004007000
+          <idle>-0       [000] d.h2.   100.005002: hrtimer_expire_entry: hrtimer=00000000aaaa function=sched_cfs_period_timer now=100005002000
+"""
+
+
+def test_a_pid_is_named_by_its_sched_switch_not_by_tracefs_cache_of_names():
+    s = diff.kernel_stream(STALE_NAMES_TRACE, start_ns=100_000_000_000, end_ns=100_040_000_000, period_ns=PERIOD)
+    assert [e for e in s.events if e.kind == "refill"] == [Event(5_002_000, "refill")]
+    assert diff.tick_latency_us(STALE_NAMES_TRACE) == 17.0
+
+
 OVERRUN_TRACE = """\
  throttlelab-rea-900     [000] d..2.   100.000100: hrtimer_start: hrtimer=00000000aaaa function=sched_cfs_period_timer expires=100010000000 softexpires=100010000000 mode=ABS|PINNED
           <idle>-0       [000] d.h2.   100.010001: hrtimer_expire_entry: hrtimer=00000000aaaa function=sched_cfs_period_timer now=100010001000

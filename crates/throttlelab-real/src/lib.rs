@@ -377,7 +377,10 @@ fn measure(
     }
     tree.reset_bandwidth()?;
     // The counters start when the workers do: periods that pass while they
-    // wait for `start` would count as unthrottled ones.
+    // wait for `start` would count as unthrottled ones. At SCHED_FIFO until
+    // the last read, so that they are read at the start and the end whatever
+    // the kernel's fair class does with the workers woken at the same time.
+    let fifo = thread_sched::FifoWhile::begin();
     nanosleep_until(start);
     let before: Vec<RawStats> = (0..s.cgroups.len())
         .map(|i| tree.stats(i))
@@ -418,6 +421,7 @@ fn measure(
         .enumerate()
         .map(|(i, b)| Ok(tree.stats(i)?.since(b, tree.bandwidth(i))))
         .collect::<Result<_>>()?;
+    drop(fifo);
     let duration_ns = match s.duration_s {
         Some(_) => s.duration_ns(),
         None => finished.iter().flatten().copied().max().unwrap_or(0),

@@ -45,6 +45,36 @@ impl Scheduling {
     }
 }
 
+/// The calling thread at SCHED_FIFO 1 while this lives (where it may be),
+/// then scheduled as it was. The controller holds it from the start to its
+/// last read of the counters: woken at the start together with its workers,
+/// at SCHED_OTHER it waited on 6.1 (CFS) until a throttle freed a CPU, and
+/// read its "before" counters after the first period's quota was used
+/// (docs/fidelity.md, "6.1 under TCG").
+pub struct FifoWhile {
+    was: Scheduling,
+}
+
+impl FifoWhile {
+    pub fn begin() -> FifoWhile {
+        let was = Scheduling::of_this_thread();
+        Scheduling { policy: libc::SCHED_FIFO, priority: 1, nice: 0 }.apply_to_this_thread();
+        FifoWhile { was }
+    }
+}
+
+impl Drop for FifoWhile {
+    fn drop(&mut self) {
+        // SAFETY: this thread only (0); its policy as read (with its
+        // SCHED_RESET_ON_FORK, if it had it) and its priority. Its nice
+        // (static priority) is kept across a real-time policy.
+        unsafe {
+            let param = libc::sched_param { sched_priority: self.was.priority };
+            libc::sched_setscheduler(0, self.was.policy, &param);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +101,24 @@ mod tests {
         let given = reader.join().unwrap();
         assert_eq!(given.policy & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO, "{given:?}");
         assert_eq!(given.priority, 1);
+    }
+
+    /// A thread at SCHED_OTHER with nice 3 runs at SCHED_FIFO 1 while a
+    /// `FifoWhile` lives and at SCHED_OTHER, nice 3, after. Needs
+    /// CAP_SYS_NICE (the tests run as root, as the controller does).
+    #[test]
+    fn fifo_while_gives_the_thread_back_as_it_was() {
+        std::thread::spawn(|| {
+            // SAFETY: this test thread only.
+            assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 3) }, 0);
+            let held = FifoWhile::begin();
+            let during = Scheduling::of_this_thread();
+            assert_eq!((during.policy & !libc::SCHED_RESET_ON_FORK, during.priority), (libc::SCHED_FIFO, 1), "{during:?}");
+            drop(held);
+            let after = Scheduling::of_this_thread();
+            assert_eq!((after.policy, after.priority, after.nice), (libc::SCHED_OTHER, 0, 3), "{after:?}");
+        })
+        .join()
+        .unwrap();
     }
 }
