@@ -146,6 +146,15 @@ pub fn capture(target: &Target, options: &Options, out: &Path) -> Result<Capture
 fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::File, phases_path: &Path,
           phases_file: fs::File) -> Result<Captured> {
     let signals = signals::Guard::install()?;
+    // Raised first, before the cgroup is read and the events enabled: set up
+    // at the captured service's weight, on a busy host the capture took
+    // seconds to its first read while the buffers filled, and beside
+    // `stress-ng --switch 2` on the idle host 5 s to read the cgroup's
+    // threads (docs/capture.md, "A late start").
+    let (priority, warning) = ReaderPriority::raise();
+    if let Some(warning) = warning {
+        eprintln!("throttlelab: warning: {warning}");
+    }
     let layout = Layout::detect(&cgroup_root())?;
     let (group, threads, source) = match target {
         Target::Cgroup(dir) => {
@@ -170,13 +179,6 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         return Err(Error::harness(format!("{source}: no threads to capture")));
     }
     let named: Vec<(u32, String)> = threads.iter().map(|&t| (t, comm_of(t))).collect();
-    // Raised before the events are enabled: set up at the captured service's
-    // weight, on a busy host the capture took seconds to its first read while
-    // the buffers filled.
-    let (priority, warning) = ReaderPriority::raise();
-    if let Some(warning) = warning {
-        eprintln!("throttlelab: warning: {warning}");
-    }
     let trace = Instance::open(&format!("{INSTANCE_PREFIX}{}", std::process::id())).map_err(|e| {
         Error::harness(if e.contains("Operation not permitted") || e.contains("Permission denied") {
             format!("{e} (capture needs root with CAP_SYS_ADMIN, as a privileged container has)")
