@@ -52,7 +52,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-stress() { stress_switch $((SECONDS_RUN + 2)); }
+stress() { stress_switch $((SECONDS_RUN + 2)) "$WORK/stress.log"; }
+# How long stress-ng's switch stressor ran, s (its metrics' real time).
+stress_ran() { awk '$4 == "switch" && $5 ~ /^[0-9]+$/ {print $6}' "$WORK/stress.log"; }
 
 # The BPF variants' object and loader, built once (clang, bpftool, libbpf-dev).
 BPF_DIR="$(cd "$(dirname "$0")" && pwd)/bpf_cost"
@@ -180,19 +182,45 @@ for round in $(seq "$ROUNDS"); do
                 ;;
             capture|capture-nice)
                 # capture-nice: started at nice -10, CAP_SYS_NICE dropped, so SCHED_FIFO is refused.
+                # capture: started at SCHED_FIFO 1 (its reader's policy; the spill's writer takes the reader's):
+                # on the idle host a SCHED_OTHER process started beside stress-ng --switch 2 is starved for
+                # seconds (Python's import 0.2-11 s, 5 s more to read the cgroup: docs/capture.md, "A late
+                # start"), and the capture's window then begins late, over a stress-ng not yet captured.
+                # CAPTURE_FIFO=0 starts it as a user would.
                 nocap=()
+                [ "${CAPTURE_FIFO:-1}" = 1 ] && nocap=(chrt -f 1)
                 [ "$mode" = capture-nice ] && nocap=(nice -n -10 setpriv --inh-caps -sys_nice --bounding-set -sys_nice)
+                rm -f "$WORK/c.toml"
                 stress > "$WORK/ops" &
                 stressing=$!
                 sleep 1
-                /usr/bin/time -f "cpu_s %U %S maxrss_kb %M" "${nocap[@]}" "$THROTTLELAB" capture --cgroup "${CG_DIRS[0]}" \
-                    --duration "$SECONDS_RUN" -o "$WORK/c.toml" > "$WORK/out" 2>&1 || true
+                # stress-ng's processes stopped (state T) 5 s into the capture: none, unless something stops them.
+                # And how late the capture's window began: its tracefs instance made, s after the command.
+                started="$(date +%s.%N)"
+                (until ls -d /sys/kernel/tracing/instances/throttlelab-capture-* >/dev/null 2>&1; do sleep 0.05; done
+                 awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}' > "$WORK/late") &
+                watching=$!
+                (sleep 5; for p in $(cgroup_tids); do awk '{print $3}' "/proc/$p/stat" 2>/dev/null; done | grep -c T > "$WORK/stopped") &
+                /usr/bin/time -f "cpu_s %U %S maxrss_kb %M wall_s %e" "${nocap[@]}" "$THROTTLELAB" capture --cgroup "${CG_DIRS[0]}" \
+                    --duration "$SECONDS_RUN" -o "$WORK/c.toml" > "$WORK/out" 2>&1
+                rc=$?
+                kill "$watching" 2>/dev/null  # a capture that failed before making its instance
                 wait "$stressing"
+                wait
                 ops="$(cat "$WORK/ops")"
-                events="$(awk -F' = ' '$1 == "trace_events" {r = $2} $1 == "lost_events" {l = $2} END {print r + l}' "$WORK/c.toml")"
-                events="$events $(grep -E '^(lost_events|trace_buffer_kb|reader_[a-z_]+|spill_[a-z_]+) =' "$WORK/c.toml" | tr '\n' ' ')$(grep cpu_s "$WORK/out")"
+                ran="stress_s $(stress_ran) stopped $(cat "$WORK/stopped") late_s $(cat "$WORK/late" 2>/dev/null)"
+                # The capture's own lines (its warnings; its error when it failed), kept in the log.
+                grep '^throttlelab:' "$WORK/out" | sed 's/^/  /'
+                if [ "$rc" != 0 ] || [ ! -s "$WORK/c.toml" ]; then
+                    # A failed capture says so on its line (no event count: the table skips it), never a missing file.
+                    events="failed rc $rc: $(grep '^throttlelab: error' "$WORK/out" | tail -1) $ran $(grep cpu_s "$WORK/out")"
+                else
+                    events="$(awk -F' = ' '$1 == "trace_events" {r = $2} $1 == "lost_events" {l = $2} END {print r + l}' "$WORK/c.toml")"
+                    events="$events $(grep -E '^(lost_events|trace_buffer_kb|reader_[a-z_]+|spill_[a-z_]+|writer_policy) =' "$WORK/c.toml" | tr '\n' ' ')$ran $(grep cpu_s "$WORK/out")"
+                fi
                 ;;
         esac
+        [ "$mode" = alone ] && events="stress_s $(stress_ran)"
         echo "round $round $mode ops/s $ops events $events"
     done
 done

@@ -55,7 +55,7 @@ def main():
         offered = {"bpf-empty": per_op_of("bpf-filter"), "tfilter-other": per_op_of("nocmd"), "eventpid-other": per_op_of("nocmd")}
         for mode, (ops, ev, lost) in modes.items():
             if mode == "capture" and ev is None:
-                continue  # the capture refused to run (another run held /run/throttlelab.lock)
+                continue  # the capture failed (its line says why: `failed rc N: throttlelab: error: ...`)
             if mode == "alone":
                 rows[mode].append((ops, None, None, None, 0))
                 continue

@@ -33,8 +33,9 @@ cgroup_remove() {
     for d in "${CG_DIRS[@]}"; do rmdir "$d" 2>/dev/null || true; done
 }
 
-# stress_switch SECONDS: `stress-ng --switch 2` in the cgroup; its bogo ops/s
-# (real time) on stdout.
+# stress_switch SECONDS [LOG]: `stress-ng --switch 2` in the cgroup; its bogo
+# ops/s (real time) on stdout, and its whole output in LOG if given (the
+# real time it ran: a stress-ng ended early shows a full rate over less time).
 stress_switch() {
-    cgroup_exec stress-ng --switch 2 -t "$1" --metrics-brief 2>&1 | awk '$4 == "switch" && $5 ~ /^[0-9]+$/ {print $9}'
+    cgroup_exec stress-ng --switch 2 -t "$1" --metrics-brief 2>&1 | tee "${2:-/dev/null}" | awk '$4 == "switch" && $5 ~ /^[0-9]+$/ {print $9}'
 }

@@ -333,7 +333,8 @@ def test_the_trace_memory_is_bounded_and_reported(ping_pong, tmp_path):
 def test_the_reader_runs_at_sched_fifo_and_reports_how_it_kept_up(ping_pong, tmp_path):
     """As root the trace's reader runs at SCHED_FIFO; without CAP_SYS_NICE it
     falls back to nice -10 and says so in one warning. Either way [capture]
-    says how it ran, its longest time between two reads (a read every 50 ms:
+    says how it ran (and the spill's writer, given the reader's scheduling),
+    its longest time between two reads (a read every 50 ms:
     at least that) and the most one CPU's buffer held at a read (some of the
     ping-pong's events, at most the buffer)."""
     out = tmp_path / "c.toml"
@@ -342,6 +343,7 @@ def test_the_reader_runs_at_sched_fifo_and_reports_how_it_kept_up(ping_pong, tmp
     assert "SCHED_FIFO" not in result.stderr, result.stderr
     cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
     assert cap["reader_policy"] == "SCHED_FIFO 1", cap
+    assert cap["writer_policy"] == "SCHED_FIFO 1", cap  # the spill's writer given the reader's policy
     assert 50_000 <= cap["reader_max_gap_us"] <= 500_000, cap
     assert 0 < cap["reader_peak_kb"] <= 2048 + 4, cap
     script = (f"exec nice -n -10 setpriv --bounding-set=-sys_nice --inh-caps=-sys_nice {sys.executable} -m throttlelab capture "
@@ -351,7 +353,8 @@ def test_the_reader_runs_at_sched_fifo_and_reports_how_it_kept_up(ping_pong, tmp
     warnings = [line for line in done.stderr.splitlines() if "SCHED_FIFO" in line]
     assert len(warnings) == 1 and warnings[0].startswith("throttlelab: warning: the trace reader cannot run at SCHED_FIFO"), done.stderr
     assert "CAP_SYS_NICE" in warnings[0] and "reads at nice -10," in warnings[0], warnings[0]
-    assert json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]["reader_policy"] == "nice -10"
+    cap = json.loads(_native.validate(load_scenario_text(str(out))[0]))["capture"]
+    assert (cap["reader_policy"], cap["writer_policy"]) == ("nice -10", "nice -10"), cap
 
 
 def _start_capture(group: Path, out: Path) -> subprocess.Popen:

@@ -348,7 +348,7 @@ def test_a_capture_in_the_guests_cgroup_v2_holds_its_cpu_stat(tmp_path):
     assert set(cap) == {"source", "release", "duration_s", "threads", "usage_usec", "nr_periods", "nr_throttled",
                         "throttled_usec", "cpu_usec", "untraced_switches",
                         "lost_events", "trace_events", "trace_buffer_kb", "reader_policy", "reader_max_gap_us", "reader_peak_kb",
-                        "reader_max_work_us", "spill_write_max_us", "spill_write_us", "spill_waits", "spill_wait_us"}
+                        "reader_max_work_us", "spill_write_max_us", "spill_write_us", "spill_waits", "spill_wait_us", "writer_policy"}
     assert cap["release"] == host["release"] and cap["source"].endswith("/app") and cap["threads"] >= 2
     (app,) = captured["cgroups"]
     assert (app["period_us"], app["quota_us"], app["burst_us"]) == (100_000, 30_000, 10_000), app

@@ -146,6 +146,15 @@ pub fn capture(target: &Target, options: &Options, out: &Path) -> Result<Capture
 fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::File, phases_path: &Path,
           phases_file: fs::File) -> Result<Captured> {
     let signals = signals::Guard::install()?;
+    // Raised first, before the cgroup is read and the events enabled: set up
+    // at the captured service's weight, on a busy host the capture took
+    // seconds to its first read while the buffers filled, and beside
+    // `stress-ng --switch 2` on the idle host 5 s to read the cgroup's
+    // threads (docs/capture.md, "A late start").
+    let (priority, warning) = ReaderPriority::raise();
+    if let Some(warning) = warning {
+        eprintln!("throttlelab: warning: {warning}");
+    }
     let layout = Layout::detect(&cgroup_root())?;
     let (group, threads, source) = match target {
         Target::Cgroup(dir) => {
@@ -170,13 +179,6 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         return Err(Error::harness(format!("{source}: no threads to capture")));
     }
     let named: Vec<(u32, String)> = threads.iter().map(|&t| (t, comm_of(t))).collect();
-    // Raised before the events are enabled: set up at the captured service's
-    // weight, on a busy host the capture took seconds to its first read while
-    // the buffers filled.
-    let (priority, warning) = ReaderPriority::raise();
-    if let Some(warning) = warning {
-        eprintln!("throttlelab: warning: {warning}");
-    }
     let trace = Instance::open(&format!("{INSTANCE_PREFIX}{}", std::process::id())).map_err(|e| {
         Error::harness(if e.contains("Operation not permitted") || e.contains("Permission denied") {
             format!("{e} (capture needs root with CAP_SYS_ADMIN, as a privileged container has)")
@@ -292,6 +294,7 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         spill_write_us: spill.times.total.as_micros() as u64,
         spill_waits: spill.waits,
         spill_wait_us: spill.waited.as_micros() as u64,
+        writer_policy: spill.policy.map_or(String::new(), |p| p.to_string()),
         // Where the threads tell the background, how it was measured.
         background_preemptions: background.and(Some(preempted.count)),
         background_p50_us: background.and(preempted.quantile_us(0.5)),
@@ -395,10 +398,11 @@ enum ReaderPolicy {
 
 impl std::fmt::Display for ReaderPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        match self {
-            ReaderPolicy::Fifo(p) => write!(f, "SCHED_FIFO {p}"),
-            ReaderPolicy::Nice(n) => write!(f, "nice {n}"),
-        }
+        let scheduling = match *self {
+            ReaderPolicy::Fifo(priority) => Scheduling { policy: libc::SCHED_FIFO, priority, nice: 0 },
+            ReaderPolicy::Nice(nice) => Scheduling { policy: libc::SCHED_OTHER, priority: 0, nice },
+        };
+        scheduling.fmt(f)
     }
 }
 
@@ -918,6 +922,9 @@ fn scenario_toml(spec: &CaptureSpec, host: &Host, tasks: &[(&str, u64)], phases_
     c["spill_write_us"] = value(spec.spill_write_us as i64);
     c["spill_waits"] = value(spec.spill_waits as i64);
     c["spill_wait_us"] = value(spec.spill_wait_us as i64);
+    if !spec.writer_policy.is_empty() {
+        c["writer_policy"] = value(&spec.writer_policy);
+    }
     if let Some(n) = spec.background_preemptions {
         c["background_preemptions"] = value(n as i64);
     }
@@ -963,6 +970,7 @@ mod tests {
             spill_write_us: 4_500,
             spill_waits: 2,
             spill_wait_us: 350_000,
+            writer_policy: "SCHED_FIFO 1".into(),
             background_preemptions: Some(42),
             background_p50_us: Some(12.5),
             background_p90_us: Some(40.0),
@@ -974,9 +982,9 @@ mod tests {
         let text = scenario_toml(&spec, &host, &tasks, "c.phases.gz", Some((3.25, 17.0)));
         assert_eq!(
             text,
-            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 60.000186\n\n[machine]\ncpus = 4\nhz = 250\nbackground_per_s = 3.25\nbackground_us = 17.0\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nquota_us = 120000\nburst_us = 5000\nweight = 100\ncpus = \"0-1\"\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 60.000186\nthreads = 2\nusage_usec = 35873780\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nreader_policy = \"SCHED_FIFO 1\"\nreader_max_gap_us = 62000\nreader_peak_kb = 2984\nreader_max_work_us = 31000\nspill_write_max_us = 120\nspill_write_us = 4500\nspill_waits = 2\nspill_wait_us = 350000\nbackground_preemptions = 42\nbackground_p50_us = 12.5\nbackground_p90_us = 40.0\nbackground_max_us = 1234.25\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n\n[[task]]\nname = \"web-13\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\nstart_us = 2500\n"
+            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 60.000186\n\n[machine]\ncpus = 4\nhz = 250\nbackground_per_s = 3.25\nbackground_us = 17.0\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nquota_us = 120000\nburst_us = 5000\nweight = 100\ncpus = \"0-1\"\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 60.000186\nthreads = 2\nusage_usec = 35873780\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nreader_policy = \"SCHED_FIFO 1\"\nreader_max_gap_us = 62000\nreader_peak_kb = 2984\nreader_max_work_us = 31000\nspill_write_max_us = 120\nspill_write_us = 4500\nspill_waits = 2\nspill_wait_us = 350000\nwriter_policy = \"SCHED_FIFO 1\"\nbackground_preemptions = 42\nbackground_p50_us = 12.5\nbackground_p90_us = 40.0\nbackground_max_us = 1234.25\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n\n[[task]]\nname = \"web-13\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\nstart_us = 2500\n"
         );
-        spec = CaptureSpec { duration_s: 20.0, usage_usec: None, background_preemptions: None, background_p50_us: None, background_p90_us: None, background_max_us: None, ..spec };
+        spec = CaptureSpec { duration_s: 20.0, usage_usec: None, writer_policy: String::new(), background_preemptions: None, background_p50_us: None, background_p90_us: None, background_max_us: None, ..spec };
         host.limit = Limit { quota_us: Quota::Max, period_us: 100000, burst_us: 0 };
         host.cpus = None;
         let text = scenario_toml(&spec, &host, &tasks[..1], "c.phases.gz", None);

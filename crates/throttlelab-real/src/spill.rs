@@ -102,6 +102,9 @@ pub struct WriterStats {
     pub times: WriteTimes,
     pub waits: u64,
     pub waited: Duration,
+    /// The writer thread's scheduling, as it read itself once started: what
+    /// it runs at, not only what it was given (None: no writer).
+    pub policy: Option<Scheduling>,
 }
 
 impl Writer {
@@ -111,8 +114,16 @@ impl Writer {
         let scheduled = Scheduling::of_this_thread();
         let thread = std::thread::Builder::new().name("spill-writer".into()).spawn(move || {
             scheduled.apply_to_this_thread();
+            theirs.lock().stats.policy = Some(Scheduling::of_this_thread());
+            theirs.changed.notify_all();
             theirs.run()
         })?;
+        // Started once it has read its scheduling: `stats` has it from here on.
+        let mut q = shared.lock();
+        while q.stats.policy.is_none() {
+            q = shared.wait(q);
+        }
+        drop(q);
         Ok(Writer { shared, thread: Some(thread) })
     }
 
@@ -548,6 +559,26 @@ mod tests {
         writer.queue(&file, 12, vec![3; 100]).unwrap();
         writer.settle().unwrap();
         assert_eq!(writer.stats().waits, 1);
+    }
+
+    /// A writer made by a thread at SCHED_FIFO with SCHED_RESET_ON_FORK (the
+    /// capture's reader) runs at SCHED_FIFO, and says so; one made by a
+    /// thread at SCHED_OTHER says its nice. Needs CAP_SYS_NICE (root).
+    #[test]
+    fn a_writer_runs_and_reports_its_makers_scheduling() {
+        let policy = std::thread::spawn(|| {
+            let param = libc::sched_param { sched_priority: 1 };
+            // SAFETY: this test thread only.
+            let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) };
+            assert_eq!(r, 0, "{}", io::Error::last_os_error());
+            Writer::new(64).unwrap().stats().policy
+        })
+        .join()
+        .unwrap();
+        assert_eq!(policy.map(|p| p.to_string()).as_deref(), Some("SCHED_FIFO 1"));
+        let other = std::thread::spawn(|| Writer::new(64).unwrap().stats().policy).join().unwrap().unwrap();
+        assert!(!other.is_realtime(), "{other:?}");
+        assert_eq!(other.to_string(), format!("nice {}", Scheduling::of_this_thread().nice));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 /// The calling thread's scheduling as the kernel reports it. `policy` is
 /// `sched_getscheduler`'s answer, which carries `SCHED_RESET_ON_FORK` where
 /// it was set (the reader sets it): [`Scheduling::is_realtime`] looks past it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scheduling {
     pub policy: libc::c_int,
     pub priority: libc::c_int,
@@ -75,6 +75,18 @@ impl Drop for FifoWhile {
     }
 }
 
+/// As `[capture]` names a thread's scheduling: `SCHED_FIFO 1` (`SCHED_RR 1`),
+/// or `nice -10` for every other policy.
+impl std::fmt::Display for Scheduling {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self.policy & !libc::SCHED_RESET_ON_FORK {
+            libc::SCHED_FIFO => write!(f, "SCHED_FIFO {}", self.priority),
+            libc::SCHED_RR => write!(f, "SCHED_RR {}", self.priority),
+            _ => write!(f, "nice {}", self.nice),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +113,14 @@ mod tests {
         let given = reader.join().unwrap();
         assert_eq!(given.policy & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO, "{given:?}");
         assert_eq!(given.priority, 1);
+        assert_eq!(given.to_string(), "SCHED_FIFO 1");
+    }
+
+    #[test]
+    fn a_thread_at_sched_other_is_named_by_its_nice() {
+        let other = Scheduling { policy: libc::SCHED_OTHER, priority: 0, nice: -10 };
+        assert_eq!(other.to_string(), "nice -10");
+        assert_eq!(Scheduling { policy: libc::SCHED_RR | libc::SCHED_RESET_ON_FORK, priority: 2, nice: 0 }.to_string(), "SCHED_RR 2");
     }
 
     /// A thread at SCHED_OTHER with nice 3 runs at SCHED_FIFO 1 while a

@@ -142,6 +142,11 @@ pub struct CaptureSpec {
     pub spill_waits: u64,
     #[serde(default)]
     pub spill_wait_us: u64,
+    /// How the spill's writer thread was scheduled, as it read itself once
+    /// started (`SCHED_FIFO 1`: the reader's policy, given on). Empty in
+    /// captures from before.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub writer_policy: String,
     /// Other tasks' preemptions of the captured threads, the host's background
     /// as the target met it, where the threads wanted a CPU long enough to
     /// tell: then `[machine]`'s `background_per_s` and `background_us` (their
