@@ -165,7 +165,8 @@ impl Sim<'_> {
         self.rqs[cpu].next_tick = index + 1;
         self.rqs[cpu].next_tick_at = 0;
         let Some(tid) = self.fair_curr(cpu) else { return };
-        for se in self.hierarchy(self.threads[tid].se) {
+        let mut h = self.hierarchy(self.threads[tid].se);
+        while let Some(se) = h.next(self) {
             let rq = self.ses[se].cfs_rq;
             self.update_curr(rq, self.now);
             if !self.profile.has_eevdf() && self.cfs_rqs[rq].nr_running > 1 {

@@ -13,6 +13,11 @@
 //! beside the heap of everything else, so a replaced one is gone at once
 //! instead of being popped and skipped later. The two are merged at pop by the
 //! same total order, so the order of the events is the one a single heap gives.
+//!
+//! A slot armed (or cancelled) several times during one event takes its key,
+//! `seq` included, at each arming, but the tree learns only the last, at the
+//! next peek or pop: nothing is popped during an event, so the order is the
+//! one of walking the tree at every arming.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -101,6 +106,11 @@ struct Slots {
     /// `node[2i + 1]`. `n`, the leaves, is a power of two.
     node: Vec<(Key, u32)>,
     events: Vec<Event>,
+    /// Each leaf's key as last armed or cancelled, which the tree takes at
+    /// `flush`.
+    armed: Vec<Key>,
+    /// Leaves armed or cancelled since the last `flush` (repeats allowed).
+    changed: Vec<usize>,
 }
 
 impl Slots {
@@ -113,15 +123,28 @@ impl Slots {
         for i in (1..n).rev() {
             node[i] = node[2 * i].min(node[2 * i + 1]);
         }
-        Slots { node, events: vec![Event::Sample(0); n] }
+        Slots { node, events: vec![Event::Sample(0); n], armed: vec![EMPTY; n], changed: Vec::new() }
     }
 
-    fn key(&self, leaf: usize) -> Key {
-        self.node[self.events.len() + leaf].0
-    }
-
-    fn set(&mut self, leaf: usize, k: Key, ev: Event) {
+    /// Arm `leaf` with `ev` at `k` (`EMPTY`: cancel it); the tree learns it at `flush`.
+    fn arm(&mut self, leaf: usize, k: Key, ev: Event) {
         self.events[leaf] = ev;
+        self.armed[leaf] = k;
+        self.changed.push(leaf);
+    }
+
+    /// Bring the tree up to date with the leaves armed since the last flush:
+    /// one walk per leaf, whatever the number of times it was armed.
+    fn flush(&mut self) {
+        while let Some(leaf) = self.changed.pop() {
+            let k = self.armed[leaf];
+            if self.node[self.events.len() + leaf].0 != k {
+                self.set(leaf, k);
+            }
+        }
+    }
+
+    fn set(&mut self, leaf: usize, k: Key) {
         let mut i = self.events.len() + leaf;
         self.node[i] = (k, leaf as u32);
         while i > 1 {
@@ -135,7 +158,7 @@ impl Slots {
         }
     }
 
-    /// The earliest pending leaf and its key, if any.
+    /// The earliest pending leaf and its key, if any (as of the last `flush`).
     fn first(&self) -> Option<(usize, Key)> {
         let (k, leaf) = self.node[1];
         (k != EMPTY).then_some((leaf as usize, k))
@@ -147,9 +170,6 @@ pub struct EventQueue {
     /// but the per-CPU slots'.
     heap: BinaryHeap<Reverse<(Time, u8, u64, Event)>>,
     slots: Slots,
-    /// The slot whose event was popped last, still in the tree until it is
-    /// re-armed (one walk, not two) or the next peek clears it.
-    popped: Option<usize>,
     seq: u64,
     /// Events popped so far.
     pub processed: u64,
@@ -157,7 +177,7 @@ pub struct EventQueue {
 
 impl EventQueue {
     pub fn new(nr_cpus: usize) -> EventQueue {
-        EventQueue { heap: BinaryHeap::new(), slots: Slots::new(nr_cpus), popped: None, seq: 0, processed: 0 }
+        EventQueue { heap: BinaryHeap::new(), slots: Slots::new(nr_cpus), seq: 0, processed: 0 }
     }
 
     /// Schedule `ev` at `at`. A `RunDone` or `Tick` replaces its CPU's
@@ -174,20 +194,14 @@ impl EventQueue {
             Event::Tick { cpu, .. } => Slot::Tick(cpu).leaf(),
             _ => return self.heap.push(Reverse((at, class, order, ev))),
         };
-        if self.popped == Some(leaf) {
-            self.popped = None;
-        }
-        self.slots.set(leaf, key(at, class, order), ev);
+        self.slots.arm(leaf, key(at, class, order), ev);
     }
 
     /// Drop a CPU's pending `RunDone` or `Tick`, if any.
     pub fn cancel(&mut self, slot: Slot) {
         let leaf = slot.leaf();
-        if self.popped == Some(leaf) {
-            self.popped = None;
-        }
-        if self.slots.key(leaf) != EMPTY {
-            self.slots.set(leaf, EMPTY, Event::Sample(0));
+        if self.slots.armed[leaf] != EMPTY {
+            self.slots.arm(leaf, EMPTY, Event::Sample(0));
         }
     }
 
@@ -205,9 +219,7 @@ impl EventQueue {
     }
 
     pub fn peek_time(&mut self) -> Option<Time> {
-        if let Some(leaf) = self.popped.take() {
-            self.slots.set(leaf, EMPTY, Event::Sample(0));
-        }
+        self.slots.flush();
         let slot = self.slots.first().map(|(_, k)| k.0);
         let heap = self.heap.peek().map(|Reverse((t, _, _, _))| *t);
         match (slot, heap) {
@@ -217,13 +229,15 @@ impl EventQueue {
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
-        if let Some(leaf) = self.popped.take() {
-            self.slots.set(leaf, EMPTY, Event::Sample(0));
-        }
+        self.slots.flush();
         let (t, ev) = if self.next_is_slot()? {
             let (leaf, k) = self.slots.first().expect("a slot is pending");
-            self.popped = Some(leaf);
-            (k.0, self.slots.events[leaf])
+            let ev = self.slots.events[leaf];
+            // Emptied at the next flush, unless its dispatch re-arms it
+            // first (a `Tick` its tick, a `RunDone` the next thread's): one
+            // walk up the tree, not two.
+            self.slots.arm(leaf, EMPTY, Event::Sample(0));
+            (k.0, ev)
         } else {
             let Reverse((t, _, _, ev)) = self.heap.pop().expect("the heap is not empty");
             (t, ev)

@@ -170,7 +170,8 @@ impl Sim<'_> {
             k -= 1;
         }
         let at = self.ticks.tick_time(cpu, k);
-        for se in self.hierarchy(self.threads[tid].se) {
+        let mut h = self.hierarchy(self.threads[tid].se);
+        while let Some(se) = h.next(self) {
             let rq = self.ses[se].cfs_rq;
             if self.profile.has_eevdf() {
                 // Replay the skipped ticks at which the deadline was passed,
@@ -206,7 +207,8 @@ impl Sim<'_> {
         }
         let timer_tick = self.rqs[cpu].tick_timers.iter().map(|&(k, _)| k).filter(|&k| k >= first).min();
         let mut due: Option<Time> = None;
-        for se in self.hierarchy(self.threads[tid].se) {
+        let mut h = self.hierarchy(self.threads[tid].se);
+        while let Some(se) = h.next(self) {
             let c = &self.cfs_rqs[self.ses[se].cfs_rq];
             if c.nr_running > 1 {
                 return Some(first);
