@@ -18,38 +18,20 @@ waking. Per migration of a worker, who moved it:
 other CPU is idle; its time is summed by how that wait began and ended.
 Two CPUs, as on this host.
 """
-import re
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 
-LINE = re.compile(r"^\s*(.{16})-(\d+)\s+\[(\d+)\]\s+(\S+)\s+([\d.]+):\s+(\w+):\s+(.*)$")
-KV = re.compile(r"(\w+)=(\S+)")
-
-
-def events(path):
-    for line in open(path, errors="replace"):
-        m = LINE.match(line)
-        if m:
-            comm, pid, cpu, flags, ts, name, rest = m.groups()
-            yield float(ts) * 1e6, int(cpu), comm.strip(), int(pid), flags, name, rest
+from analyse_trace import KV, cpu_time, raw_events as events, switch_fields
 
 
 def switch(rest):
-    a, b = rest.split(" ==> ")
-    fa, fb = dict(KV.findall(a)), dict(KV.findall(b))
-    return int(fa["prev_pid"]), fa["prev_state"], fa["prev_comm"], int(fb["next_pid"]), fb["next_comm"]
+    prev, pstate, nxt, ncomm, pcomm = switch_fields(rest)
+    return prev, pstate, pcomm, nxt, ncomm
 
 
 def workers(evs):
     """The real backend's worker threads: comm throttlelab-wor with > 0.1 s of CPU."""
-    cpu_us, comm, on = Counter(), {}, {}
-    for ts, cpu, _, _, _, name, rest in evs:
-        if name == "sched_switch":
-            prev, _, pcomm, nxt, ncomm = switch(rest)
-            comm[prev], comm[nxt] = pcomm, ncomm
-            if cpu in on:
-                cpu_us[on[cpu][0]] += ts - on[cpu][1]
-            on[cpu] = (nxt, ts)
+    cpu_us, comm = cpu_time([(ts, cpu, pid, name, rest) for ts, cpu, _, pid, _, name, rest in evs])
     return {p for p, t in cpu_us.items() if comm.get(p) == "throttlelab-wor" and t > 1e5}
 
 
