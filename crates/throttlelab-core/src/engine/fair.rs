@@ -815,22 +815,25 @@ mod tests {
         );
         let s = load(&text, &[]).unwrap();
         let mut sim = Sim::new(&s, SimOptions::default());
-        for (t, cpu) in [(0, 0), (1, 0), (2, 1)] {
-            (sim.threads[t].cpu, sim.threads[t].recent_used_cpu, sim.threads[t].cpu_ns) = (cpu, cpu, 1);
+        // The task's threads follow the machine's background threads.
+        let [a, b, c] = [0, 1, 2].map(|k| sim.task_threads[0] + k);
+        for (t, cpu) in [(a, 0), (b, 0), (c, 1)] {
+            sim.set_task_cpu(t, cpu);
+            (sim.threads[t].recent_used_cpu, sim.threads[t].cpu_ns) = (cpu, 1);
         }
-        sim.try_to_wake_up(2);
+        sim.try_to_wake_up(c);
         sim.schedule(1);
-        sim.try_to_wake_up(0);
+        sim.try_to_wake_up(a);
         sim.schedule(0);
-        sim.try_to_wake_up(1);
-        assert_eq!((sim.rqs[0].curr, sim.rqs[1].curr, sim.threads[1].cpu), (Some(0), Some(2), 0));
+        sim.try_to_wake_up(b);
+        assert_eq!((sim.rqs[0].curr, sim.rqs[1].curr, sim.threads[b].cpu), (Some(a), Some(c), 0));
         assert!(sim.rd_overloaded);
-        sim.ses[sim.threads[1].se].exec_start = b_ran_ns;
+        sim.ses[sim.threads[b].se].exec_start = b_ran_ns;
         sim.newidle.ratio = ratio;
         sim.now = 1_000_000;
-        sim.block(2);
+        sim.block(c);
         sim.schedule(1);
-        sim.rqs[1].curr == Some(1)
+        sim.rqs[1].curr == Some(b)
     }
 
     /// `task_hot`: a newly idle CPU leaves a task that ran less than

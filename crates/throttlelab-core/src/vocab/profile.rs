@@ -108,9 +108,9 @@ impl Profile {
         self >= Profile::V6_12
     }
 
-    /// Proportional newidle balance (33cf66d88306, v6.19; taken into 6.12.65
-    /// and 6.18's stable releases, so the VM's 6.12.117 and the host's 6.18.44
-    /// have it): a CPU going idle balances only with the probability that its
+    /// Proportional newidle balance (33cf66d88306, v6.19; taken into 6.12.65,
+    /// so the VM's 6.12.117 has it, and the host's 6.18.44 pulls as it does,
+    /// docs/fidelity.md): a CPU going idle balances only with the probability that its
     /// domain's newly idle balances have been pulling a task (`NI_RANDOM`,
     /// `sd->newidle_ratio`). Before, it balanced whenever the root domain
     /// was marked overloaded.
