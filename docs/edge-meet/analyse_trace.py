@@ -8,16 +8,22 @@ import re
 import sys
 from collections import Counter, defaultdict
 
-LINE = re.compile(r"^\s*(.{16})-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+):\s+(\w+):\s+(.*)$")
+LINE = re.compile(r"^\s*(.{16})-(\d+)\s+\[(\d+)\]\s+(\S+)\s+([\d.]+):\s+(\w+):\s+(.*)$")
 KV = re.compile(r"(\w+)=(\S+)")
 
 
-def events(path):
+def raw_events(path):
+    """(us, cpu, logging comm, logging pid, irq flags, event, fields) per line."""
     for line in open(path, errors="replace"):
         m = LINE.match(line)
         if m:
-            comm, pid, cpu, ts, name, rest = m.groups()
-            yield float(ts) * 1e6, int(cpu), int(pid), name, rest
+            comm, pid, cpu, flags, ts, name, rest = m.groups()
+            yield float(ts) * 1e6, int(cpu), comm.strip(), int(pid), flags, name, rest
+
+
+def events(path):
+    for ts, cpu, _, pid, _, name, rest in raw_events(path):
+        yield ts, cpu, pid, name, rest
 
 
 def switch_fields(rest):
@@ -26,10 +32,8 @@ def switch_fields(rest):
     return int(fa["prev_pid"]), fa["prev_state"], int(fb["next_pid"]), fb["next_comm"], fa["prev_comm"]
 
 
-def main():
-    path = sys.argv[1]
-    evs = list(events(path))
-    # The workers: the comm with the most CPU time among switched-in threads.
+def cpu_time(evs):
+    """Each pid's CPU time (us) from the switches, and each pid's comm."""
     cpu_by_pid, comm_of, on = Counter(), {}, {}
     for ts, cpu, pid, name, rest in evs:
         if name == "sched_switch":
@@ -38,6 +42,14 @@ def main():
             if cpu in on:
                 cpu_by_pid[on[cpu][0]] += ts - on[cpu][1]
             on[cpu] = (nxt, ts)
+    return cpu_by_pid, comm_of
+
+
+def main():
+    path = sys.argv[1]
+    evs = list(events(path))
+    # The workers: the comm with the most CPU time among switched-in threads.
+    cpu_by_pid, comm_of = cpu_time(evs)
     by_comm = Counter()
     for p, t in cpu_by_pid.items():
         if p:

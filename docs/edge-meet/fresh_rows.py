@@ -2,10 +2,11 @@
 store them as a grid JSON that ``fidelity_grid.py --regrade`` takes: a second
 kernel sample for rows the wake-up fix was looked at against.
 
-    tl-measure python docs/edge-meet/fresh_rows.py OUT.json
+    tl-measure python docs/edge-meet/fresh_rows.py OUT.json [THREADS,PERIOD_MS,DEMAND/QUOTA,BURST ...] [--max-minutes M]
     python scripts/fidelity_grid.py --grid edge --regrade OUT.json --seeds 20 --out OUT.md
 """
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -17,12 +18,21 @@ ROWS = [(4, 20, 1.05, True), (4, 100, 1.05, False), (4, 50, 1.05, False), (4, 20
 
 
 def main():
-    out = Path(sys.argv[1])
+    args = sys.argv[1:]
+    max_s = float(args.pop(args.index("--max-minutes") + 1)) * 60 if "--max-minutes" in args else None
+    args = [a for a in args if a != "--max-minutes"]
+    out = Path(args[0])
+    # A row on the command line: threads, period in ms, demand / quota, burst (0 or 1).
+    rows = [(int(t), int(p), float(r), b == "1") for t, p, r, b in (a.split(",") for a in args[1:])] or ROWS
     chosen = [c for c in edge_configurations() if c["workload"] != "spin" and
-              (c["threads"], c["period_us"] // 1000, c["demand_ratio"], c["burst_us"] > 0) in ROWS]
-    assert len(chosen) == len(ROWS), chosen
+              (c["threads"], c["period_us"] // 1000, c["demand_ratio"], c["burst_us"] > 0) in rows]
+    assert len(chosen) == len(rows), chosen
     doc = {"host": None, "rows": []}
+    start = time.monotonic()
     for c in chosen:
+        if max_s is not None and time.monotonic() - start > max_s:
+            print("time is up: no more rows", flush=True)
+            break
         kernel = kernel_runs(scenario_text(c, 2.0), runs=5)
         doc["host"] = doc["host"] or kernel[0]["host"]
         doc["rows"].append({**c, **measured(kernel)})

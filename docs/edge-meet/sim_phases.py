@@ -29,17 +29,21 @@ def main():
     for _now, chunk in run:
         recs += json.loads(chunk)["records"]
     out = json.loads(run.output())
-    # Per thread: its running slices (start, end).
+    # Per thread: its running slices (start, end, CPU); per CPU: its idle spans.
     cur = {}
     slices = defaultdict(list)
+    idle = defaultdict(list)
     for r in recs:
         if r["kind"] != "switch":
             continue
         c, t = r["cpu"], r["t_ns"] / 1e3
-        if c in cur and cur[c][0] is not None:
-            slices[cur[c][0]].append((cur[c][1], t))
+        if c in cur and cur[c][0] is not None and t > cur[c][1]:
+            # (A thread switched to and away at one instant ran no slice.)
+            slices[cur[c][0]].append((cur[c][1], t, c))
+        if c in cur and cur[c][2]:
+            idle[c].append((cur[c][1], t))
         # The scenario's group only (tg 1): the host's background threads are the root's.
-        cur[c] = (r.get("arg") if r["tg"] == 1 else None, t)
+        cur[c] = (r.get("arg") if r["tg"] == 1 else None, t, r.get("arg") is None)
     sleep_us = 18600.0
     # A run phase is over when its thread has had run_us of work: run_us /
     # work_speed of CPU (the simulator's runs are exact).
@@ -47,10 +51,14 @@ def main():
     phases = []
     for tid, sl in slices.items():
         ph = None
-        for a, b in sl:
+        for a, b, c in sl:
             if ph is None:
-                wake = phases[-1]["end"] + sleep_us if phases and phases[-1]["tid"] == tid else a
-                ph = dict(tid=tid, wake=wake, start=a, end=b, cpu_us=0.0, slices=0)
+                done = phases[-1] if phases and phases[-1]["tid"] == tid else None
+                wake = done["end"] + sleep_us if done else a
+                ph = dict(tid=tid, wake=wake, start=a, end=b, cpu_us=0.0, slices=0, spans=[],
+                          prev_cpu=done["cpu"] if done else c)
+            ph["spans"].append((a, b, c))
+            ph["cpu"] = c
             ph["cpu_us"] += b - a
             ph["slices"] += 1
             ph["end"] = b
@@ -74,6 +82,43 @@ def main():
     print(f"  waited runnable, us: {q([p['wait_us'] for p in sel])}; total {sum(p['wait_us'] for p in sel)/1e3:.1f} ms")
     print(f"  phases that waited > 50 us: {sum(p['wait_us'] > 50 for p in sel)} of {len(sel)}")
     print(f"  slices per phase: {Counter(p['slices'] for p in sel).most_common()}")
+    placement(sel, slices, idle)
+
+
+def placement(sel, slices, idle):
+    """placement.py's wake-ups and stranded time, from the switch records:
+    a phase's previous CPU is its thread's last one, the CPU chosen the one it
+    runs on at once (else it waits on its previous CPU's queue)."""
+    def state(c, t, tid):
+        for a, b in idle[c]:
+            if a <= t < b:
+                return "idle"
+        for o, sl in slices.items():
+            if o != tid and any(a <= t < b and cc == c for a, b, cc in sl):
+                return "a worker"
+        return "another task"
+
+    wakes = Counter()
+    for p in sel:
+        prev, w = p["prev_cpu"], p["wake"]
+        a, _, c = p["spans"][0]
+        moved = a - w < 1 and c != prev
+        where = "moved to the other CPU" if moved else "on its previous CPU"
+        wakes[f"{where}: previous CPU {state(prev, w - 0.001, p['tid'])}, other CPU {state(1 - prev, w - 0.001, p['tid'])}"] += 1
+    print("wake-ups:")
+    for k, n in sorted(wakes.items()):
+        print(f"  {k}: {n}")
+    # Waiting spans: before the first slice, and between slices.
+    stranded = Counter()
+    for p in sel:
+        gaps = [(p["wake"], p["spans"][0][0], "placed on a busy CPU at its wake-up")]
+        gaps += [(p["spans"][i][1], p["spans"][i + 1][0], "preempted") for i in range(len(p["spans"]) - 1)]
+        for g0, g1, began in gaps:
+            for c in (0, 1):
+                for a, b in idle[c]:
+                    stranded[began] += max(0.0, min(b, g1) - max(a, g0))
+    print("stranded (runnable while a CPU is idle), by how it began, ms: "
+          + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in stranded.items()) + f"; total {sum(stranded.values()) / 1e3:.1f}")
 
 
 if __name__ == "__main__":

@@ -104,11 +104,19 @@ impl Sim<'_> {
         self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running >= 2
     }
 
+    /// Whether any CPU has more than one task runnable (what a balance at the
+    /// root domain sets `rd->overloaded` to).
+    pub(crate) fn any_overloaded(&self) -> bool {
+        self.overload_mask.iter().any(|&w| w != 0)
+    }
+
     /// Bring `cpu`'s bits in the idle and overload masks up to date: after
     /// its running thread, deadline thread or root `h_nr_running` changed.
     pub(crate) fn update_rq_masks(&mut self, cpu: CpuId) {
         let (w, bit) = (cpu / 64, 1u64 << (cpu % 64));
         let (idle, overloaded) = (self.is_idle(cpu), self.is_overloaded(cpu));
+        // `add_nr_running` marks the root domain overloaded; only a balance clears it.
+        self.rd_overloaded |= overloaded;
         self.idle_mask[w] = if idle { self.idle_mask[w] | bit } else { self.idle_mask[w] & !bit };
         self.overload_mask[w] = if overloaded { self.overload_mask[w] | bit } else { self.overload_mask[w] & !bit };
     }

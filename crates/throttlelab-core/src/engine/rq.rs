@@ -52,6 +52,8 @@ pub struct Rq {
     /// 32 ms half-life), as of `util_at`; SIS_UTIL reads it.
     pub util_avg: f64,
     pub util_at: Time,
+    /// Newly idle balances this CPU has thrown `NI_RANDOM`'s dice for.
+    pub newidle_draws: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 
 use crate::engine::cfs_bandwidth::CfsBandwidth;
 use crate::engine::event::{Event, EventQueue, Irq, Slot};
-use crate::engine::fair::{CfsRq, Se};
+use crate::engine::fair::{CfsRq, NewidleStats, Se};
 use crate::engine::rq::{Features, Rq, TaskGroup, Thread, Tunables};
 use crate::engine::smt::{self, Smt};
 use crate::engine::tick::TickGrid;
@@ -64,6 +64,11 @@ pub struct Sim<'s> {
     pub(crate) overload_mask: Vec<u64>,
     /// The CPUs' utilization sum in closed form, for SIS_UTIL's scan depth.
     pub(crate) util_sum: UtilSum,
+    /// `rd->overloaded`: set when a CPU gets a second runnable task, cleared
+    /// only by a balance that finds none with two.
+    pub(crate) rd_overloaded: bool,
+    /// The machine's (one LLC domain's) newly idle balance statistics.
+    pub(crate) newidle: NewidleStats,
     /// Phase-driven threads that have not finished (ends a run without `duration_s`).
     pub(crate) finite_left: usize,
     pub(crate) trace: Option<Trace>,
@@ -150,6 +155,8 @@ impl<'s> Sim<'s> {
             idle_mask: (0..nr_cpus.div_ceil(64)).map(|w| if (w + 1) * 64 <= nr_cpus { u64::MAX } else { (1u64 << (nr_cpus % 64)) - 1 }).collect(),
             overload_mask: vec![0; nr_cpus.div_ceil(64)],
             util_sum: UtilSum::new(nr_cpus),
+            rd_overloaded: false,
+            newidle: NewidleStats::default(),
             finite_left: 0,
             trace: None,
             features: Features::of(&scenario.kernel.features),

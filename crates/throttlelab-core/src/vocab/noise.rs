@@ -38,6 +38,8 @@ pub enum Stream {
     Arrival(usize),
     /// Where an independent captured thread starts in its cycle, by task.
     CyclePhase(usize),
+    /// A CPU's newly idle balances' dice (`NI_RANDOM`), by CPU.
+    NewIdle(usize),
 }
 
 impl Stream {
@@ -53,6 +55,7 @@ impl Stream {
             Stream::Uptime => (8, 0),
             Stream::Arrival(s) => (9, s),
             Stream::CyclePhase(t) => (10, t),
+            Stream::NewIdle(c) => (11, c),
         };
         (tag << 56) ^ id as u64
     }

@@ -108,6 +108,16 @@ impl Profile {
         self >= Profile::V6_12
     }
 
+    /// Proportional newidle balance (33cf66d88306, v6.19; taken into 6.12.65,
+    /// so the VM's 6.12.117 has it, and the host's 6.18.44 pulls as it does,
+    /// docs/fidelity.md): a CPU going idle balances only with the probability that its
+    /// domain's newly idle balances have been pulling a task (`NI_RANDOM`,
+    /// `sd->newidle_ratio`). Before, it balanced whenever the root domain
+    /// was marked overloaded.
+    pub fn has_proportional_newidle(self) -> bool {
+        self >= Profile::V6_12
+    }
+
     /// The fair class picks by EEVDF rather than by smallest vruntime.
     pub fn has_eevdf(self) -> bool {
         self >= Profile::V6_6
