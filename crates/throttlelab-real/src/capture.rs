@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::sched_trace::{Context, Event, Kind, Phase, Recorder, Thread, END_MARK, START_MARK};
 use crate::timer_trace::Instance;
 use crate::trace_raw::{self, Formats};
-use crate::thread_sched::Scheduling;
+use crate::thread_sched::{FifoWhile, Scheduling};
 use crate::{cgroup_root, host, signals};
 use std::collections::VecDeque;
 use std::fs;
@@ -428,20 +428,17 @@ fn choose_policy(set_fifo: impl FnOnce() -> std::io::Result<()>, set_nice: impl 
 /// The calling thread raised as `choose_policy` says, and put back on drop.
 struct ReaderPriority {
     policy: ReaderPolicy,
-    /// What to put back.
-    was: Scheduling,
+    /// Puts the policy back, where SCHED_FIFO took.
+    _fifo: Option<FifoWhile>,
+    /// The nice to put back, where it did not.
+    was_nice: libc::c_int,
 }
 
 impl ReaderPriority {
     fn raise() -> (ReaderPriority, Option<String>) {
-        let was = Scheduling::of_this_thread();
-        let nice = was.nice;
-        let set_fifo = || {
-            let param = libc::sched_param { sched_priority: READER_RT_PRIORITY };
-            // SAFETY: this thread only (0); a thread it forks starts at SCHED_OTHER.
-            let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) };
-            if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
-        };
+        let nice = Scheduling::of_this_thread().nice;
+        let mut fifo = None;
+        let set_fifo = || FifoWhile::begin(READER_RT_PRIORITY).map(|held| fifo = Some(held));
         let set_nice = || {
             if nice <= READER_NICE {
                 return Ok(nice);
@@ -453,20 +450,15 @@ impl ReaderPriority {
             }
         };
         let (chosen, warning) = choose_policy(set_fifo, set_nice, nice);
-        (ReaderPriority { policy: chosen, was }, warning)
+        (ReaderPriority { policy: chosen, _fifo: fifo, was_nice: nice }, warning)
     }
 }
 
 impl Drop for ReaderPriority {
     fn drop(&mut self) {
-        let was = self.was;
-        let param = libc::sched_param { sched_priority: was.priority };
-        // SAFETY: this thread, back to what it had.
-        unsafe {
-            match self.policy {
-                ReaderPolicy::Fifo(_) => libc::sched_setscheduler(0, was.policy.max(0), &param),
-                ReaderPolicy::Nice(_) => libc::setpriority(libc::PRIO_PROCESS, 0, was.nice),
-            };
+        if let ReaderPolicy::Nice(_) = self.policy {
+            // SAFETY: this thread, back to the nice it had.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, self.was_nice) };
         }
     }
 }

@@ -380,7 +380,7 @@ fn measure(
     // wait for `start` would count as unthrottled ones. At SCHED_FIFO until
     // the last read, so that they are read at the start and the end whatever
     // the kernel's fair class does with the workers woken at the same time.
-    let fifo = thread_sched::FifoWhile::begin();
+    let fifo = thread_sched::FifoWhile::begin(1).ok();
     nanosleep_until(start);
     let before: Vec<RawStats> = (0..s.cgroups.len())
         .map(|i| tree.stats(i))

@@ -45,32 +45,39 @@ impl Scheduling {
     }
 }
 
-/// The calling thread at SCHED_FIFO 1 while this lives (where it may be),
-/// then scheduled as it was. The controller holds it from the start to its
-/// last read of the counters: woken at the start together with its workers,
-/// at SCHED_OTHER it waited on 6.1 (CFS) until a throttle freed a CPU, and
-/// read its "before" counters after the first period's quota was used
-/// (docs/fidelity.md, "6.1 under TCG").
+/// The calling thread at SCHED_FIFO (reset on fork) while this lives, then
+/// scheduled as it was. The capture's reader holds one while it reads; the
+/// controller from the start to its last read of the counters: woken at the
+/// start together with its workers, at SCHED_OTHER it waited on 6.1 (CFS)
+/// until a throttle freed a CPU, and read its "before" counters after the
+/// first period's quota was used (docs/fidelity.md, "6.1 under TCG").
 pub struct FifoWhile {
     was: Scheduling,
 }
 
 impl FifoWhile {
-    pub fn begin() -> FifoWhile {
+    /// Err where the policy is refused (no CAP_SYS_NICE, or a cgroup with no
+    /// real-time runtime): the thread stays as it was.
+    pub fn begin(priority: libc::c_int) -> std::io::Result<FifoWhile> {
         let was = Scheduling::of_this_thread();
-        Scheduling { policy: libc::SCHED_FIFO, priority: 1, nice: 0 }.apply_to_this_thread();
-        FifoWhile { was }
+        let param = libc::sched_param { sched_priority: priority };
+        // SAFETY: this thread only (0); a thread it forks starts at SCHED_OTHER.
+        match unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) } {
+            0 => Ok(FifoWhile { was }),
+            _ => Err(std::io::Error::last_os_error()),
+        }
     }
 }
 
 impl Drop for FifoWhile {
     fn drop(&mut self) {
         // SAFETY: this thread only (0); its policy as read (with its
-        // SCHED_RESET_ON_FORK, if it had it) and its priority. Its nice
-        // (static priority) is kept across a real-time policy.
+        // SCHED_RESET_ON_FORK, if it had it; SCHED_OTHER if the read failed)
+        // and its priority. Its nice (static priority) is kept across a
+        // real-time policy.
         unsafe {
             let param = libc::sched_param { sched_priority: self.was.priority };
-            libc::sched_setscheduler(0, self.was.policy, &param);
+            libc::sched_setscheduler(0, self.was.policy.max(0), &param);
         }
     }
 }
@@ -131,7 +138,7 @@ mod tests {
         std::thread::spawn(|| {
             // SAFETY: this test thread only.
             assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 3) }, 0);
-            let held = FifoWhile::begin();
+            let held = FifoWhile::begin(1).unwrap();
             let during = Scheduling::of_this_thread();
             assert_eq!((during.policy & !libc::SCHED_RESET_ON_FORK, during.priority), (libc::SCHED_FIFO, 1), "{during:?}");
             drop(held);
