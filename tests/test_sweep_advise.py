@@ -301,3 +301,35 @@ def test_a_bad_run_fails_in_the_runner_before_any_runs():
     text = throttlelab.scenario_text("two-spinners")
     with Runner(workers=2) as runner, pytest.raises(throttlelab.ScenarioError, match="machine.background_us"):
         runner.run_many([(text, ["seed=1"]), (text, ["machine.background_us=2000000"])])
+
+
+def test_advise_stops_a_settings_seeds_at_the_first_miss_and_answers_the_same(monkeypatch):
+    """A bisection's step that misses is judged on its seeds one at a time, up to
+    the first that misses: the same answer, byte for byte (runs judged
+    included), from fewer simulations than every seed of every step."""
+    import throttlelab.advise  # noqa: F401 (the module, not the function of that name)
+    from throttlelab import runner as runner_module
+
+    advise_module = sys.modules["throttlelab.advise"]
+    text = throttlelab.scenario_text("request-service")
+    simulated = []
+
+    real_run_many = runner_module.Runner.run_many
+
+    def run_many(self, runs, step=None):
+        simulated.append(len(runs))
+        return real_run_many(self, runs, step)
+
+    monkeypatch.setattr(runner_module.Runner, "run_many", run_many)
+
+    def answer():
+        simulated.clear()
+        doc = advise_module.advise_text(text, "app", 0.05, seeds=2, workers=1)
+        return json.dumps(doc), sum(simulated)
+
+    staged, staged_runs = answer()
+    monkeypatch.delattr(advise_module._SearchPlan, "stages")  # every seed of every step
+    whole, whole_runs = answer()
+    assert staged == whole
+    assert whole_runs == json.loads(whole)["runs"]
+    assert staged_runs < whole_runs

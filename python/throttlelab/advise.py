@@ -26,7 +26,7 @@ import json
 import textwrap
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
-from typing import Any, Callable, Generator, Iterable, Optional, Sequence
+from typing import Any, Callable, Generator, Iterable, NamedTuple, Optional, Sequence
 
 from rich.console import RenderableType
 from rich.text import Text
@@ -131,9 +131,18 @@ def _burst(fraction: float, quota_us: int) -> int:
     return int(fraction * quota_us) // QUOTA_STEP_US * QUOTA_STEP_US
 
 
+class Ask(NamedTuple):
+    """A setting a bisection wants evaluated. ``judged_only``: a miss's numbers
+    are not kept, only that it missed, so its seeds may stop at the first that
+    misses (the worst of more seeds can only be worse)."""
+
+    setting: Setting
+    judged_only: bool
+
+
 #: A search that yields the settings it wants evaluated, is sent each one's
 #: outcome, and returns its candidate row.
-Bisection = Generator[Setting, Outcome, dict[str, Any]]
+Bisection = Generator[Ask, Outcome, dict[str, Any]]
 
 
 def bisect(machine_cpus: int, period_us: int, burst_fraction: float, demand_cpus: float) -> Bisection:
@@ -149,17 +158,18 @@ def bisect(machine_cpus: int, period_us: int, burst_fraction: float, demand_cpus
 
     full_us = machine_cpus * period_us
     hi = min(full_us, _quota(demand_cpus * DEMAND_HEADROOM * period_us))
-    best = yield at(hi)
+    # A miss is kept (in the row) only at the whole machine.
+    best = yield Ask(at(hi), judged_only=hi < full_us)
     if not best.meets and hi < full_us:
         hi = full_us
-        best = yield at(hi)
+        best = yield Ask(at(hi), judged_only=False)
     if best.meets:
         lo = MIN_QUOTA_US - 1
         while hi - lo > max(MIN_QUOTA_US, RESOLUTION * hi):
             mid = _quota((lo + hi) / 2)
             if mid >= hi:
                 break
-            outcome = yield at(mid)
+            outcome = yield Ask(at(mid), judged_only=True)
             if outcome.meets:
                 hi, best = mid, outcome
             else:
@@ -187,30 +197,60 @@ class _SearchPlan:
     def runs(self, setting: Setting) -> list[Run]:
         return _runs(self.search, setting)
 
+    def stages(self, setting: Setting) -> list[list[Run]]:
+        """The runs one seed at a time, for a setting that may stop at a miss."""
+        return [[run] for run in self.runs(setting)]
+
     def outcome(self, docs: Sequence[dict[str, Any]]) -> Outcome:
         return _outcome(self.search, docs)
+
+
+def evaluate_all(runner: Runner, asks: Sequence[tuple[Any, Ask]]) -> list[Any]:
+    """The outcome of every ``(plan, ask)``, their runs in shared batches. A
+    judged-only ask whose plan has ``stages(setting)`` (advise's: seed by seed)
+    runs stage by stage and stops at the first stage after which it misses:
+    about a third of advise's runs (docs/engine.md, "Where advise's time goes").
+    Its outcome is then the worst of the seeds run, and only ``meets`` is read."""
+    todo = [
+        plan.stages(ask.setting) if ask.judged_only and hasattr(plan, "stages") else [plan.runs(ask.setting)]
+        for plan, ask in asks
+    ]
+    docs: list[list[dict[str, Any]]] = [[] for _ in asks]
+    outcomes: list[Any] = [None] * len(asks)
+    pending = list(range(len(asks)))
+    while pending:
+        stage = [todo[i].pop(0) for i in pending]
+        ran = runner.run_many([run for runs in stage for run in runs])
+        k = 0
+        for i, runs in zip(pending, stage):
+            docs[i] += ran[k : k + len(runs)]
+            k += len(runs)
+            outcome = asks[i][0].outcome(docs[i])
+            if not todo[i] or not outcome.meets:
+                outcomes[i] = outcome
+        pending = [i for i in pending if outcomes[i] is None]
+    return outcomes
 
 
 def bisect_all(
     runner: Runner, search: Optional[Search], bisections: Sequence[Bisection], step: Callable[[], None], plans: Optional[Sequence[Any]] = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Every bisection's candidate row, and the number of runs they took. The
-    bisections advance in lockstep: each round, the next setting of every one
-    still searching, all their seeds in one batch for the runner; ``step()``
-    as each one finishes. ``plans`` (one per bisection, with ``runs(setting)``
-    and ``outcome(docs)``) evaluate instead of ``search``: advise --prometheus's
-    containers, each its own."""
+    """Every bisection's candidate row, and the number of runs they judged (a
+    setting's seeds, also those not run after one missed). The bisections
+    advance in lockstep: each round, the next setting of every one still
+    searching, in shared batches for the runner (:func:`evaluate_all`);
+    ``step()`` as each one finishes. ``plans`` (one per bisection, with
+    ``runs(setting)`` and ``outcome(docs)``) evaluate instead of ``search``:
+    advise --prometheus's containers, each its own."""
     plans = plans or [_SearchPlan(search)] * len(bisections)  # type: ignore[arg-type]
     rows: list[Any] = [None] * len(bisections)
     wanted = {i: next(b) for i, b in enumerate(bisections)}
     runs = 0
     while wanted:
-        batches = {i: plans[i].runs(setting) for i, setting in wanted.items()}
-        docs = runner.run_many([run for batch in batches.values() for run in batch])
-        runs += len(docs)
-        k = 0
-        for i, batch in batches.items():
-            outcome, k = plans[i].outcome(docs[k : k + len(batch)]), k + len(batch)
+        asked = list(wanted.items())
+        outcomes = evaluate_all(runner, [(plans[i], ask) for i, ask in asked])
+        for (i, ask), outcome in zip(asked, outcomes):
+            runs += len(plans[i].runs(ask.setting))
             try:
                 wanted[i] = bisections[i].send(outcome)
             except StopIteration as done:
@@ -281,9 +321,10 @@ def advise_text(
     step = step or (lambda: None)
     current = (own["quota_us"], own["period_us"], own["burst_us"])
     with Runner(workers=workers) as runner:
-        now = evaluate(runner, search, *current)
+        # Both in one batch: 2 seeds' worth of runs fill the pool's workers better than 1.
+        plan = _SearchPlan(search)
+        now, unlimited = evaluate_all(runner, [(plan, Ask(current, False)), (plan, Ask((None, own["period_us"], 0), False))])
         step()
-        unlimited = evaluate(runner, search, None, own["period_us"], 0)
         step()
         bisections = [bisect(search.machine_cpus, p, b, unlimited.usage_cpus) for p in periods for b in bursts]
         rows, runs = bisect_all(runner, search, bisections, step)
