@@ -14,8 +14,13 @@ from throttlelab import reproduce as experiments
 
 @pytest.fixture(scope="module")
 def docs() -> dict[str, dict]:
-    """Every experiment run once (about a second in all)."""
-    return {name: experiments.reproduce(e) for name, e in experiments.EXPERIMENTS.items()}
+    """Every experiment run once, in one batch as `reproduce --all` runs them."""
+    return dict(zip(experiments.EXPERIMENTS, experiments.reproduce_all(list(experiments.EXPERIMENTS.values()))))
+
+
+def test_experiments_in_one_batch_are_each_alone():
+    chosen = [experiments.EXPERIMENTS["ugedal-table2"], experiments.EXPERIMENTS["chiluk-fibtest"]]
+    assert experiments.reproduce_all(chosen) == [experiments.reproduce(e) for e in chosen]
 
 
 @pytest.mark.parametrize("name", list(experiments.EXPERIMENTS))

@@ -368,12 +368,9 @@ def reproduce(name: Optional[str], run_all: bool, as_json: bool) -> None:
         raise click.UsageError(f"give one experiment or --all ({', '.join(experiments.EXPERIMENTS)})")
     chosen = list(experiments.EXPERIMENTS.values()) if run_all else [experiments.get(name)]
     terminal = Terminal()
-    docs = []
-    with terminal.progress() as progress, Runner() as runner:
-        task = progress.add_task("reproduce", total=sum(experiments.run_count(e) for e in chosen))
-        for experiment in chosen:
-            progress.update(task, description=experiment.name)
-            docs.append(experiments.reproduce(experiment, lambda: progress.advance(task), runner))
+    with terminal.progress() as progress:
+        task = progress.add_task("reproduce --all" if run_all else chosen[0].name, total=sum(experiments.run_count(e) for e in chosen))
+        docs = experiments.reproduce_all(chosen, lambda: progress.advance(task))
     if as_json:
         click.echo(json.dumps(docs))
         return

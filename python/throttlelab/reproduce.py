@@ -11,7 +11,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from statistics import mean, quantiles, stdev
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from rich import box
 from rich.console import Group
@@ -793,12 +793,26 @@ def reproduce(experiment: Experiment, on_run: Callable[[], None] = lambda: None,
     ``{case, panel, overrides, values: {key: {ours, paper, ratio}}}`` with ``paper`` and
     ``ratio`` null where the paper gives no figure (``ratio`` also when it is 0).
     """
+    return reproduce_all([experiment], on_run, runner)[0]
+
+
+def reproduce_all(
+    chosen: Sequence[Experiment], on_run: Callable[[], None] = lambda: None, runner: Optional[Runner] = None,
+) -> list[dict[str, Any]]:
+    """:func:`reproduce` of each experiment, their runs in one batch: the pool's
+    workers do not wait at the end of one experiment for its last runs."""
     runs = []
-    for case in experiment.cases:
-        text, _ = load_scenario_text(case.scenario or experiment.scenario)
-        runs += [(text, sets) for per_seed in experiment.runs(case) for sets in per_seed]
+    for experiment in chosen:
+        for case in experiment.cases:
+            text, _ = load_scenario_text(case.scenario or experiment.scenario)
+            runs += [(text, sets) for per_seed in experiment.runs(case) for sets in per_seed]
     with nullcontext(runner) if runner else Runner() as pool:
         docs = iter(pool.run_many(runs, on_run))
+    return [_document(experiment, docs) for experiment in chosen]
+
+
+def _document(experiment: Experiment, docs: Iterator[Output]) -> dict[str, Any]:
+    """:func:`reproduce`'s document, from the outputs of its runs, taken in order from ``docs``."""
     rows = []
     for case in experiment.cases:
         outputs = [[next(docs) for _ in per_seed] for per_seed in experiment.runs(case)]
