@@ -321,7 +321,7 @@ def advise_text(
     step = step or (lambda: None)
     current = (own["quota_us"], own["period_us"], own["burst_us"])
     with Runner(workers=workers) as runner:
-        # Both in one batch: 2 seeds' worth of runs fill the pool's workers better than 1.
+        # Both in one batch: 2 workers take 3 runs' time for their 6 runs, not 2 + 2 for two batches of 3.
         plan = _SearchPlan(search)
         now, unlimited = evaluate_all(runner, [(plan, Ask(current, False)), (plan, Ask((None, own["period_us"], 0), False))])
         step()
