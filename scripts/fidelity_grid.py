@@ -194,6 +194,9 @@ def measured(kernel: list[dict]) -> dict:
         "tick_latency_us": mean_host([r["host"] for r in kernel]).get("tick_latency_us"),
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in kernel],
         "uptime_s": [r["host"]["uptime_s"] for r in kernel],
+        # Periods between the controller's two cpu.stat reads: a spinner's group
+        # counts every period, so fewer than duration / period says a read was late.
+        "kernel_nr_periods": [r["cgroups"]["app"].get("nr_periods") for r in kernel],
     }
 
 
@@ -260,7 +263,7 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 
 #: What a grid row keeps of the kernel's runs (`measured`).
 KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "work_speed",
-               "tick_latency_us", "timer_offset_us", "uptime_s")
+               "tick_latency_us", "timer_offset_us", "uptime_s", "kernel_nr_periods")
 
 
 def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None,

@@ -49,7 +49,7 @@ def _kernel_run(text: str, runs, settle_s: float):
         yield json.dumps({
             "host": {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 30.0 + i, "background_us": 150.0,
                      "work_speed": 0.98, "tick_latency_us": 7.0, "uptime_s": 1000.0 + i, "period_timer_offset_us": {"app": 1234.0}},
-            "cgroups": {"app": {"throttled_ratio": 0.1 * i, "throttled_usec": 1000 * i, "usage_usec": 1_000_000}},
+            "cgroups": {"app": {"throttled_ratio": 0.1 * i, "throttled_usec": 1000 * i, "usage_usec": 1_000_000, "nr_periods": 100 - i}},
         })
 
 
@@ -66,6 +66,7 @@ def test_a_hold_keeps_its_rows_and_the_next_measures_the_rest(tmp_path):
     assert stored == done and stored["host"]["release"] == "6.18.0"
     row = stored["rows"][0]
     assert row["kernel_ratio"] == [0.0, 0.1, 0.2] and row["background_per_s"] == 31.0 and row["tick_latency_us"] == 7.0
+    assert row["kernel_nr_periods"] == [100, 99, 98], "each run's periods between the controller's reads"
     measured: list[str] = []
 
     def counting(text, runs, settle_s):
