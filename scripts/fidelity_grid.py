@@ -320,8 +320,8 @@ def edge_markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, ho
         f"{duration_s:g} s against {seeds} simulator seeds per configuration, unpaired (Mann-Whitney U, two-sided, 5 %, "
         f"as `compare` does); {len(rows)} of the {total} configurations measured"
         + (f", those `{only_differing}` grades differing set up like the host" if only_differing else "")
-        + f" (`python scripts/fidelity_grid.py --grid edge --runs {runs} --duration-s {duration_s:g} --kernel-only --resume"
-        + (f" --only-differing {only_differing}" if only_differing else "") + "`, "
+        + f" (`python scripts/fidelity_grid.py --grid edge --runs {runs} --duration-s {duration_s:g} --kernel-only "
+        + (f"--only-differing {only_differing}" if only_differing else "--resume") + "`, "
         f"then `--regrade` with `--seeds {seeds}`).",
         "",
         f"- all measured rows: {counts(rows)};",
