@@ -9,15 +9,10 @@ mod common;
 use throttlelab_core::load;
 use throttlelab_core::trace::{Record, TraceKind};
 
-/// One spinner in a group on one CPU, and the background beside it.
+/// One spinner in a group on one quiet CPU (`common::QUIET_ONE_CPU`) and,
+/// set by `load`'s overrides, 100 background preemptions a second of 100 us
+/// (on average).
 const SPINNER: &str = r#"
-name = "background"
-duration_s = 20
-[machine]
-cpus = 1
-hz = 250
-background_per_s = 100
-background_us = 100
 [kernel]
 profile = "6.18"
 [[cgroup]]
@@ -28,6 +23,12 @@ cgroup = "app"
 phases = [{ run_us = 1_000_000_000 }]
 "#;
 
+fn spinner(extra: &[&str]) -> Result<throttlelab_core::Scenario, throttlelab_core::ScenarioError> {
+    let text = format!("name = \"background\"\nduration_s = 20\n{}{SPINNER}", common::QUIET_ONE_CPU);
+    let keys: Vec<String> = ["machine.background_per_s=100", "machine.background_us=100"].iter().chain(extra).map(|k| k.to_string()).collect();
+    load(&text, &keys)
+}
+
 /// How long each background preemption held the CPU, in us: from the switch
 /// to a root-group thread to the next switch.
 fn preemptions_us(records: &[Record]) -> Vec<f64> {
@@ -37,12 +38,12 @@ fn preemptions_us(records: &[Record]) -> Vec<f64> {
 
 #[test]
 fn background_preemptions_take_the_mean_or_a_distribution_with_its_median() {
-    let (_, records) = common::traced(&load(SPINNER, &[]).unwrap(), true);
+    let (_, records) = common::traced(&spinner(&[]).unwrap(), true);
     let constant = preemptions_us(&records);
     assert!(constant.len() > 1500, "{} preemptions", constant.len());
     assert!(constant.iter().all(|&us| (us - 100.0).abs() < 1.0), "every one as long as background_us");
 
-    let (_, records) = common::traced(&load(SPINNER, &["machine.background_p50_us=50".into()]).unwrap(), true);
+    let (_, records) = common::traced(&spinner(&["machine.background_p50_us=50"]).unwrap(), true);
     let mut drawn = preemptions_us(&records);
     let mean = drawn.iter().sum::<f64>() / drawn.len() as f64;
     drawn.sort_by(f64::total_cmp);
@@ -56,7 +57,7 @@ fn background_preemptions_take_the_mean_or_a_distribution_with_its_median() {
 #[test]
 fn a_median_above_the_mean_is_refused() {
     for bad in ["machine.background_p50_us=101", "machine.background_p50_us=0", "machine.background_p50_us=-5"] {
-        let e = load(SPINNER, &[bad.into()]).unwrap_err();
+        let e = spinner(&[bad]).unwrap_err();
         assert_eq!(e.key, "machine.background_p50_us", "{bad}: {e:?}");
     }
 }
