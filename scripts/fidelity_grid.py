@@ -40,6 +40,13 @@ spinner rows and those at demand / quota 0.95-1.1 first), and
 
     tl-measure python scripts/fidelity_grid.py --grid edge --runs 5 --kernel-only --resume --max-minutes 10 --out docs/fidelity-edge.md
     python scripts/fidelity_grid.py --grid edge --regrade docs/fidelity-edge.json --out docs/fidelity-edge.md
+
+``--only-differing GRID.json`` keeps only the configurations that a regraded
+grid's rows grade "differs" set up like the host (its ``alike``): a fresh
+sample of the rows that miss, written beside the old one, and the old one
+regraded on the same rows:
+
+    tl-measure python scripts/fidelity_grid.py --grid edge --runs 5 --kernel-only --max-minutes 7.5 --only-differing docs/fidelity-edge.json --out docs/fidelity-edge-fresh.md
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ import itertools
 import json
 import os
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +153,25 @@ def key(config: dict) -> tuple:
     return (config["workload"], config["threads"], config["period_us"], config["quota_us"], config["burst_us"])
 
 
+def differing(configs: list[dict], path: Path) -> list[dict]:
+    """The configurations (in ``configs``' order) that the regraded grid at
+    ``path`` grades "differs" set up like the host; ValueError names what is wrong."""
+    try:
+        rows = json.loads(path.read_text())["rows"]
+        wanted = {key(r) for r in rows if r["alike"] is False}
+        if not all(isinstance(r["alike"], bool) for r in rows):
+            raise TypeError("an 'alike' that is not true or false")
+    except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+        raise ValueError(f"--only-differing {path}: {e}") from e
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"--only-differing {path}: not a regraded grid (each row needs its configuration and "
+                         f"its 'alike' verdict): {e!r}") from e
+    kept = [c for c in configs if key(c) in wanted]
+    if not kept:
+        raise ValueError(f"--only-differing {path}: no configuration of this grid differs there")
+    return kept
+
+
 def configurations(grid: Grid):
     for workload, threads, factor, period_ms, burst in itertools.product(
             grid.workloads, grid.threads, grid.quota_factors, grid.periods_ms, (False, True)):
@@ -167,6 +194,9 @@ def measured(kernel: list[dict]) -> dict:
         "tick_latency_us": mean_host([r["host"] for r in kernel]).get("tick_latency_us"),
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in kernel],
         "uptime_s": [r["host"]["uptime_s"] for r in kernel],
+        # Periods between the controller's two cpu.stat reads: a spinner's group
+        # counts every period, so fewer than duration / period says a read was late.
+        "kernel_nr_periods": [r["cgroups"]["app"].get("nr_periods") for r in kernel],
     }
 
 
@@ -233,7 +263,7 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 
 #: What a grid row keeps of the kernel's runs (`measured`).
 KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "work_speed",
-               "tick_latency_us", "timer_offset_us", "uptime_s")
+               "tick_latency_us", "timer_offset_us", "uptime_s", "kernel_nr_periods")
 
 
 def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None,
@@ -274,7 +304,8 @@ def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: d
     return "\n".join(lines) + "\n"
 
 
-def edge_markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, total: int) -> str:
+def edge_markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, total: int,
+                  only_differing: Path | None = None) -> str:
     """The edge grid's table (rows in the grid's order), with both columns' counts
     over every measured row, the spinners and the rows at demand / quota 0.95-1.1."""
     def counts(subset: list[dict]) -> str:
@@ -287,8 +318,10 @@ def edge_markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, ho
     lines = [
         f"Host {host['release']}{where}, HZ={host['hz']}, cgroup {host['cgroup']}, {EDGE_CPUS} CPUs; {runs} kernel runs of "
         f"{duration_s:g} s against {seeds} simulator seeds per configuration, unpaired (Mann-Whitney U, two-sided, 5 %, "
-        f"as `compare` does); {len(rows)} of the {total} configurations measured "
-        f"(`python scripts/fidelity_grid.py --grid edge --runs {runs} --duration-s {duration_s:g} --kernel-only --resume`, "
+        f"as `compare` does); {len(rows)} of the {total} configurations measured"
+        + (f", those `{only_differing}` grades differing set up like the host" if only_differing else "")
+        + f" (`python scripts/fidelity_grid.py --grid edge --runs {runs} --duration-s {duration_s:g} --kernel-only "
+        + (f"--only-differing {only_differing}" if only_differing else "--resume") + "`, "
         f"then `--regrade` with `--seeds {seeds}`).",
         "",
         f"- all measured rows: {counts(rows)};",
@@ -370,11 +403,19 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="Keep the rows --out's JSON has; measure the rest.")
     parser.add_argument("--max-minutes", type=float, help="Start no configuration's kernel runs after this long.")
     parser.add_argument("--kernel-only", action="store_true", help="Measure the kernel only; --regrade adds the simulator.")
+    parser.add_argument("--only-differing", type=Path, metavar="GRID.json",
+                        help="Only the configurations this regraded grid grades 'differs' set up like the host.")
     parser.add_argument("--kernel", metavar="RELEASE|PATH", help="Measure this kernel under QEMU instead of the host's.")
     parser.add_argument("--accel", choices=vm.ACCELS, default="auto")
     parser.add_argument("--cgroup", choices=vm.CGROUP_VERSIONS, default="v2", help="With --kernel: the guest's hierarchy.")
     args = parser.parse_args()
     configs = edge_configurations() if args.grid == "edge" else list(configurations(GRIDS[args.grid]))
+    if args.only_differing:
+        try:
+            configs = differing(configs, args.only_differing)
+        except ValueError as e:
+            print(f"fidelity_grid.py: error: {e}", file=sys.stderr)
+            sys.exit(2)
     if args.regrade:
         stored = json.loads(args.regrade.read_text())
     else:
@@ -384,7 +425,7 @@ def main() -> None:
         if args.kernel_only:
             return
     host, by_key = stored["host"], {key(r): r for r in stored["rows"]}
-    if args.grid != "edge":
+    if args.grid != "edge" and not args.only_differing:
         assert [key(c) for c in configs] == [key(r) for r in stored["rows"]], "a grid of other configurations"
     rows = []
     with Progress(transient=True) as progress:
@@ -402,7 +443,7 @@ def main() -> None:
             progress.advance(bar)
     runs = len(rows[0]["kernel_ratio"])
     if args.grid == "edge":
-        args.out.write_text(edge_markdown(rows, runs, args.seeds, args.duration_s, host, len(configs)))
+        args.out.write_text(edge_markdown(rows, runs, args.seeds, args.duration_s, host, len(configs), args.only_differing))
     else:
         args.out.write_text(markdown(rows, runs, args.seeds, args.duration_s, host, args.regrade, args.kernel, args.grid))
     save(args.out.with_suffix(".json"), {"host": host, "rows": rows})

@@ -434,6 +434,14 @@ def test_diff_on_the_host_traces_the_kernels_timers_and_throttling(write_scenari
     _held_to_cpu_stat(run, kernel=True)
     _held_to_cpu_stat(run, kernel=False)
     assert run["periods"]["kernel"] >= 90 and run["periods"]["sim"] >= 90
+    # The workers' charges (sched_stat_runtime: update_curr's delta_exec, what
+    # account_cfs_rq_runtime takes from their cfs_rq) are cpu.stat's usage, but
+    # for the ticks that straddle the window's ends (one a CPU at each end).
+    start_ns, tick_us = round(run["host"]["uptime_s"] * 1e9), 1e6 / run["host"]["hz"]
+    charged_us = sum(int(f["runtime"]) for t, _cpu, _comm, _pid, event, f in diff.parse_lines(run["trace"])
+                     if event == "sched_stat_runtime" and f.get("comm") == diff.WORKER_COMM
+                     and start_ns <= t <= start_ns + 1_000_000_000) / 1e3
+    assert abs(charged_us - run["kernel"]["usage_usec"]) <= 2 * 2 * tick_us, (charged_us, run["kernel"]["usage_usec"])
     paths = diff.write_perfetto(tmp_path, result, cpus=2)
     doc = json.loads(paths[0].read_text())
     names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}

@@ -80,6 +80,13 @@ def test_machine_latency_outside_one_tick(write_scenario, key, value):
     assert "one tick" in msg
 
 
+@pytest.mark.parametrize("value", ["0", "-5", "21", "nan"])
+def test_machine_background_median_outside_0_to_the_mean(write_scenario, value):
+    # The default background_us is 20: a log-normal's median is at most its mean.
+    msg = assert_error(run_file(write_scenario, machine=f"background_p50_us = {value}"), "machine.background_p50_us")
+    assert "machine.background_us = 20" in msg
+
+
 def test_hz_not_a_kernel_value(write_scenario):
     assert_error(run_file(write_scenario, hz="200"), "hz")
 

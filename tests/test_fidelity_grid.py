@@ -49,7 +49,7 @@ def _kernel_run(text: str, runs, settle_s: float):
         yield json.dumps({
             "host": {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 30.0 + i, "background_us": 150.0,
                      "work_speed": 0.98, "tick_latency_us": 7.0, "uptime_s": 1000.0 + i, "period_timer_offset_us": {"app": 1234.0}},
-            "cgroups": {"app": {"throttled_ratio": 0.1 * i, "throttled_usec": 1000 * i, "usage_usec": 1_000_000}},
+            "cgroups": {"app": {"throttled_ratio": 0.1 * i, "throttled_usec": 1000 * i, "usage_usec": 1_000_000, "nr_periods": 100 - i}},
         })
 
 
@@ -66,6 +66,7 @@ def test_a_hold_keeps_its_rows_and_the_next_measures_the_rest(tmp_path):
     assert stored == done and stored["host"]["release"] == "6.18.0"
     row = stored["rows"][0]
     assert row["kernel_ratio"] == [0.0, 0.1, 0.2] and row["background_per_s"] == 31.0 and row["tick_latency_us"] == 7.0
+    assert row["kernel_nr_periods"] == [100, 99, 98], "each run's periods between the controller's reads"
     measured: list[str] = []
 
     def counting(text, runs, settle_s):
@@ -109,3 +110,55 @@ def test_an_edge_row_holds_both_columns_against_the_kernel(at):
     assert plain(like_host[1]) == plain(simulate(text, ["seed=2"], like_host=json.dumps({**kernel[0]["host"], **grid.mean_host([d["host"] for d in kernel])})))
     md = grid.edge_markdown([row], 3, seeds, 0.5, kernel[0]["host"], 224)
     assert "1 of the 224 configurations measured" in md and md.count(f"\n| {config['workload']} |") == 1
+
+
+def _graded(tmp_path: Path, verdicts: list) -> Path:
+    """A regraded edge grid whose first rows carry ``verdicts`` as their 'alike'."""
+    rows = [{**c, "alike": alike} for c, alike in zip(grid.edge_configurations(), verdicts)]
+    path = tmp_path / "graded.json"
+    path.write_text(json.dumps({"host": {}, "rows": rows}))
+    return path
+
+
+def test_only_differing_keeps_the_rows_a_regraded_grid_grades_differs_in_the_grids_order(tmp_path):
+    configs = grid.edge_configurations()
+    path = _graded(tmp_path, [True, False, True, False, False])
+    kept = grid.differing(configs, path)
+    assert [grid.key(c) for c in kept] == [grid.key(c) for c in (configs[1], configs[3], configs[4])]
+    out = tmp_path / "fresh.md"
+    done = grid.measure(kept, _args(out), _kernel_run, None)
+    assert [grid.key(r) for r in done["rows"]] == [grid.key(c) for c in kept], "a hold measures those rows only"
+
+
+@pytest.mark.parametrize("text, says", [
+    (None, "No such file"),
+    ("{not json", "Expecting property name"),
+    ('{"host": {}, "rows": [{"workload": "spin"}]}', "not a regraded grid"),
+    ('[1, 2]', "not a regraded grid"),
+])
+def test_only_differing_names_a_grid_it_cannot_use(tmp_path, text, says):
+    path = tmp_path / "bad.json"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(ValueError, match=f"--only-differing {path}: .*{says}"):
+        grid.differing(grid.edge_configurations(), path)
+
+
+def test_only_differing_refuses_a_kernel_only_grid_and_one_where_nothing_differs(tmp_path):
+    kernel_only = tmp_path / "kernel-only.json"
+    kernel_only.write_text(json.dumps({"host": {}, "rows": [dict(grid.edge_configurations()[0])]}))
+    with pytest.raises(ValueError, match="its 'alike' verdict"):
+        grid.differing(grid.edge_configurations(), kernel_only)
+    with pytest.raises(ValueError, match="no configuration of this grid differs there"):
+        grid.differing(grid.edge_configurations(), _graded(tmp_path, [True, True]))
+
+
+def test_the_script_says_what_is_wrong_with_only_differing_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "bad.json"
+    path.write_text("[]")
+    done = subprocess.run([sys.executable, str(Path(grid.__file__)), "--grid", "edge", "--regrade", str(path),
+                           "--only-differing", str(path)], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"fidelity_grid.py: error: --only-differing {path}: not a regraded grid")

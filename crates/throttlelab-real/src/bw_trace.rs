@@ -6,7 +6,10 @@
 //!   and run again), `hrtimer_start`, `hrtimer_expire_entry` and
 //!   `hrtimer_expire_exit` (the period timer's expiries,
 //!   `sched_cfs_period_timer`, the periods each covered, and the slack
-//!   timer's, `sched_cfs_slack_timer`);
+//!   timer's, `sched_cfs_slack_timer`), and `sched_stat_runtime` (each
+//!   charge `update_curr` makes to a task, the same `delta_exec` that
+//!   `account_cfs_rq_runtime` takes from its cfs_rq: the host's only view of
+//!   the runtime a group's CPUs use between grants);
 //! - where the kernel allows kprobes (`kprobe_events` exists: not on the
 //!   development host, yes in Debian's 6.12 guest), probes on the bandwidth
 //!   functions of `kernel/sched/fair.c` with the values they change, read by
@@ -24,8 +27,13 @@ use std::fs;
 use std::path::PathBuf;
 
 /// Tracepoints, enabled in the instance (group/name).
-pub const TRACEPOINTS: [&str; 4] =
-    ["sched/sched_switch", "timer/hrtimer_start", "timer/hrtimer_expire_entry", "timer/hrtimer_expire_exit"];
+pub const TRACEPOINTS: [&str; 5] = [
+    "sched/sched_switch",
+    "sched/sched_stat_runtime",
+    "timer/hrtimer_start",
+    "timer/hrtimer_expire_entry",
+    "timer/hrtimer_expire_exit",
+];
 
 /// The kprobe events' group.
 pub const GROUP: &str = "throttlelab_bw";

@@ -326,7 +326,17 @@ impl Sim<'_> {
     /// until the next arrival. Returns whether it has work.
     fn next_background(&mut self, tid: ThreadId, waking: bool) -> bool {
         if waking {
-            self.threads[tid].work_left = (self.scenario.machine.background_us * 1e3) as u64;
+            let m = &self.scenario.machine;
+            let us = match m.background_p50_us {
+                // Each preemption's own length, keyed by its arrival.
+                Some(p50) => {
+                    let th = &self.threads[tid];
+                    noise::log_normal(self.seed, Stream::BackgroundLength(th.allowed[0]), th.loops_done as u64, p50, m.background_us)
+                        .min(1e6)
+                }
+                None => m.background_us,
+            };
+            self.threads[tid].work_left = (us * 1e3) as u64;
             return true;
         }
         self.threads[tid].state = ThreadState::Sleeping;

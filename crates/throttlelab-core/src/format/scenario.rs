@@ -209,9 +209,15 @@ pub struct Machine {
     /// preemptions of whatever runs, arriving per CPU as a Poisson process.
     #[serde(default = "default_background_per_s")]
     pub background_per_s: f64,
-    /// CPU time each background preemption takes.
+    /// CPU time each background preemption takes: its mean.
     #[serde(default = "default_background_us")]
     pub background_us: f64,
+    /// The median background preemption. Given, each preemption's length is
+    /// drawn from a log-normal with this median and `background_us` as its
+    /// mean (a host's: many short, a few long); absent, every preemption
+    /// takes `background_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_p50_us: Option<f64>,
     /// CLOCK_MONOTONIC at simulated time 0, which places the timer grids.
     /// Absent: seeded, uniform in [600, 1200) s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -267,6 +273,7 @@ impl Default for Machine {
             tick_irq_us: default_tick_irq_us(),
             background_per_s: default_background_per_s(),
             background_us: default_background_us(),
+            background_p50_us: None,
             uptime_s: None,
             tick_phase_us: None,
         }

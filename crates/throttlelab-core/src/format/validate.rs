@@ -70,6 +70,10 @@ impl Scenario {
         if !(m.background_us >= 0.0 && m.background_us <= 1_000_000.0) {
             return err("machine.background_us".into(), format!("must be in [0, 1000000] (1 s), got {}", m.background_us));
         }
+        // A log-normal's median is at most its mean.
+        if let Some(p50) = m.background_p50_us.filter(|&v| !(v > 0.0 && v <= m.background_us)) {
+            return err("machine.background_p50_us".into(), format!("must be in (0, machine.background_us = {}], got {p50}", m.background_us));
+        }
         if let Some(c) = &self.capture {
             let lengths = [("capture.background_p50_us", c.background_p50_us), ("capture.background_p90_us", c.background_p90_us), ("capture.background_max_us", c.background_max_us)];
             for (key, v) in lengths {

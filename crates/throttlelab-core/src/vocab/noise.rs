@@ -32,6 +32,9 @@ pub enum Stream {
     TickPhase,
     /// Arrivals of background kernel activity on a CPU.
     Background(usize),
+    /// How long each of a CPU's background preemptions lasts, where the
+    /// lengths are a distribution (`machine.background_p50_us`).
+    BackgroundLength(usize),
     /// How long the machine has been up at simulated time 0.
     Uptime,
     /// Request arrivals of a service (by its index in the scenario).
@@ -56,6 +59,7 @@ impl Stream {
             Stream::Arrival(s) => (9, s),
             Stream::CyclePhase(t) => (10, t),
             Stream::NewIdle(c) => (11, c),
+            Stream::BackgroundLength(c) => (12, c),
         };
         (tag << 56) ^ id as u64
     }
@@ -98,6 +102,19 @@ pub fn exponential(seed: u64, stream: Stream, index: u64, mean: f64) -> f64 {
     const SCALE: u64 = 1 << 53;
     let u = (uniform(seed, stream, index, SCALE) as f64 + 0.5) / SCALE as f64;
     -mean * u.ln()
+}
+
+/// Log-normal with the given median and mean (mean >= median; sigma =
+/// sqrt(2 ln(mean / median))): many short values and a few long ones, as a
+/// host's preemptions by other work are. A standard normal from two uniform
+/// draws of the stream (Box-Muller), at `2 index` and `2 index + 1`.
+pub fn log_normal(seed: u64, stream: Stream, index: u64, median: f64, mean: f64) -> f64 {
+    const SCALE: u64 = 1 << 53;
+    let unit = |i: u64| (uniform(seed, stream, i, SCALE) as f64 + 0.5) / SCALE as f64;
+    let (u1, u2) = (unit(2 * index), unit(2 * index + 1));
+    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    let sigma = (2.0 * (mean / median).ln()).max(0.0).sqrt();
+    median * (sigma * z).exp()
 }
 
 /// The gap before request `n` of service `service` (request 0's is from time
@@ -143,6 +160,23 @@ mod tests {
         let n = 20_000;
         let mean = (0..n).map(|i| exponential(3, Stream::Background(0), i, 50.0)).sum::<f64>() / n as f64;
         assert!((mean - 50.0).abs() < 2.0, "mean {mean}");
+    }
+
+    #[test]
+    fn log_normal_has_its_median_and_mean() {
+        // The edge row's host (docs/fidelity.md): preemptions of 23 us at the
+        // median and 219 us on average; and a narrow one.
+        for (median, mean, tol) in [(23.0, 219.0, 0.1), (100.0, 110.0, 0.01)] {
+            let n = 200_000;
+            let mut draws: Vec<f64> = (0..n).map(|i| log_normal(5, Stream::BackgroundLength(1), i, median, mean)).collect();
+            let got_mean = draws.iter().sum::<f64>() / n as f64;
+            draws.sort_by(f64::total_cmp);
+            let got_median = draws[n as usize / 2];
+            assert!((got_median / median - 1.0).abs() < 0.02, "median {got_median} of {median}");
+            assert!((got_mean / mean - 1.0).abs() < tol, "mean {got_mean} of {mean}");
+        }
+        // A median equal to the mean: every draw is it.
+        assert_eq!(log_normal(5, Stream::BackgroundLength(0), 7, 40.0, 40.0), 40.0);
     }
 
     #[test]
