@@ -182,6 +182,7 @@ impl Sim<'_> {
             }
         }
         self.record(Some(cpu), self.threads[tid].tg, TraceKind::Tick);
+        self.nohz_balancer_kick(cpu, index);
     }
 
     pub(crate) fn resched_curr(&mut self, cpu: CpuId) {
