@@ -182,7 +182,6 @@ impl Sim<'_> {
             }
         }
         self.record(Some(cpu), self.threads[tid].tg, TraceKind::Tick);
-        self.nohz_balancer_kick(cpu, index);
     }
 
     pub(crate) fn resched_curr(&mut self, cpu: CpuId) {

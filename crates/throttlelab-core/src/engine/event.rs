@@ -58,9 +58,6 @@ pub enum Event {
     DlProfileEnd { tid: usize, gen: u64 },
     /// Record every task's CPU time (the n-th `sample_ms` boundary).
     Sample(u64),
-    /// The idle load balancer's softirq (`_nohz_idle_balance`), kicked by a
-    /// busy CPU's tick at this jiffy.
-    IdleBalance(u64),
 }
 
 /// The interrupt that runs an hrtimer's callback.

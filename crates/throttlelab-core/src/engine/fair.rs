@@ -11,13 +11,11 @@
 //! - group shares use instantaneous runnable weights, not PELT averages;
 //! - profiles >= 6.6 pick by EEVDF (eligible entity with the earliest virtual
 //!   deadline, lag ignored on placement, no delayed dequeue);
-//! - load balancing is limited to wake-up placement, pulling by CPUs that
-//!   go idle and the idle CPUs' balance kicked from a busy CPU's tick (no
-//!   busy CPU's periodic balance, no active balance).
+//! - load balancing is limited to wake-up placement and pulling by CPUs that
+//!   go idle.
 
 use crate::engine::sim::Sim;
 use crate::vocab::noise::{self, Stream};
-use crate::engine::event::Event;
 use crate::vocab::types::{CfsRqId, CpuId, SeId, ThreadId, Time, NSEC_PER_USEC};
 use smallvec::SmallVec;
 
@@ -63,11 +61,8 @@ pub struct CfsRq {
 }
 
 /// `sysctl_sched_migration_cost`: a task that ran less than this ago is cache
-/// hot (`task_hot`) and a balance leaves it where it is.
+/// hot (`task_hot`) and a newly idle balance leaves it where it is.
 const MIGRATION_COST_NS: Time = 500 * NSEC_PER_USEC;
-/// `cache_nice_tries` of the LLC domain (`SD_SHARE_LLC`, `sd_init`): after
-/// more failed balances than this in a row a hot task is moved.
-const CACHE_NICE_TRIES: u32 = 1;
 
 /// A sched domain's newly idle balance statistics (`newidle_call`,
 /// `newidle_success`, `newidle_ratio`; 33cf66d88306): the share of recent
@@ -99,15 +94,6 @@ impl NewidleStats {
             self.success /= 2;
         }
     }
-}
-
-/// What a `sched_balance_rq` did: moved a task, found an imbalance but
-/// could move nothing (counted in `nr_balance_failed`), or found none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Balance {
-    Pulled,
-    Failed,
-    Balanced,
 }
 
 /// A schedulable entity: `struct sched_entity`, of a task or of a group.
@@ -728,19 +714,15 @@ impl Sim<'_> {
         pulled
     }
 
-    /// `sched_balance_rq`, simplified: pull one waiting thread to `cpu` from
-    /// the busiest CPU, unless either side's group hierarchy is throttled
-    /// (`throttled_lb_pair`) or `can_migrate_task` finds it cache hot: it ran
-    /// there less than `sysctl_sched_migration_cost` ago (`task_hot`) and
-    /// this CPU's domain has not failed more than `cache_nice_tries` balances
-    /// in a row. Only periodic and idle balances count failures (a newly idle
-    /// one does not); a pull or a balance that finds nothing to move resets
-    /// the count.
-    fn sched_balance_rq(&mut self, cpu: CpuId, newly_idle: bool) -> Balance {
+    /// `sched_balance_rq(CPU_NEWLY_IDLE)`, simplified: pull a waiting thread
+    /// from the busiest CPU, unless either side's group hierarchy is
+    /// throttled (`throttled_lb_pair`) or it ran there less than
+    /// `sysctl_sched_migration_cost` ago (`task_hot`; a newly idle balance
+    /// does not count its failures, so `nr_balance_failed` does not
+    /// override it).
+    fn newidle_pull(&mut self, cpu: CpuId) -> bool {
         let n = self.nr_cpus();
-        let hot_ok = self.rqs[cpu].nr_balance_failed > CACHE_NICE_TRIES;
         let mut best: Option<(u32, CpuId, ThreadId)> = None;
-        let mut hot_only = false;
         // The CPUs after this one, then from CPU 0: only overloaded ones have
         // a thread to give, and the mask lists them.
         for src in self.overloaded_cpus(cpu + 1, n).chain(self.overloaded_cpus(0, cpu)) {
@@ -748,107 +730,29 @@ impl Sim<'_> {
             if busy < 2 || best.is_some_and(|(b, _, _)| b >= busy) {
                 continue;
             }
-            let mut hot = false;
             let candidate = self.rqs[src].runnable.iter().copied().find(|&t| {
                 let th = &self.threads[t];
-                let movable = self.rqs[src].curr != Some(t)
+                self.rqs[src].curr != Some(t)
                     && th.allowed.contains(&cpu)
+                    && self.now.saturating_sub(self.ses[th.se].exec_start) >= MIGRATION_COST_NS
                     && self.cfs_rqs[self.cfs_rq_id(th.tg, src)].throttle_count == 0
-                    && self.cfs_rqs[self.cfs_rq_id(th.tg, cpu)].throttle_count == 0;
-                let cold = self.now.saturating_sub(self.ses[th.se].exec_start) >= MIGRATION_COST_NS;
-                hot |= movable && !cold;
-                movable && (cold || hot_ok)
+                    && self.cfs_rqs[self.cfs_rq_id(th.tg, cpu)].throttle_count == 0
             });
             if let Some(t) = candidate {
                 best = Some((busy, src, t));
-            } else {
-                hot_only |= hot;
             }
         }
-        let rq = &mut self.rqs[cpu];
-        let Some((_, src, tid)) = best else {
-            if !hot_only {
-                rq.nr_balance_failed = 0;
-                return Balance::Balanced;
-            }
-            if !newly_idle {
-                rq.nr_balance_failed += 1;
-            }
-            return Balance::Failed;
-        };
-        rq.nr_balance_failed = 0;
+        let Some((_, src, tid)) = best else { return false };
         self.touch(src);
         self.dequeue_task(tid);
         self.set_task_cpu(tid, cpu);
         self.enqueue_task(tid, false, false);
-        Balance::Pulled
-    }
-
-    fn newidle_pull(&mut self, cpu: CpuId) -> bool {
-        self.sched_balance_rq(cpu, true) == Balance::Pulled
-    }
-
-    /// `sched_balance_trigger` -> `nohz_balancer_kick` at the tick (jiffy
-    /// `jiffy`) of a busy CPU: with two tasks runnable on it
-    /// (`rq->nr_running >= 2`), an idle CPU (every idle CPU here has stopped
-    /// its tick: `nohz.idle_cpus_mask`) and `nohz.next_balance` reached,
-    /// `kick_ilb` moves `nohz.next_balance` to the next jiffy and sends the
-    /// first idle CPU an IPI; it leaves its idle state and balances in
-    /// softirq.
-    pub(crate) fn nohz_balancer_kick(&mut self, cpu: CpuId, jiffy: u64) {
-        if jiffy < self.nohz_next_balance || !self.is_overloaded(cpu) {
-            return;
-        }
-        let n = self.nr_cpus();
-        if self.idle_cpus(0, n).next().is_none() {
-            return;
-        }
-        self.nohz_next_balance = jiffy + 1;
-        self.events.push(self.now + self.idle_exit_ns, Event::IdleBalance(jiffy));
-    }
-
-    /// `_nohz_idle_balance(NOHZ_BALANCE_KICK)`: every idle CPU whose
-    /// `rq->next_balance` is due balances its domain as `CPU_IDLE`
-    /// (`sched_balance_domains`); `nohz.next_balance` becomes the earliest
-    /// of their next balances. The domain is the LLC, `sd_weight` CPUs: its
-    /// `balance_interval` starts at `min_interval` (`sd_weight` ms), doubles
-    /// up to `max_interval` when balanced and returns to `min_interval` when
-    /// not (`sched_balance_rq`); in jiffies at least 1
-    /// (`get_sd_balance_interval`, idle: no `busy_factor`).
-    pub(crate) fn nohz_idle_balance(&mut self, jiffy: u64) {
-        let n = self.nr_cpus();
-        let min_interval_ms = n as u64;
-        let hz = 1_000_000_000 / self.tun.tick_ns;
-        let interval = |ms: u64| (ms * hz).div_ceil(1000).max(1);
-        let mut next_balance = u64::MAX;
-        let mut c = 0;
-        loop {
-            let next = self.idle_cpus(c, n).next();
-            let Some(cpu) = next else { break };
-            c = cpu + 1;
-            let rq = &self.rqs[cpu];
-            let ms = if rq.balance_interval_ms == 0 { min_interval_ms } else { rq.balance_interval_ms };
-            if jiffy >= rq.last_balance + interval(ms) || rq.balance_interval_ms == 0 {
-                let outcome = self.sched_balance_rq(cpu, false);
-                let rq = &mut self.rqs[cpu];
-                rq.balance_interval_ms = if outcome == Balance::Balanced { (ms * 2).min(2 * min_interval_ms) } else { min_interval_ms };
-                rq.last_balance = jiffy;
-                if outcome == Balance::Pulled {
-                    self.resched_curr(cpu);
-                }
-            }
-            let rq = &self.rqs[cpu];
-            next_balance = next_balance.min(rq.last_balance + interval(rq.balance_interval_ms.max(min_interval_ms)));
-        }
-        if next_balance != u64::MAX {
-            self.nohz_next_balance = next_balance;
-        }
+        true
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::engine::rq::ThreadState;
     use crate::vocab::noise::{self, Stream};
     use crate::{load, Sim, SimOptions};
 
@@ -959,58 +863,6 @@ mod tests {
         assert!(noise::uniform(1, Stream::NewIdle(1), 0, 1024) > 1);
         assert!(!newidle_pulls("6.18", 0, 0));
         assert!(newidle_pulls("5.14", 0, 0));
-    }
-
-    /// Two CPUs on `profile`: `a` runs on CPU 0 and `b` waits there, CPU 1
-    /// is idle. Before each of `kicks` idle balances (jiffies 0, 1, ...) `b`
-    /// last ran `b_ran_ago_ns` before, as when the tick before it had
-    /// switched `b` out. At which balance CPU 1 pulled `b`, if any.
-    fn idle_balance_pulls_at(profile: &str, b_ran_ago_ns: u64, kicks: u64) -> Option<u64> {
-        let text = format!(
-            "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\n[kernel]\nprofile = \"{profile}\"\n\
-             [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 2\n\
-             phases = [{{ run_us = 100000 }}]\n"
-        );
-        let s = load(&text, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
-        let [a, b] = [0, 1].map(|k| sim.task_threads[0] + k);
-        for t in [a, b] {
-            sim.set_task_cpu(t, 0);
-            (sim.threads[t].recent_used_cpu, sim.threads[t].cpu_ns) = (0, 1);
-        }
-        sim.try_to_wake_up(a);
-        sim.schedule(0);
-        // Woken onto its busy CPU (as when the wake-up's idle scan finds
-        // none: SIS_UTIL), not placed by select_task_rq.
-        sim.threads[b].state = ThreadState::Runnable;
-        sim.enqueue_task(b, true, false);
-        assert_eq!((sim.rqs[0].curr, sim.threads[b].cpu, sim.rqs[1].curr), (Some(a), 0, None));
-        for jiffy in 0..kicks {
-            sim.now = 10_000_000 + jiffy * sim.tun.tick_ns;
-            sim.ses[sim.threads[b].se].exec_start = sim.now - b_ran_ago_ns;
-            sim.nohz_balancer_kick(0, jiffy);
-            assert_eq!(sim.nohz_next_balance, jiffy + 1, "kick_ilb: the next kick no earlier than the next jiffy");
-            sim.nohz_idle_balance(jiffy);
-            if sim.threads[b].cpu == 1 {
-                return Some(jiffy);
-            }
-        }
-        None
-    }
-
-    /// The idle CPU's own balance (`nohz_balancer_kick` -> `_nohz_idle_balance`
-    /// -> `sched_balance_rq(CPU_IDLE)`), every profile: a waiting task that
-    /// ran 0.6 ms ago is pulled at the first kick; one that ran 0.1 ms ago
-    /// (`task_hot`, as when the tick has just switched it out: traced on
-    /// 6.18, docs/edge-meet/) only once the domain has failed more than
-    /// `cache_nice_tries` (1) balances, at the third. At HZ=250 on 2 CPUs
-    /// the interval (2-4 ms) is one jiffy, so every jiffy balances.
-    #[test]
-    fn an_idle_cpu_kicked_by_a_busy_tick_pulls_a_cold_task_at_once_and_a_hot_one_at_the_third() {
-        for profile in ["4.18", "5.14", "6.18"] {
-            assert_eq!(idle_balance_pulls_at(profile, 600_000, 5), Some(0), "{profile}: cold");
-            assert_eq!(idle_balance_pulls_at(profile, 100_000, 5), Some(2), "{profile}: hot");
-        }
     }
 
     /// An idle CPU's `util_avg` halves every 32 PELT periods of 1024 us.

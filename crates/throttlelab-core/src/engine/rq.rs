@@ -54,13 +54,6 @@ pub struct Rq {
     pub util_at: Time,
     /// Newly idle balances this CPU has thrown `NI_RANDOM`'s dice for.
     pub newidle_draws: u64,
-    /// This CPU's copy of the LLC domain: `sd->nr_balance_failed` (periodic
-    /// and idle balances that found an imbalance and moved nothing),
-    /// `sd->balance_interval` (ms; 0 until its first idle balance: the
-    /// domain's `min_interval`) and `sd->last_balance` (jiffies).
-    pub nr_balance_failed: u32,
-    pub balance_interval_ms: u64,
-    pub last_balance: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

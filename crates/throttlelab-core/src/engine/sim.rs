@@ -69,9 +69,6 @@ pub struct Sim<'s> {
     pub(crate) rd_overloaded: bool,
     /// The machine's (one LLC domain's) newly idle balance statistics.
     pub(crate) newidle: NewidleStats,
-    /// `nohz.next_balance` (jiffies): no busy tick kicks the idle load
-    /// balancer before it.
-    pub(crate) nohz_next_balance: u64,
     /// Phase-driven threads that have not finished (ends a run without `duration_s`).
     pub(crate) finite_left: usize,
     pub(crate) trace: Option<Trace>,
@@ -94,7 +91,7 @@ pub struct Sim<'s> {
     /// Simulate every tick (`SimOptions::every_tick`).
     pub(crate) every_tick: bool,
     pub(crate) timer_jitter_ns: u64,
-    pub(crate) idle_exit_ns: u64,
+    idle_exit_ns: u64,
     pub(crate) tick_irq_ns: u64,
     /// CLOCK_MONOTONIC at simulated time 0: how long the machine has been up.
     pub(crate) uptime_ns: u64,
@@ -160,7 +157,6 @@ impl<'s> Sim<'s> {
             util_sum: UtilSum::new(nr_cpus),
             rd_overloaded: false,
             newidle: NewidleStats::default(),
-            nohz_next_balance: 0,
             finite_left: 0,
             trace: None,
             features: Features::of(&scenario.kernel.features),
@@ -340,7 +336,6 @@ impl<'s> Sim<'s> {
             Event::DlProfile { tid, gen } => self.dl_profile_start(tid, gen),
             Event::DlProfileEnd { tid, gen } => self.dl_profile_end(tid, gen),
             Event::Sample(n) => self.sample(n),
-            Event::IdleBalance(jiffy) => self.nohz_idle_balance(jiffy),
         }
     }
 
