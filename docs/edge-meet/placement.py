@@ -49,6 +49,9 @@ def main():
     migr = Counter()
     stranded = Counter()  # us, by (began, ended)
     stranded_n = Counter()
+    episode = {}  # cpu -> [since, ticks of it]: while some worker is stranded on it
+    episodes = []  # (ms, ticks, ended by an idle CPU's pull) per episode after t_from
+    idle_pull_ran_ago = []  # ms since an idle CPU's pulled worker last ran
     strand_since = {}  # worker -> (ts it became stranded, began)
     woke = set()
     t_from = None
@@ -80,6 +83,17 @@ def main():
             stranded[(began, how)] += ts - max(t0, t_from)
             stranded_n[(began, how)] += 1
 
+    def episodes_at(ts, how):
+        """Open or close each CPU's episode of having a worker stranded."""
+        on = {rq_of.get(p) for p in strand_since}
+        for c in (0, 1):
+            if c in on and c not in episode:
+                episode[c] = [ts, 0]
+            elif c not in on and c in episode:
+                t0, ticks = episode.pop(c)
+                if t_from is not None and t0 > t_from:
+                    episodes.append(((ts - t0) / 1e3, ticks, how == "by an idle CPU's balance (softirq)"))
+
     for ts, cpu, comm, lpid, flags, name, rest in evs:
         f = dict(KV.findall(rest)) if name != "sched_switch" else None
         after = t_from is not None and ts > t_from
@@ -88,6 +102,8 @@ def main():
             at_tick[("hot" if hot0 else "cold") + ", no pull within 1 ms"] += 1
         if name == "hrtimer_expire_entry" and f.get("function") == "tick_nohz_handler" and after:
             there = [p for p in strand_since if rq_of.get(p) == cpu]
+            if cpu in episode:
+                episode[cpu][1] += 1
             if there:
                 hot = all(ts - out_at.get(p, ts - 1e9) < 500 for p in there)
                 tick_open.append((ts, cpu, hot))
@@ -128,6 +144,8 @@ def main():
                 kind = f"other ({comm} on CPU {cpu}, flags {flags})"
             if after:
                 migr[kind] += 1
+                if kind == "by an idle CPU's balance (softirq)" and p in out_at:
+                    idle_pull_ran_ago.append((ts - out_at[p]) / 1e3)
             if kind == "by an idle CPU's balance (softirq)":
                 for i, (t0, c0, hot0) in enumerate(tick_open):
                     if c0 == int(f["orig_cpu"]):
@@ -138,6 +156,7 @@ def main():
             if p in strand_since and kind != "at the wake-up":
                 close(p, ts, kind)
             rq_of[p] = dest
+            episodes_at(ts, kind)
         elif name == "sched_switch":
             prev, pstate, _, nxt, _ = switch(rest)
             running[cpu] = nxt
@@ -161,6 +180,7 @@ def main():
                     close(nxt, ts, "ran on its CPU")
                 del waiting[nxt]
         update_strand(ts)
+        episodes_at(ts, None)
     print(f"workers: {len(W)} threads; after the first {skip_s} s")
     print("wake-ups:")
     for k, n in sorted(wakes.items()):
@@ -175,6 +195,18 @@ def main():
     for k, us in sorted(stranded.items(), key=lambda kv: -kv[1]):
         print(f"  {k[0]} -> {k[1]}: {stranded_n[k]}, {us / 1e3:.1f} ms")
     print(f"  total: {sum(stranded_n.values())}, {sum(stranded.values()) / 1e3:.1f} ms")
+    if idle_pull_ran_ago:
+        ms = sorted(idle_pull_ran_ago)
+        print(f"an idle CPU's balance pulled a worker that last ran, ms before: min {ms[0]:.2f} "
+              f"median {ms[len(ms) // 2]:.2f} max {ms[-1]:.2f}; under 0.5 ms (task_hot): {sum(m < 0.5 for m in ms)} of {len(ms)}")
+    pulled = sorted(m for m, _, by_idle in episodes if by_idle)
+    if pulled:
+        print(f"episodes of a CPU with a worker stranded: {len(episodes)}, {sum(m for m, _, _ in episodes):.1f} ms; "
+              f"ended by an idle CPU's pull: {len(pulled)}, after ms: min {pulled[0]:.2f} "
+              f"median {pulled[len(pulled) // 2]:.2f} max {pulled[-1]:.2f}; at that CPU's tick (0: before its first): "
+              + ", ".join(f"{k}: {n}" for k, n in sorted(Counter(t for _, t, by_idle in episodes if by_idle).items())))
+        print("  episodes not ended by an idle CPU's pull, by that CPU's ticks in them: "
+              + ", ".join(f"{k}: {n}" for k, n in sorted(Counter(t for _, t, by_idle in episodes if not by_idle).items())))
 
 
 if __name__ == "__main__":

@@ -117,6 +117,22 @@ def placement(sel, slices, idle):
             for c in (0, 1):
                 for a, b in idle[c]:
                     stranded[began] += max(0.0, min(b, g1) - max(a, g0))
+    # Pulls: a phase's next slice on another CPU. By an idle CPU's balance
+    # when that CPU was idle until the slice (a newly idle pull follows its
+    # CPU's previous thread at the same instant).
+    idle_pulls, newidle_pulls = [], 0
+    for p in sel:
+        for (a, b, c), (a2, _, c2) in zip(p["spans"], p["spans"][1:]):
+            if c2 == c:
+                continue
+            if any(i0 < a2 - 1 and a2 - 1 <= i1 <= a2 + 1 for i0, i1 in idle[c2]):
+                idle_pulls.append((a2 - b) / 1e3)
+            else:
+                newidle_pulls += 1
+    ms = sorted(idle_pulls)
+    print(f"pulls within a run phase: newly idle {newidle_pulls}, by an idle CPU's balance {len(ms)}"
+          + (f", which last ran ms before: min {ms[0]:.2f} median {ms[len(ms) // 2]:.2f} max {ms[-1]:.2f}; "
+             f"under 0.5 ms (task_hot): {sum(m < 0.5 for m in ms)}" if ms else ""))
     print("stranded (runnable while a CPU is idle), by how it began, ms: "
           + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in stranded.items()) + f"; total {sum(stranded.values()) / 1e3:.1f}")
 
