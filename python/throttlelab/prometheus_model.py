@@ -1,12 +1,13 @@
 """Demand models fitted to a container's own cAdvisor counters, and the
 smallest limit they all say meets a throttling target (docs/prometheus.md).
 
-A model: the container's CPU time arrives as bursts of one length ``burst_us``
-at Poisson times, each burst run by one of ``threads`` threads (a burst that
-finds them all busy waits), at the window's usage (core-seconds per second).
-cAdvisor's counters cannot say how long a burst is, so every length of
-BURSTS_US is a model; where ``container_threads`` is 0 (no pids controller)
-every count of THREADS_UNKNOWN is too.
+A model: the container's CPU time arrives as bursts of mean length
+``burst_us`` (spread by ``cost_cv``, lognormal) at Poisson times, each burst
+run by one of ``threads`` threads (a burst that finds them all busy waits), at
+the window's usage (core-seconds per second). cAdvisor's counters cannot say
+how long a burst is, so every length of BURSTS_US at every spread of COST_CVS
+is a model; where ``container_threads`` is 0 (no pids controller) every count
+of THREADS_UNKNOWN is too.
 
 Fit: the windows are put in USAGE_BANDS by their usage (the busiest 10 %,
 the next 15 %, the next 25 %, the rest); each band's mean usage (and, for a
@@ -19,7 +20,8 @@ USAGE_TOLERANCE, its throttled ratio
 :func:`ratio_bound` and, where the node's CPU count is known
 (machine_cpu_cores), its throttled seconds per throttled period
 (container_cpu_cfs_throttled_seconds_total) within :func:`seconds_bound`.
-It is kept with the least and the most such demand. The search (advise's bisection, advise.bisect) then asks
+It is kept with the least and the most such demand, unless it is biased low
+over the bands (BIAS_Z). The search (advise's bisection, advise.bisect) then asks
 every consistent model at each candidate quota: a candidate meets the target
 when the worst of them, each weighting its bands by their periods, is at most
 ``max_throttled``. The recommendation is advise's HEADROOM over the boundary,
@@ -67,9 +69,9 @@ BURSTS_US = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000)
 #: variation; the service's `cost_cv`, lognormal): a real service's requests do
 #: not all cost the same. What the counters see of a burst's length is the
 #: spread of each period's demand, usage x E[B^2]/E[B] = usage x B(1 + cv^2):
-#: B at cv 0, 1.25 B at 0.5, 1.56 B at 0.75, between the lengths of BURSTS_US,
-#: which are 2-2.5x apart. pgbench's requests (captured: mean 6.9 ms, cv 0.27,
-#: so 7.4 ms of it) fell between 5 and 10 ms: 5 ms alone reproduced its
+#: B at cv 0, 1.56 B at 0.75, so the lengths stood for are at most 1.6x apart
+#: where BURSTS_US's are 2-2.5x. pgbench's requests (captured: mean 6.9 ms, cv
+#: 0.27, so 7.4 ms of it) fell between 5 and 10 ms: 5 ms alone reproduced its
 #: counters, low in every band (docs/prometheus.md, "Run-2's pgbench").
 COST_CVS = (0.0, 0.75)
 #: Thread counts tried where container_threads is 0 (a cgroup without pids).
@@ -103,7 +105,7 @@ USAGE_TOLERANCE = 0.10
 #: whose periods are near independent draws: the aligned and closed families'
 #: throttled periods come in busy phases and rests, so a binomial standard
 #: error understates their spread (the aligned test's own scenario, 4 threads
-#: busy 0.5 s of every 2.5 s, came out at -2.07).
+#: busy 0.5 s of every 2.5 s, came out at -2.06).
 BIAS_Z = 2.0
 BIAS_BANDS = 3
 #: Fewer windows than this cannot be told apart from one noisy one.
@@ -503,12 +505,12 @@ class Fit:
             misses[m][i][f] = max(usage_miss, ratio_miss, periods_miss, s_miss)  # in units of its bound
         for m in self.models:
             worst = max(min(per_band.values()) for per_band in misses[m])
-            if worst <= 1:
-                passing = [[f for f, miss in per_band.items() if miss <= 1] for per_band in misses[m]]
-                # Biased low even at the demands (among those within the bound)
-                # that throttle most: the least demand is low by its choice.
+            passing = [[f for f, miss in per_band.items() if miss <= 1] for per_band in misses[m]]
+            if worst <= 1 and m.family == "independent" and len(passing) >= BIAS_BANDS:
+                # Biased low even at the demands (within the bound) that
+                # throttle most: the least demand is low by its choice.
                 z = sum(max(zs[m, i, f] for f in fs) for i, fs in enumerate(passing)) / math.sqrt(len(passing))
-                if m.family == "independent" and len(passing) >= BIAS_BANDS and z < -BIAS_Z:
+                if z < -BIAS_Z:
                     self.biased_low += 1
                     continue
             if worst < self.closest[0]:

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import throttlelab.prometheus_model as model
 from throttlelab.prometheus import connect, steps
 from throttlelab.prometheus_advise import advise_prometheus
 from throttlelab.prometheus_fixture import Fixture, serve
@@ -19,6 +20,20 @@ from throttlelab.prometheus_fleet import START_S, fixture, members
 from throttlelab.runner import Runner
 
 STEP_S, WINDOWS = 60, 8
+#: Simulations asked for by the fit and by the search: a cost that load does not move.
+SIMULATIONS = {"fit": 0, "search": 0}
+
+
+def _counted(runs, key: str):
+    def counted(self, *args):
+        out = runs(self, *args)
+        SIMULATIONS[key] += len(out)
+        return out
+    return counted
+
+
+model.Fit.runs = _counted(model.Fit.runs, "fit")  # type: ignore[method-assign]
+model.Plan.runs = _counted(model.Plan.runs, "search")  # type: ignore[method-assign]
 
 
 def main(fleet: Path, n: int, out: Path, workers: int = 2) -> None:
@@ -32,7 +47,7 @@ def main(fleet: Path, n: int, out: Path, workers: int = 2) -> None:
     with Runner("local", None, workers) as runner:
         rows = advise_prometheus(connect(url, at[0], at[-1], STEP_S), "", at, 0.05, runner, timings=timings)
     server.shutdown()
-    out.write_text(json.dumps({"wall_s": time.monotonic() - t, "timings": timings, "rows": rows}, indent=1) + "\n")
+    out.write_text(json.dumps({"wall_s": time.monotonic() - t, "timings": timings, "simulations": SIMULATIONS, "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
