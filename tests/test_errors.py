@@ -87,6 +87,13 @@ def test_machine_background_median_outside_0_to_the_mean(write_scenario, value):
     assert "machine.background_us = 20" in msg
 
 
+@pytest.mark.parametrize("value", ["-0.5", "4.5", "nan"])
+def test_service_cost_cv_outside_0_to_4(write_scenario, value):
+    service = f'\n[[service]]\nname = "s"\ncgroup = "app"\nrate_per_s = 100\ncost_us = 1000\ncost_cv = {value}'
+    msg = assert_error(run_file(write_scenario, task=service), "service.s.cost_cv")
+    assert "[0, 4]" in msg
+
+
 def test_hz_not_a_kernel_value(write_scenario):
     assert_error(run_file(write_scenario, hz="200"), "hz")
 

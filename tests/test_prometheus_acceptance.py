@@ -95,10 +95,11 @@ def test_limits_take_advise_s_recommendation_and_krr_s_p99():
 
 
 def test_cpu_stat_between_two_readings():
-    before = {"nr_periods": 100, "nr_throttled": 10, "usage_usec": 1_000_000}
-    after = {"nr_periods": 300, "nr_throttled": 60, "usage_usec": 3_000_000}
+    before = {"nr_periods": 100, "nr_throttled": 10, "throttled_usec": 500_000, "usage_usec": 1_000_000}
+    after = {"nr_periods": 300, "nr_throttled": 60, "throttled_usec": 2_000_000, "usage_usec": 3_000_000}
     w = live.throttled_window(before, after, 10.0)
     assert (w["nr_periods"], w["nr_throttled"], w["throttled_ratio"], w["usage_cpus"]) == (200, 50, 0.25, 0.2)
+    assert w["throttled_s"] == 1.5
     assert live.throttled_window(before, before, 10.0)["throttled_ratio"] == 0.0
 
 

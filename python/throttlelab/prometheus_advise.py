@@ -191,6 +191,8 @@ def _consistent(row: dict[str, Any], fit: Fit) -> bool:
     miss, model = fit.closest
     row["status"] = "refused"
     row["reason"] += f"no demand model reproduces its counters at its limit (closest: {model}, {miss:.1f}x its bound off)"
+    if fit.biased_low:
+        row["reason"] += f"; {fit.biased_low} within every band's bound were biased low over them"
     return False
 
 

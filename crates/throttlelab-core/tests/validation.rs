@@ -143,3 +143,14 @@ fn deadline_tasks_need_every_cpu() {
     assert!(e.message.ends_with("(root domain), but its cgroup's cpus are 0-1"), "{e}");
     load(&text.replace("\"0-1\"", "\"0-3\""), &[]).unwrap();
 }
+
+#[test]
+fn request_cost_spread_is_bounded() {
+    let svc = |cv: &str| with(&format!("[[service]]\nname = \"s\"\ncgroup = \"app\"\nrate_per_s = 100\ncost_us = 1000\ncost_cv = {cv}\n"));
+    for cv in ["-0.5", "4.5", "nan"] {
+        let e = err(&svc(cv));
+        assert_eq!(e.key, "service.s.cost_cv", "{cv}");
+        assert!(e.message.starts_with("must be in [0, 4]"), "{}", e.message);
+    }
+    simulate(&load(&svc("0.5"), &[]).unwrap());
+}

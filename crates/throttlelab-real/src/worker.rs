@@ -693,8 +693,8 @@ struct Queue {
 
 #[derive(Default)]
 struct Backlog {
-    /// Arrival timestamps (absolute ns).
-    arrivals: VecDeque<u64>,
+    /// Arrival timestamps (absolute ns) and each request's cost (ns).
+    arrivals: VecDeque<(u64, u64)>,
     /// No more arrivals: the run is over.
     closed: bool,
 }
@@ -708,24 +708,24 @@ fn arrival_thread(run: &Run, seed: u64, svc: &ServicePlan, queue: &Queue) {
         if !run.sleep_until(at) {
             break;
         }
-        queue.backlog.lock().expect("queue lock").arrivals.push_back(at);
+        let cost_ns = noise::request_cost_ns(seed, svc.index, n, svc.cost_ns, svc.cost_cv);
+        queue.backlog.lock().expect("queue lock").arrivals.push_back((at, cost_ns));
         queue.ready.notify_one();
     }
     queue.backlog.lock().expect("queue lock").closed = true;
     queue.ready.notify_all();
 }
 
-/// A service worker: takes requests in arrival order and does `cost_ns` of work for each.
+/// A service worker: takes requests in arrival order and does each one's cost of work.
 fn service_worker(
     run: &Run,
-    svc: &ServicePlan,
     plan: &ThreadPlan,
     queue: &Queue,
 ) -> Result<ThreadResult, String> {
     start_on(plan)?;
     let mut r = ThreadResult::default();
     'serve: loop {
-        let arrived = {
+        let (arrived, cost_ns) = {
             let mut backlog = queue.backlog.lock().expect("queue lock");
             loop {
                 if let Some(a) = backlog.arrivals.pop_front() {
@@ -738,7 +738,7 @@ fn service_worker(
             }
         };
         let request = Request { arrived_ns: arrived, started_ns: now_ns() };
-        if !run.work(svc.cost_ns, &mut r.iters) {
+        if !run.work(cost_ns, &mut r.iters) {
             break;
         }
         r.requests.answered(request, now_ns());
@@ -888,8 +888,8 @@ fn serve() -> Result<(), String> {
         let mut handles = Vec::new();
         for plan in &svc.workers {
             let what = format!("worker {} of {} of service {}", handles.len() + 1, svc.workers.len(), svc.name);
-            let (run, svc, plan, queue) = (run.clone(), shared.clone(), plan.clone(), queue.clone());
-            handles.push(spawn(&what, move || service_worker(&run, &svc, &plan, &queue))?);
+            let (run, plan, queue) = (run.clone(), plan.clone(), queue.clone());
+            handles.push(spawn(&what, move || service_worker(&run, &plan, &queue))?);
         }
         services.push(handles);
     }

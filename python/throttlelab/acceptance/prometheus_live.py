@@ -167,11 +167,13 @@ def install(programs: list[Program]) -> None:
 
 
 def throttled_window(before: dict[str, int], after: dict[str, int], seconds: float) -> dict[str, float]:
-    """cpu.stat between two readings: periods, throttled periods, their ratio, CPUs used."""
+    """cpu.stat between two readings: periods, throttled periods, their ratio,
+    throttled seconds (what the fit's throttled share is made of), CPUs used."""
     periods = after["nr_periods"] - before["nr_periods"]
     throttled = after["nr_throttled"] - before["nr_throttled"]
     return {
         "nr_periods": periods, "nr_throttled": throttled, "throttled_ratio": throttled / periods if periods else 0.0,
+        "throttled_s": (after["throttled_usec"] - before["throttled_usec"]) / 1e6,
         "usage_cpus": (after["usage_usec"] - before["usage_usec"]) / 1e6 / seconds, "window_s": seconds,
     }  # fmt: skip
 

@@ -32,8 +32,13 @@ pub struct Service {
     pub arrival: Arrival,
     pub rate_per_s: f64,
     pub cost_ns: u64,
+    /// Spread of request costs (noise::request_cost_ns).
+    pub cost_cv: f64,
     /// Requests drawn so far: the index of the next arrival's draw.
     pub arrivals: u64,
+    /// Requests taken by a worker so far (in arrival order): the index of
+    /// the next request's cost draw.
+    pub started: u64,
     pub queue: VecDeque<Time>,
     pub idle_workers: Vec<ThreadId>,
     pub requests: Requests,
@@ -126,7 +131,9 @@ impl Sim<'_> {
                 arrival: svc.arrival,
                 rate_per_s: svc.rate_per_s,
                 cost_ns: svc.cost_ns,
+                cost_cv: svc.cost_cv,
                 arrivals: 0,
+                started: 0,
                 queue: VecDeque::new(),
                 idle_workers: idle,
                 requests: Requests::default(),
@@ -287,7 +294,7 @@ impl Sim<'_> {
     /// A worker finished a request (or was just woken for one): record the
     /// latency and take the next request; returns whether it has work.
     fn next_request(&mut self, tid: ThreadId, si: usize) -> bool {
-        let now = self.now;
+        let (now, seed) = (self.now, self.seed);
         let th = &mut self.threads[tid];
         let svc = &mut self.services[si];
         if th.work_left == 0 {
@@ -301,7 +308,8 @@ impl Sim<'_> {
         match svc.queue.pop_front() {
             Some(arrived) => {
                 th.request = Some(Request { arrived_ns: arrived, started_ns: now });
-                th.work_left = svc.cost_ns;
+                th.work_left = noise::request_cost_ns(seed, si, svc.started, svc.cost_ns, svc.cost_cv);
+                svc.started += 1;
                 th.state = ThreadState::Runnable;
                 true
             }

@@ -71,6 +71,7 @@ impl Plan {
                     arrival: svc.arrival,
                     rate_per_s: svc.rate_per_s,
                     cost_ns: svc.cost_us * 1_000,
+                    cost_cv: svc.cost_cv.unwrap_or(0.0),
                     workers: (0..svc.workers)
                         .map(|_| ThreadPlan { start_ns: 0, start_cpu: start_cpu(&allowed), cpus: allowed.clone(), affinity: svc.cpus.is_some() })
                         .collect(),

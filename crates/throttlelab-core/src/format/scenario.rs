@@ -554,6 +554,10 @@ pub struct ServiceSpec {
     pub arrival: Arrival,
     pub rate_per_s: f64,
     pub cost_us: u64,
+    /// The spread of request costs: absent or 0, each costs `cost_us`; else
+    /// lognormal with mean `cost_us` and this coefficient of variation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_cv: Option<f64>,
     #[serde(default)]
     pub cpus: Option<String>,
 }

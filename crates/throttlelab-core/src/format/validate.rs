@@ -18,6 +18,9 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 const MAX_TIME_MS: f64 = (MAX_TIME_NS / 1_000_000) as f64;
+/// The largest spread of request costs a service may ask for (`cost_cv`): a
+/// lognormal with cv 4 has p99/p50 about 9.
+const MAX_COST_CV: f64 = 4.0;
 
 impl Scenario {
     /// Check every value against its allowed range; `Ok` means the simulator
@@ -371,6 +374,11 @@ impl Scenario {
             check_time(&key("cost_us"), s.cost_us, 1_000, "us")?;
             if s.cost_us == 0 {
                 return Err(ScenarioError::new(key("cost_us"), "must be > 0".to_string()));
+            }
+            if let Some(cv) = s.cost_cv {
+                if !(0.0..=MAX_COST_CV).contains(&cv) {
+                    return Err(ScenarioError::new(key("cost_cv"), format!("must be in [0, {MAX_COST_CV}], got {cv}")));
+                }
             }
             self.check_member_cpus(&key("cpus"), &s.cpus, group_cpus)?;
         }

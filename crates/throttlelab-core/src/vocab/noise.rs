@@ -43,6 +43,8 @@ pub enum Stream {
     CyclePhase(usize),
     /// A CPU's newly idle balances' dice (`NI_RANDOM`), by CPU.
     NewIdle(usize),
+    /// Request costs of a service whose costs spread (`cost_cv`), by its index.
+    Cost(usize),
 }
 
 impl Stream {
@@ -60,6 +62,7 @@ impl Stream {
             Stream::CyclePhase(t) => (10, t),
             Stream::NewIdle(c) => (11, c),
             Stream::BackgroundLength(c) => (12, c),
+            Stream::Cost(s) => (13, s),
         };
         (tag << 56) ^ id as u64
     }
@@ -104,17 +107,21 @@ pub fn exponential(seed: u64, stream: Stream, index: u64, mean: f64) -> f64 {
     -mean * u.ln()
 }
 
-/// Log-normal with the given median and mean (mean >= median; sigma =
-/// sqrt(2 ln(mean / median))): many short values and a few long ones, as a
-/// host's preemptions by other work are. A standard normal from two uniform
-/// draws of the stream (Box-Muller), at `2 index` and `2 index + 1`.
-pub fn log_normal(seed: u64, stream: Stream, index: u64, median: f64, mean: f64) -> f64 {
+/// A standard normal from two uniform draws of the stream (Box-Muller), at
+/// `2 index` and `2 index + 1`.
+fn standard_normal(seed: u64, stream: Stream, index: u64) -> f64 {
     const SCALE: u64 = 1 << 53;
     let unit = |i: u64| (uniform(seed, stream, i, SCALE) as f64 + 0.5) / SCALE as f64;
     let (u1, u2) = (unit(2 * index), unit(2 * index + 1));
-    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// Log-normal with the given median and mean (mean >= median; sigma =
+/// sqrt(2 ln(mean / median))): many short values and a few long ones, as a
+/// host's preemptions by other work are.
+pub fn log_normal(seed: u64, stream: Stream, index: u64, median: f64, mean: f64) -> f64 {
     let sigma = (2.0 * (mean / median).ln()).max(0.0).sqrt();
-    median * (sigma * z).exp()
+    median * (sigma * standard_normal(seed, stream, index)).exp()
 }
 
 /// The gap before request `n` of service `service` (request 0's is from time
@@ -127,6 +134,20 @@ pub fn interarrival_ns(seed: u64, service: usize, n: u64, arrival: Arrival, rate
         Arrival::Poisson => exponential(seed, Stream::Arrival(service), n, mean_ns),
     };
     (gap.round() as u64).max(1)
+}
+
+/// The CPU time of request `n` of service `service`, in ns and at least 1:
+/// `cost_ns` itself where `cost_cv` is 0, else a lognormal draw with mean
+/// `cost_ns` and coefficient of variation `cost_cv` (a real service's request
+/// costs spread, with a tail: pgbench's p90/p50 1.5, p99/p50 2.8).
+pub fn request_cost_ns(seed: u64, service: usize, n: u64, cost_ns: u64, cost_cv: f64) -> u64 {
+    if cost_cv <= 0.0 {
+        return cost_ns;
+    }
+    let z = standard_normal(seed, Stream::Cost(service), n);
+    let sigma2 = (1.0 + cost_cv * cost_cv).ln();
+    let cost = cost_ns as f64 * (sigma2.sqrt() * z - sigma2 / 2.0).exp();
+    (cost.round() as u64).max(1)
 }
 
 #[cfg(test)]
@@ -153,6 +174,22 @@ mod tests {
             assert_eq!(uniform(i, Stream::Tick(i as usize % 7), i * 31, 1 + i * 977), before(i, Stream::Tick(i as usize % 7), i * 31, 1 + i * 977));
             assert_eq!(Seeded::new(3).uniform(Stream::Arrival(2), i, 1 << 53), before(3, Stream::Arrival(2), i, 1 << 53));
         }
+    }
+
+    #[test]
+    fn request_costs_have_their_mean_and_spread() {
+        assert_eq!(request_cost_ns(3, 0, 7, 5_000_000, 0.0), 5_000_000);
+        let n = 40_000;
+        let draws: Vec<f64> = (0..n).map(|i| request_cost_ns(3, 1, i, 5_000_000, 0.5) as f64).collect();
+        let mean = draws.iter().sum::<f64>() / n as f64;
+        let sd = (draws.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+        // Standard error of the mean: 0.5 x 5 ms / 200 = 12.5 us; of the cv about 0.005.
+        assert!((mean - 5e6).abs() < 60e3, "mean {mean}");
+        assert!((sd / mean - 0.5).abs() < 0.03, "cv {}", sd / mean);
+        let mut sorted = draws.clone();
+        sorted.sort_by(f64::total_cmp);
+        // A lognormal's median is below its mean: exp(-sigma^2 / 2) = 0.894 of it at cv 0.5.
+        assert!((sorted[n as usize / 2] / 5e6 - 0.894).abs() < 0.02, "p50 {}", sorted[n as usize / 2]);
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub struct ServicePlan {
     pub arrival: Arrival,
     pub rate_per_s: f64,
     pub cost_ns: u64,
+    /// Coefficient of variation of request costs (0: each costs `cost_ns`;
+    /// noise::request_cost_ns).
+    #[serde(default)]
+    pub cost_cv: f64,
     pub workers: Vec<ThreadPlan>,
 }
 
