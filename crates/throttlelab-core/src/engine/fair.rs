@@ -518,14 +518,14 @@ impl Sim<'_> {
     /// previous CPU among equals; none idle: the previous CPU.
     pub(crate) fn select_task_rq(&mut self, tid: ThreadId) -> CpuId {
         let th = &self.threads[tid];
-        let prev = if th.allowed.contains(&th.cpu) { th.cpu } else { th.allowed[0] };
+        let prev = if th.allows(th.cpu, self.nr_cpus()) { th.cpu } else { th.allowed[0] };
         if self.is_idle(prev) {
             return prev;
         }
         let allowed = th.allowed.clone();
         if self.profile.has_sis_util() {
             let recent = std::mem::replace(&mut self.threads[tid].recent_used_cpu, prev);
-            if recent != prev && allowed.contains(&recent) && self.is_idle(recent) {
+            if recent != prev && self.threads[tid].allows(recent, self.nr_cpus()) && self.is_idle(recent) {
                 return recent;
             }
         }
@@ -733,7 +733,7 @@ impl Sim<'_> {
             let candidate = self.rqs[src].runnable.iter().copied().find(|&t| {
                 let th = &self.threads[t];
                 self.rqs[src].curr != Some(t)
-                    && th.allowed.contains(&cpu)
+                    && th.allows(cpu, n)
                     && self.now.saturating_sub(self.ses[th.se].exec_start) >= MIGRATION_COST_NS
                     && self.cfs_rqs[self.cfs_rq_id(th.tg, src)].throttle_count == 0
                     && self.cfs_rqs[self.cfs_rq_id(th.tg, cpu)].throttle_count == 0
