@@ -91,24 +91,32 @@ impl Slot {
 /// the top bit clear, class 1 (ticks, by CPU) set: the order of
 /// `(time, class, order)`.
 type Key = (Time, u64);
-const EMPTY: Key = (Time::MAX, u64::MAX);
 
 fn key(at: Time, class: u8, order: u64) -> Key {
     (at, (class as u64) << 63 | order)
 }
 
+/// A slot's key packed in one word for the tree: the time in the high half,
+/// then the class bit, the order, and the leaf in the low `shift` bits. Keys
+/// of distinct events differ in `(time, class, order)`, so the leaf below
+/// them changes no comparison between them; it names the winner at the root
+/// without a second word. `EMPTY` (nothing pending) is above every key.
+type Packed = u128;
+const EMPTY: Packed = Packed::MAX;
+
 /// The pending `RunDone` and `Tick` of every CPU: a tournament tree over two
 /// leaves per CPU, the earliest at its root. Setting a leaf walks up only
 /// while the least key of a subtree changes.
 struct Slots {
-    /// `node[n + leaf]`: a leaf's key (`EMPTY` when nothing is pending) and
-    /// the leaf; `node[i]` for `i` in `1..n`: the least of `node[2i]` and
-    /// `node[2i + 1]`. `n`, the leaves, is a power of two.
-    node: Vec<(Key, u32)>,
+    /// `node[n + leaf]`: a leaf's packed key (`EMPTY` when nothing is
+    /// pending); `node[i]` for `i` in `1..n`: the least of `node[2i]` and
+    /// `node[2i + 1]`. `n`, the leaves, is a power of two, `1 << shift`.
+    node: Vec<Packed>,
+    shift: u32,
     events: Vec<Event>,
     /// Each leaf's key as last armed or cancelled, which the tree takes at
     /// `flush`.
-    armed: Vec<Key>,
+    armed: Vec<Packed>,
     /// Leaves armed or cancelled since the last `flush` (repeats allowed).
     changed: Vec<usize>,
 }
@@ -116,18 +124,25 @@ struct Slots {
 impl Slots {
     fn new(nr_cpus: usize) -> Slots {
         let n = (2 * nr_cpus.max(1)).next_power_of_two();
-        let mut node = vec![(EMPTY, 0u32); 2 * n];
-        for leaf in 0..n {
-            node[n + leaf].1 = leaf as u32;
+        Slots {
+            node: vec![EMPTY; 2 * n],
+            shift: n.trailing_zeros(),
+            events: vec![Event::Sample(0); n],
+            armed: vec![EMPTY; n],
+            changed: Vec::new(),
         }
-        for i in (1..n).rev() {
-            node[i] = node[2 * i].min(node[2 * i + 1]);
-        }
-        Slots { node, events: vec![Event::Sample(0); n], armed: vec![EMPTY; n], changed: Vec::new() }
+    }
+
+    /// `key` packed with `leaf` (`leaf` below `1 << shift`; the order, a
+    /// `seq` or a CPU, below `1 << (63 - shift)`: 2^49 pushes at 8192 CPUs).
+    fn pack(&self, (at, class_order): Key, leaf: usize) -> Packed {
+        let (class, order) = (class_order >> 63, class_order & !(1 << 63));
+        debug_assert!(leaf < self.events.len() && order < 1 << (63 - self.shift));
+        (at as u128) << 64 | (class << 63 | order << self.shift | leaf as u64) as u128
     }
 
     /// Arm `leaf` with `ev` at `k` (`EMPTY`: cancel it); the tree learns it at `flush`.
-    fn arm(&mut self, leaf: usize, k: Key, ev: Event) {
+    fn arm(&mut self, leaf: usize, k: Packed, ev: Event) {
         self.events[leaf] = ev;
         self.armed[leaf] = k;
         self.changed.push(leaf);
@@ -136,17 +151,18 @@ impl Slots {
     /// Bring the tree up to date with the leaves armed since the last flush:
     /// one walk per leaf, whatever the number of times it was armed.
     fn flush(&mut self) {
+        let n = self.events.len();
         while let Some(leaf) = self.changed.pop() {
             let k = self.armed[leaf];
-            if self.node[self.events.len() + leaf].0 != k {
-                self.set(leaf, k);
+            if self.node[n + leaf] != k {
+                self.set(n + leaf, k);
             }
         }
     }
 
-    fn set(&mut self, leaf: usize, k: Key) {
-        let mut i = self.events.len() + leaf;
-        self.node[i] = (k, leaf as u32);
+    /// Set node `i` (a leaf's) to `k` and the least keys above it.
+    fn set(&mut self, mut i: usize, k: Packed) {
+        self.node[i] = k;
         while i > 1 {
             let least = self.node[i].min(self.node[i ^ 1]);
             i /= 2;
@@ -158,10 +174,10 @@ impl Slots {
         }
     }
 
-    /// The earliest pending leaf and its key, if any (as of the last `flush`).
-    fn first(&self) -> Option<(usize, Key)> {
-        let (k, leaf) = self.node[1];
-        (k != EMPTY).then_some((leaf as usize, k))
+    /// The earliest pending leaf and its packed key, if any (as of the last `flush`).
+    fn first(&self) -> Option<(usize, Packed)> {
+        let k = self.node[1];
+        (k != EMPTY).then_some(((k as usize) & (self.events.len() - 1), k))
     }
 }
 
@@ -194,7 +210,8 @@ impl EventQueue {
             Event::Tick { cpu, .. } => Slot::Tick(cpu).leaf(),
             _ => return self.heap.push(Reverse((at, class, order, ev))),
         };
-        self.slots.arm(leaf, key(at, class, order), ev);
+        let k = self.slots.pack(key(at, class, order), leaf);
+        self.slots.arm(leaf, k, ev);
     }
 
     /// Drop a CPU's pending `RunDone` or `Tick`, if any.
@@ -210,7 +227,9 @@ impl EventQueue {
     /// interrupt (same time, class 1, CPU): the tick (a slot) goes first.
     fn next_is_slot(&self) -> Option<bool> {
         let slot = self.slots.first().map(|(_, k)| k);
-        let heap = self.heap.peek().map(|Reverse((t, c, o, _))| key(*t, *c, *o));
+        // Packed with the highest leaf, so that a tick still goes first.
+        let last_leaf = self.slots.events.len() - 1;
+        let heap = self.heap.peek().map(|Reverse((t, c, o, _))| self.slots.pack(key(*t, *c, *o), last_leaf));
         match (slot, heap) {
             (None, None) => None,
             (Some(s), Some(h)) => Some(s <= h),
@@ -220,7 +239,7 @@ impl EventQueue {
 
     pub fn peek_time(&mut self) -> Option<Time> {
         self.slots.flush();
-        let slot = self.slots.first().map(|(_, k)| k.0);
+        let slot = self.slots.first().map(|(_, k)| (k >> 64) as Time);
         let heap = self.heap.peek().map(|Reverse((t, _, _, _))| *t);
         match (slot, heap) {
             (Some(s), Some(h)) => Some(s.min(h)),
@@ -237,7 +256,7 @@ impl EventQueue {
             // first (a `Tick` its tick, a `RunDone` the next thread's): one
             // walk up the tree, not two.
             self.slots.arm(leaf, EMPTY, Event::Sample(0));
-            (k.0, ev)
+            ((k >> 64) as Time, ev)
         } else {
             let Reverse((t, _, _, ev)) = self.heap.pop().expect("the heap is not empty");
             (t, ev)

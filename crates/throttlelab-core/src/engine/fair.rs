@@ -159,7 +159,16 @@ impl Hierarchy {
 
 /// `calc_delta_fair`: wall time to virtual time at a weight.
 fn calc_delta_fair(delta: u64, weight: u64) -> u64 {
-    (delta as u128 * NICE_0_LOAD as u128 / weight.max(1) as u128) as u64
+    div_rem(delta as u128 * NICE_0_LOAD as u128, weight.max(1)).0 as u64
+}
+
+/// `(n / d, n % d)` for `d > 0`: in 64 bits when `n` fits (the same quotient
+/// and remainder, without the call to the 128-bit division).
+fn div_rem(n: u128, d: u64) -> (u128, u64) {
+    match u64::try_from(n) {
+        Ok(n) => ((n / d) as u128, n % d),
+        Err(_) => (n / d as u128, (n % d as u128) as u64),
+    }
 }
 
 impl Sim<'_> {
@@ -237,9 +246,9 @@ impl Sim<'_> {
         s.exec_start = now;
         s.sum_exec += delta;
         let scaled = delta as u128 * NICE_0_LOAD as u128 + s.vruntime_rem as u128;
-        let weight = s.weight.max(1) as u128;
-        s.vruntime += (scaled / weight) as u64;
-        s.vruntime_rem = (scaled % weight) as u64;
+        let (vdelta, rem) = div_rem(scaled, s.weight.max(1));
+        s.vruntime += vdelta as u64;
+        s.vruntime_rem = rem;
         if self.profile.has_eevdf() && s.vruntime >= s.deadline {
             // update_deadline(): a new slice, and a chance for others to run.
             s.deadline = s.vruntime + calc_delta_fair(self.tun.base_slice_ns, s.weight);
@@ -518,14 +527,14 @@ impl Sim<'_> {
     /// previous CPU among equals; none idle: the previous CPU.
     pub(crate) fn select_task_rq(&mut self, tid: ThreadId) -> CpuId {
         let th = &self.threads[tid];
-        let prev = if th.allowed.contains(&th.cpu) { th.cpu } else { th.allowed[0] };
+        let prev = if th.allows(th.cpu, self.nr_cpus()) { th.cpu } else { th.allowed[0] };
         if self.is_idle(prev) {
             return prev;
         }
         let allowed = th.allowed.clone();
         if self.profile.has_sis_util() {
             let recent = std::mem::replace(&mut self.threads[tid].recent_used_cpu, prev);
-            if recent != prev && allowed.contains(&recent) && self.is_idle(recent) {
+            if recent != prev && self.threads[tid].allows(recent, self.nr_cpus()) && self.is_idle(recent) {
                 return recent;
             }
         }
@@ -733,7 +742,7 @@ impl Sim<'_> {
             let candidate = self.rqs[src].runnable.iter().copied().find(|&t| {
                 let th = &self.threads[t];
                 self.rqs[src].curr != Some(t)
-                    && th.allowed.contains(&cpu)
+                    && th.allows(cpu, n)
                     && self.now.saturating_sub(self.ses[th.se].exec_start) >= MIGRATION_COST_NS
                     && self.cfs_rqs[self.cfs_rq_id(th.tg, src)].throttle_count == 0
                     && self.cfs_rqs[self.cfs_rq_id(th.tg, cpu)].throttle_count == 0
@@ -753,6 +762,16 @@ impl Sim<'_> {
 
 #[cfg(test)]
 mod tests {
+    /// `div_rem`'s 64-bit path gives what the 128-bit division gives, on both sides of 2^64.
+    #[test]
+    fn div_rem_is_the_128_bit_division() {
+        for n in [0u128, 1, 1023, u64::MAX as u128 - 1, u64::MAX as u128, u64::MAX as u128 + 1, 3 << 70] {
+            for d in [1u64, 2, 1024, 88761, 15, u64::MAX] {
+                assert_eq!(super::div_rem(n, d), (n / d as u128, (n % d as u128) as u64), "{n} / {d}");
+            }
+        }
+    }
+
     use crate::vocab::noise::{self, Stream};
     use crate::{load, Sim, SimOptions};
 

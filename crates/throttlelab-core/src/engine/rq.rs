@@ -104,6 +104,16 @@ pub struct Thread {
     pub catch_up_woke_at: Option<Time>,
 }
 
+impl Thread {
+    /// Whether it may run on `cpu`, of a machine of `nr_cpus`. Its list holds
+    /// distinct CPUs of the machine, so one as long as the machine's is every
+    /// CPU: no scan of it on each wake-up.
+    pub fn allows(&self, cpu: CpuId, nr_cpus: usize) -> bool {
+        debug_assert!(self.allowed.len() != nr_cpus || self.allowed.iter().all(|&c| c < nr_cpus));
+        self.allowed.len() == nr_cpus || self.allowed.contains(&cpu)
+    }
+}
+
 /// A task group (cgroup) and its `cfs_bandwidth`.
 #[derive(Debug)]
 pub struct TaskGroup {
