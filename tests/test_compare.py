@@ -61,6 +61,20 @@ def test_background_averages_over_runs():
     assert mean_host([{"background_per_s": 0.0, "background_us": 0.0}])["background_us"] == 0.0
 
 
+def test_the_preemptions_median_is_the_runs_median_over_the_runs_that_had_one():
+    run = {"release": "6.18", "background_per_s": 30.0, "background_us": 300.0}
+    medians = [{**run, "background_p50_us": us} for us in (21.0, 40.0, 33.0)]
+    assert mean_host([*medians, {**run, "background_p50_us": None}, run])["background_p50_us"] == 33.0
+    assert "background_p50_us" not in mean_host([run, {**run, "background_p50_us": None}]), "no lengths: every preemption at the mean"
+    # The simulator draws the lengths around that median: not the run at the mean's length.
+    text = scenario_text(top="", period_us="20000", quota_us="40000")
+    host = {**run, "hz": 250, "cgroup": "v2", "uptime_s": 1.0}
+    keys = ['kernel.profile="6.18"', "machine.hz=250", "machine.background_per_s=30.0", "machine.background_us=300.0"]
+    like = simulate(text, [], json.dumps({**host, "background_p50_us": 33.0}))
+    assert like == simulate(text, [*keys, "machine.background_p50_us=33.0"])
+    assert like != simulate(text, [], json.dumps(host))
+
+
 def test_the_ticks_lateness_is_the_runs_median_where_every_run_measured_it():
     run = {"release": "6.18", "background_per_s": 1.0, "background_us": 1.0}
     latencies = [{**run, "tick_latency_us": us} for us in (7.0, 40.0, 9.0)]

@@ -96,6 +96,19 @@ def test_run_says_which_background_it_assumed(probed, write_scenario):
     assert last == "background: 2.0/s x 50 us per CPU (--set)"
 
 
+def test_like_host_passes_the_preemptions_median(probed, monkeypatch, write_scenario):
+    """The probe's median length reaches the simulation (machine.background_p50_us) and the line that says what was assumed."""
+    monkeypatch.setattr(background, "probe", lambda cpus: {**HOST, "background_p50_us": 30.5})
+    path = write_scenario(**EDGE)
+    like = json.loads(cli("run", path, "--like-host", "--json").stdout)
+    assert _without_engine(like) == _without_engine(simulate(open(path).read(), [], like_host=json.dumps({**HOST, "background_p50_us": 30.5})))
+    assert like["cgroups"]["app"] != json.loads(cli("run", path, "--like-host", "--json", "--set", "machine.background_p50_us=20").stdout)["cgroups"]["app"]
+    last = cli("run", path, "--like-host").stdout.rstrip().splitlines()[-1]
+    assert last.startswith("background: 37.5/s x 201 us, median 30 us per CPU (like this host, probed "), last
+    resolved = json.loads(_native.validate(scenario_text(), _native.like_host_overrides(json.dumps({**HOST, "background_p50_us": 30.5}))))
+    assert resolved["machine"]["background_p50_us"] == 30.5
+
+
 def test_explain_like_host_explains_the_host_set_up_scenario(probed, write_scenario):
     path = write_scenario(**EDGE)
     rule = [f"--set={o}" for o in _native.like_host_overrides(json.dumps(HOST))]

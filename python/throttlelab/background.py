@@ -26,7 +26,7 @@ import click
 from throttlelab import _native
 
 #: The scenario keys of the background.
-KEYS = ("machine.background_per_s", "machine.background_us")
+KEYS = ("machine.background_per_s", "machine.background_us", "machine.background_p50_us")
 
 like_host_option = click.option(
     "--like-host",
@@ -55,6 +55,8 @@ class Assumed:
     probed_at: Optional[str] = None
     #: With source "capture": the capture's [capture] table.
     capture: Optional[dict[str, Any]] = None
+    #: The preemptions' median length (machine.background_p50_us); None: every one background_us long.
+    p50_us: Optional[float] = None
 
     def line(self) -> str:
         """One line for a command's text output (printed as is, after its tables: never wrapped)."""
@@ -78,10 +80,13 @@ class Assumed:
             where += (f": {c['background_preemptions']} preemptions of its threads on {c['source']},"
                       f" median {c['background_p50_us']:.0f} us, 90th percentile {c['background_p90_us']:.0f} us"
                       if c.get("background_p50_us") is not None else f": no preemption of its threads on {c['source']}")
-        return f"background: {self.per_s:.1f}/s x {self.us:.0f} us per CPU ({where})"
+        median = f", median {self.p50_us:.0f} us" if self.p50_us is not None else ""
+        return f"background: {self.per_s:.1f}/s x {self.us:.0f} us{median} per CPU ({where})"
 
     def as_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"per_s": self.per_s, "us": self.us, "source": self.source}
+        if self.p50_us is not None:
+            doc["p50_us"] = self.p50_us
         if self.host is not None:
             doc.update(host=self.host, probed_at=self.probed_at)
         if self.capture is not None:
@@ -122,4 +127,5 @@ def set_up(text: str, overrides: Sequence[str], like_host: bool, grid: Sequence[
     source = ("grid" if _sets([f"{k}=" for k in grid], KEYS) else "set" if _sets(overrides, KEYS) else "host" if host
               else "capture" if captured else "scenario")
     capture = resolved["capture"] if source == "capture" else None
-    return user, Assumed(machine["background_per_s"], machine["background_us"], source, host, probed_at, capture)
+    return user, Assumed(machine["background_per_s"], machine["background_us"], source, host, probed_at, capture,
+                         machine.get("background_p50_us"))

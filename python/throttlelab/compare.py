@@ -89,9 +89,11 @@ class Stats:
 
 def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The first run's host, its background activity averaged over all runs
-    (the duration per preemption weighted by the preemptions), its work speed
-    averaged and the median of its ticks' lateness where every run measured
-    them; the start and the timer offsets, which differ per run, are left out."""
+    (the duration per preemption weighted by the preemptions; their lengths'
+    median, the median of the runs' medians, over the runs that had a
+    preemption), its work speed averaged and the median of its ticks' lateness
+    where every run measured them; the start and the timer offsets, which
+    differ per run, are left out."""
     host = dict(hosts[0])
     host.pop("period_timer_offset_us", None)
     host.pop("uptime_s", None)
@@ -99,6 +101,10 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     lost = sum(h["background_per_s"] * h["background_us"] for h in hosts)
     host["background_per_s"] = per_s
     host["background_us"] = lost / (per_s * len(hosts)) if per_s > 0 else 0.0
+    medians = [h["background_p50_us"] for h in hosts if h.get("background_p50_us") is not None]
+    host.pop("background_p50_us", None)
+    if medians:
+        host["background_p50_us"] = statistics.median(medians)
     latencies = [h.get("tick_latency_us") for h in hosts]
     host.pop("tick_latency_us", None)
     if None not in latencies:
@@ -239,6 +245,7 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
         f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"
         f" HZ={host['hz']} cgroup {host['cgroup']}  simulator: profile {result['sim_runs'][0]['profile']},"
         f" the host's HZ and background ({host['background_per_s']:.1f}/s x {host['background_us']:.0f} us"
+        + (f", median {host['background_p50_us']:.0f} us" if "background_p50_us" in host else "")
         + (f", ticks {host['tick_latency_us']:.0f} us late" if "tick_latency_us" in host else "")
         + (f", work at {host['work_speed']:.3f} of the calibration" if "work_speed" in host else "") + ");"
         + (" unpaired: each seed draws its own start and period timer phases" if not result["paired"]

@@ -868,7 +868,12 @@ fn scenario_toml(spec: &CaptureSpec, host: &Host, tasks: &[(&str, u64)], phases_
     // prediction holds on anyway.
     if let Some((per_s, us)) = background {
         machine["background_per_s"] = value(per_s.min(10_000.0));
-        machine["background_us"] = value(us.min(1_000_000.0));
+        let us = us.min(1_000_000.0);
+        machine["background_us"] = value(us);
+        // Their lengths' median (at most the mean: a median above it is noise).
+        if let Some(p50_us) = spec.background_p50_us.filter(|&p| p > 0.0 && us > 0.0) {
+            machine["background_p50_us"] = value(p50_us.min(us));
+        }
     }
     s.table("kernel")["profile"] = value(host.profile.as_str());
     let mut cgroup = Table::new();
@@ -974,7 +979,7 @@ mod tests {
         let text = scenario_toml(&spec, &host, &tasks, "c.phases.gz", Some((3.25, 17.0)));
         assert_eq!(
             text,
-            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 60.000186\n\n[machine]\ncpus = 4\nhz = 250\nbackground_per_s = 3.25\nbackground_us = 17.0\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nquota_us = 120000\nburst_us = 5000\nweight = 100\ncpus = \"0-1\"\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 60.000186\nthreads = 2\nusage_usec = 35873780\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nreader_policy = \"SCHED_FIFO 1\"\nreader_max_gap_us = 62000\nreader_peak_kb = 2984\nreader_max_work_us = 31000\nspill_write_max_us = 120\nspill_write_us = 4500\nspill_waits = 2\nspill_wait_us = 350000\nwriter_policy = \"SCHED_FIFO 1\"\nbackground_preemptions = 42\nbackground_p50_us = 12.5\nbackground_p90_us = 40.0\nbackground_max_us = 1234.25\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n\n[[task]]\nname = \"web-13\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\nstart_us = 2500\n"
+            "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 60.000186\n\n[machine]\ncpus = 4\nhz = 250\nbackground_per_s = 3.25\nbackground_us = 17.0\nbackground_p50_us = 12.5\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nquota_us = 120000\nburst_us = 5000\nweight = 100\ncpus = \"0-1\"\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 60.000186\nthreads = 2\nusage_usec = 35873780\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nreader_policy = \"SCHED_FIFO 1\"\nreader_max_gap_us = 62000\nreader_peak_kb = 2984\nreader_max_work_us = 31000\nspill_write_max_us = 120\nspill_write_us = 4500\nspill_waits = 2\nspill_wait_us = 350000\nwriter_policy = \"SCHED_FIFO 1\"\nbackground_preemptions = 42\nbackground_p50_us = 12.5\nbackground_p90_us = 40.0\nbackground_max_us = 1234.25\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n\n[[task]]\nname = \"web-13\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\nstart_us = 2500\n"
         );
         spec = CaptureSpec { duration_s: 20.0, usage_usec: None, writer_policy: String::new(), background_preemptions: None, background_p50_us: None, background_p90_us: None, background_max_us: None, ..spec };
         host.limit = Limit { quota_us: Quota::Max, period_us: 100000, burst_us: 0 };

@@ -676,6 +676,7 @@ impl Probed {
             cgroup,
             background_per_s: self.background.per_s,
             background_us: self.background.us,
+            background_p50_us: self.background.p50_us,
             tick_latency_us: self.background.tick_latency_us,
             work_speed: Some(self.background.loops_per_cpu_us / self.loops_per_us),
             period_timer_offset_us,

@@ -35,6 +35,9 @@ pub struct Background {
     pub per_s: f64,
     /// Mean time each took from the spinner, in microseconds.
     pub us: f64,
+    /// The median of their lengths, in microseconds (see
+    /// [`preemptions_ns`]); None without a preemption.
+    pub p50_us: Option<f64>,
     /// The median lateness of the tick's interrupt, in microseconds; None
     /// without tracefs.
     pub tick_latency_us: Option<f64>,
@@ -44,12 +47,14 @@ pub struct Background {
 }
 
 /// One spinner's count and loss.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct Sample {
     nivcsw: u64,
     wall_ns: u64,
     cpu_ns: u64,
     iters: u64,
+    /// Wall-clock time between its consecutive clock reads, in nanoseconds.
+    gaps_ns: Vec<u64>,
 }
 
 /// The calling thread's involuntary context switches so far (`ru_nivcsw`).
@@ -68,15 +73,34 @@ const SPIN_ITERS: u64 = 10_000;
 fn spin_on(cpu: usize, duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Sample, String> {
     set_affinity(&Some(vec![cpu]))?;
     let (nivcsw0, cpu0) = (nivcsw(), thread_cpu_ns());
+    // Room for every gap at 1 us a step, allocated before the clock starts.
+    let mut gaps_ns = Vec::with_capacity((duration_ns / 1_000) as usize);
     let start = now_ns();
-    let mut iters = 0;
-    while now_ns() < start + duration_ns && !stop() {
+    let (mut iters, mut last) = (0, start);
+    while last < start + duration_ns && !stop() {
         spin(SPIN_ITERS);
         iters += SPIN_ITERS;
+        let now = now_ns();
+        gaps_ns.push(now - last);
+        last = now;
     }
     let wall_ns = now_ns() - start;
     let (nivcsw1, cpu1) = (nivcsw(), thread_cpu_ns());
-    Ok(Sample { nivcsw: nivcsw1 - nivcsw0, wall_ns, cpu_ns: cpu1 - cpu0, iters })
+    Ok(Sample { nivcsw: nivcsw1 - nivcsw0, wall_ns, cpu_ns: cpu1 - cpu0, iters, gaps_ns })
+}
+
+/// The lengths of a spinner's `nivcsw` preemptions, in nanoseconds, from the
+/// gaps between its clock reads: a preemption stretches the gap it falls in
+/// by its length, over the loop's usual step (the median gap). Interrupts
+/// stretch gaps too, by a few microseconds; a switch to another task takes
+/// the CPU for longer, so the `nivcsw` largest gaps are the preemptions.
+/// A gap at the step or below is no preemption's.
+fn preemptions_ns(gaps_ns: &[u64], nivcsw: u64) -> Vec<u64> {
+    let mut sorted = gaps_ns.to_vec();
+    sorted.sort_unstable();
+    let Some(&step) = sorted.get(sorted.len() / 2) else { return Vec::new() };
+    let n = (nivcsw as usize).min(sorted.len());
+    sorted[sorted.len() - n..].iter().filter(|&&g| g > step).map(|&g| g - step).collect()
 }
 
 /// Spin on every CPU of `cpus` at once for `duration_ns`, or until `stop`
@@ -149,9 +173,13 @@ fn summarise(samples: &[Sample]) -> Background {
     let lost_ns: u64 = samples.iter().map(|s| s.wall_ns.saturating_sub(s.cpu_ns)).sum();
     let cpu_us: f64 = samples.iter().map(|s| s.cpu_ns as f64 / 1e3).sum();
     let iters: u64 = samples.iter().map(|s| s.iters).sum();
+    // Every CPU's preemptions, pooled: the median of them all.
+    let mut lengths_ns: Vec<u64> = samples.iter().flat_map(|s| preemptions_ns(&s.gaps_ns, s.nivcsw)).collect();
+    lengths_ns.sort_unstable();
     Background {
         per_s: if wall_s > 0.0 { switches as f64 / wall_s } else { 0.0 },
         us: if switches > 0 { lost_ns as f64 / switches as f64 / 1e3 } else { 0.0 },
+        p50_us: lengths_ns.get(lengths_ns.len() / 2).map(|&ns| ns as f64 / 1e3),
         tick_latency_us: None,
         loops_per_cpu_us: if cpu_us > 0.0 { iters as f64 / cpu_us } else { 0.0 },
     }
@@ -171,14 +199,34 @@ mod tests {
     #[test]
     fn rates_are_per_cpu_second() {
         let s = [
-            Sample { nivcsw: 10, wall_ns: 500_000_000, cpu_ns: 499_000_000, iters: 998_000_000 },
-            Sample { nivcsw: 30, wall_ns: 500_000_000, cpu_ns: 497_000_000, iters: 994_000_000 },
+            Sample { nivcsw: 10, wall_ns: 500_000_000, cpu_ns: 499_000_000, iters: 998_000_000, gaps_ns: Vec::new() },
+            Sample { nivcsw: 30, wall_ns: 500_000_000, cpu_ns: 497_000_000, iters: 994_000_000, gaps_ns: Vec::new() },
         ];
-        assert_eq!(summarise(&s), Background { per_s: 40.0, us: 100.0, tick_latency_us: None, loops_per_cpu_us: 2_000.0 });
+        assert_eq!(summarise(&s), Background { per_s: 40.0, us: 100.0, p50_us: None, tick_latency_us: None, loops_per_cpu_us: 2_000.0 });
         assert_eq!(
-            summarise(&[Sample { wall_ns: 1, cpu_ns: 1, nivcsw: 0, iters: 0 }]),
-            Background { per_s: 0.0, us: 0.0, tick_latency_us: None, loops_per_cpu_us: 0.0 }
+            summarise(&[Sample { wall_ns: 1, cpu_ns: 1, nivcsw: 0, iters: 0, gaps_ns: vec![5_000] }]),
+            Background { per_s: 0.0, us: 0.0, p50_us: None, tick_latency_us: None, loops_per_cpu_us: 0.0 }
         );
+    }
+
+    #[test]
+    fn the_largest_gaps_one_per_switch_are_the_preemptions_over_the_usual_step() {
+        // A 5 us step; two interrupts (+2 and +3 us) and three preemptions (+21, +40 and +900 us).
+        let mut gaps = vec![5_000; 40];
+        gaps.extend([7_000, 8_000, 26_000, 45_000, 905_000]);
+        gaps.rotate_left(7);
+        assert_eq!(preemptions_ns(&gaps, 3), vec![21_000, 40_000, 900_000]);
+        // More switches than stretched gaps (a switch away and back within a step): no gap at the step counts.
+        assert_eq!(preemptions_ns(&[5_000, 5_000, 9_000, 5_000], 3), vec![4_000]);
+        assert_eq!(preemptions_ns(&gaps, 0), Vec::<u64>::new());
+        assert_eq!(preemptions_ns(&[], 3), Vec::<u64>::new());
+        // Two spinners pooled: the median of all five lengths.
+        let other = [vec![5_000; 10], vec![35_000, 17_000]].concat();
+        let s = [
+            Sample { nivcsw: 3, wall_ns: 1_000_000, cpu_ns: 0, iters: 0, gaps_ns: gaps },
+            Sample { nivcsw: 2, wall_ns: 1_000_000, cpu_ns: 0, iters: 0, gaps_ns: other },
+        ];
+        assert_eq!(summarise(&s).p50_us, Some(30.0));
     }
 
     #[test]

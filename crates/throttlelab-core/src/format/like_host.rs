@@ -31,6 +31,10 @@ impl Host {
         }
         set.push(format!("machine.background_per_s={}", float(self.background_per_s)));
         set.push(format!("machine.background_us={}", float(self.background_us)));
+        // A median above the mean is a few long preemptions' noise: at most the mean.
+        if let Some(p50_us) = self.background_p50_us.filter(|&p| p > 0.0 && self.background_us > 0.0) {
+            set.push(format!("machine.background_p50_us={}", float(p50_us.min(self.background_us))));
+        }
         if let Some(speed) = self.work_speed {
             // The calibration is the fastest of several short runs: a longer
             // probe can beat it only by noise.
@@ -66,6 +70,7 @@ mod tests {
             cgroup: "v2".into(),
             background_per_s: 12.5,
             background_us: 40.0,
+            background_p50_us: Some(15.0),
             tick_latency_us: Some(45.0),
             work_speed: Some(0.97),
             // "web": a group of another scenario, left out.
@@ -82,12 +87,17 @@ mod tests {
     #[test]
     fn takes_the_hosts_kernel_background_and_interrupt_lateness() {
         let defaults = crate::load(SCENARIO, &[]).unwrap().machine;
-        let s = like(&Host { tick_latency_us: None, work_speed: None, ..host() }, false);
+        let s = like(&Host { background_p50_us: None, tick_latency_us: None, work_speed: None, ..host() }, false);
+        assert_eq!(s.machine.background_p50_us, None, "not measured: every preemption at the mean");
         assert_eq!((s.machine.tick_jitter_us, s.machine.timer_jitter_us), (defaults.tick_jitter_us, defaults.timer_jitter_us), "not measured: the defaults");
         assert_eq!(s.machine.work_speed, 1.0);
         let s = like(&host(), false);
         assert_eq!((s.kernel.profile, s.machine.hz), (Profile::for_release("6.1").unwrap(), 1000));
-        assert_eq!((s.machine.background_per_s, s.machine.background_us), (12.5, 40.0));
+        assert_eq!((s.machine.background_per_s, s.machine.background_us, s.machine.background_p50_us), (12.5, 40.0, Some(15.0)));
+        let s = like(&Host { background_p50_us: Some(55.0), ..host() }, false);
+        assert_eq!(s.machine.background_p50_us, Some(40.0), "a median above the mean: the mean");
+        let s = like(&Host { background_us: 0.0, background_p50_us: Some(0.0), ..host() }, false);
+        assert_eq!(s.machine.background_p50_us, None, "no preemption's length: none");
         assert_eq!((s.machine.tick_jitter_us, s.machine.timer_jitter_us), (90.0, 90.0));
         assert_eq!(s.machine.work_speed, 0.97);
         let s = like(&Host { work_speed: Some(1.002), ..host() }, false);
