@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use throttlelab_core::phases_file;
 use throttlelab_core::scenario::Phase as FilePhase;
-use throttlelab_core::scenario::{parse_cpu_list, CaptureSpec};
+use throttlelab_core::scenario::{measured_background_p50_us, parse_cpu_list, CaptureSpec};
 use throttlelab_core::output::Limit;
 use throttlelab_core::write::{captured_task, seconds, value, ScenarioToml, Table};
 use throttlelab_core::{Profile, Quota};
@@ -870,9 +870,8 @@ fn scenario_toml(spec: &CaptureSpec, host: &Host, tasks: &[(&str, u64)], phases_
         machine["background_per_s"] = value(per_s.min(10_000.0));
         let us = us.min(1_000_000.0);
         machine["background_us"] = value(us);
-        // Their lengths' median (at most the mean: a median above it is noise).
-        if let Some(p50_us) = spec.background_p50_us.filter(|&p| p > 0.0 && us > 0.0) {
-            machine["background_p50_us"] = value(p50_us.min(us));
+        if let Some(p50_us) = measured_background_p50_us(spec.background_p50_us, us) {
+            machine["background_p50_us"] = value(p50_us);
         }
     }
     s.table("kernel")["profile"] = value(host.profile.as_str());

@@ -53,8 +53,9 @@ struct Sample {
     wall_ns: u64,
     cpu_ns: u64,
     iters: u64,
-    /// Wall-clock time between its consecutive clock reads, in nanoseconds.
-    gaps_ns: Vec<u64>,
+    /// Wall-clock time between its consecutive clock reads, in nanoseconds
+    /// (u32: a gap of over 4 s is the spinner stopped, not measured).
+    gaps_ns: Vec<u32>,
 }
 
 /// The calling thread's involuntary context switches so far (`ru_nivcsw`).
@@ -69,19 +70,23 @@ fn nivcsw() -> u64 {
 
 /// Iterations of the busy loop between clock reads.
 const SPIN_ITERS: u64 = 10_000;
+/// The shortest a step of SPIN_ITERS can take: each iteration is three
+/// dependent shift-xors, at least 3 cycles (a faster step only grows the list).
+const MIN_STEP_NS: u64 = 4_000;
 
 fn spin_on(cpu: usize, duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Sample, String> {
     set_affinity(&Some(vec![cpu]))?;
     let (nivcsw0, cpu0) = (nivcsw(), thread_cpu_ns());
-    // Room for every gap at 1 us a step, allocated before the clock starts.
-    let mut gaps_ns = Vec::with_capacity((duration_ns / 1_000) as usize);
+    // Room for every gap at a step of at least MIN_STEP_NS, allocated before
+    // the clock starts: 0.5 MB a CPU for the probe's 0.5 s, not 4 MB at 1 us.
+    let mut gaps_ns = Vec::with_capacity((duration_ns / MIN_STEP_NS) as usize);
     let start = now_ns();
     let (mut iters, mut last) = (0, start);
     while last < start + duration_ns && !stop() {
         spin(SPIN_ITERS);
         iters += SPIN_ITERS;
         let now = now_ns();
-        gaps_ns.push(now - last);
+        gaps_ns.push((now - last).min(u32::MAX as u64) as u32);
         last = now;
     }
     let wall_ns = now_ns() - start;
@@ -95,8 +100,8 @@ fn spin_on(cpu: usize, duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Re
 /// stretch gaps too, by a few microseconds; a switch to another task takes
 /// the CPU for longer, so the `nivcsw` largest gaps are the preemptions.
 /// A gap at the step or below is no preemption's.
-fn preemptions_ns(gaps_ns: &[u64], nivcsw: u64) -> Vec<u64> {
-    let mut sorted = gaps_ns.to_vec();
+fn preemptions_ns(gaps_ns: &[u32], nivcsw: u64) -> Vec<u64> {
+    let mut sorted: Vec<u64> = gaps_ns.iter().map(|&g| g as u64).collect();
     sorted.sort_unstable();
     let Some(&step) = sorted.get(sorted.len() / 2) else { return Vec::new() };
     let n = (nivcsw as usize).min(sorted.len());

@@ -9,7 +9,7 @@
 use crate::format::error::ScenarioError;
 use crate::vocab::output::Host;
 use crate::vocab::profile::Profile;
-use crate::format::scenario::Scenario;
+use crate::format::scenario::{measured_background_p50_us, Scenario};
 use toml::Value;
 
 impl Host {
@@ -31,9 +31,8 @@ impl Host {
         }
         set.push(format!("machine.background_per_s={}", float(self.background_per_s)));
         set.push(format!("machine.background_us={}", float(self.background_us)));
-        // A median above the mean is a few long preemptions' noise: at most the mean.
-        if let Some(p50_us) = self.background_p50_us.filter(|&p| p > 0.0 && self.background_us > 0.0) {
-            set.push(format!("machine.background_p50_us={}", float(p50_us.min(self.background_us))));
+        if let Some(p50_us) = measured_background_p50_us(self.background_p50_us, self.background_us) {
+            set.push(format!("machine.background_p50_us={}", float(p50_us)));
         }
         if let Some(speed) = self.work_speed {
             // The calibration is the fastest of several short runs: a longer

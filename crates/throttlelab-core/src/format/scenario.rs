@@ -280,6 +280,13 @@ impl Default for Machine {
     }
 }
 
+/// `machine.background_p50_us` from a measured median and mean (the probe's,
+/// a capture's): none without a length, and at most the mean, since a median
+/// above it is a few long preemptions' noise.
+pub fn measured_background_p50_us(p50_us: Option<f64>, mean_us: f64) -> Option<f64> {
+    p50_us.filter(|&p| p > 0.0 && mean_us > 0.0).map(|p| p.min(mean_us))
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Kernel {

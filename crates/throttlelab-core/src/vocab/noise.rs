@@ -61,8 +61,8 @@ impl Stream {
             Stream::Arrival(s) => (9, s),
             Stream::CyclePhase(t) => (10, t),
             Stream::NewIdle(c) => (11, c),
-            Stream::BackgroundLength(c) => (13, c),
             Stream::Cost(s) => (12, s),
+            Stream::BackgroundLength(c) => (13, c),
         };
         (tag << 56) ^ id as u64
     }
