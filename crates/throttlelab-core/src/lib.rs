@@ -14,7 +14,7 @@ mod format;
 mod engine;
 
 pub use format::{phases_file, program, rt_app, scenario, write};
-pub use vocab::{dl, noise, output, plan, trace};
+pub use vocab::{dl, noise, output, plan, stop, trace};
 
 pub use format::error::ScenarioError;
 pub use format::load::{load, parse_value, rebase_paths, Document};

@@ -545,6 +545,7 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
         profile: s.kernel.profile.as_str().to_string(),
         seed: s.seed,
         duration_s: m.duration_ns as f64 / 1e9,
+        stopped: None,
         cgroups,
         tasks,
         engine: None,

@@ -436,6 +436,7 @@ impl Sim<'_> {
             return false;
         }
         b.nr_throttled += overrun;
+        self.check_stop(tg);
         while throttled && self.tgs[tg].cfs_b.runtime > 0 {
             throttled = self.distribute_cfs_runtime(tg);
         }

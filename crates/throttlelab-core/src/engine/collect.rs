@@ -68,6 +68,7 @@ pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Outpu
         profile: s.kernel.profile.as_str().to_string(),
         seed: s.seed,
         duration_s: end_ns as f64 / 1e9,
+        stopped: sim.stopped(),
         cgroups,
         tasks,
         engine: Some(Engine { events, wall_s, lock_acquisitions: sim.tgs.iter().map(|tg| tg.cfs_b.lock_acquisitions).sum() }),

@@ -61,6 +61,7 @@ impl Sim<'_> {
         b.nr_periods += overrun;
         if !b.throttled_cfs_rq.is_empty() {
             b.nr_throttled += overrun;
+            self.check_stop(tg);
         }
         let mut idle = true;
         let mut unthrottle = Vec::new();

@@ -14,6 +14,7 @@ pub mod hard_limits;
 pub mod rq;
 pub mod sim;
 pub mod smt;
+pub mod stop;
 pub mod tick;
 pub mod util_sum;
 pub mod workload;

@@ -10,6 +10,7 @@ use crate::engine::event::{Event, EventQueue, Irq, Slot};
 use crate::engine::fair::{CfsRq, NewidleStats, Se};
 use crate::engine::rq::{Features, Rq, TaskGroup, Thread, Tunables};
 use crate::engine::smt::{self, Smt};
+use crate::engine::stop::StopAt;
 use crate::engine::tick::TickGrid;
 use crate::engine::util_sum::UtilSum;
 use crate::engine::workload::{Driver, Service};
@@ -19,6 +20,7 @@ use crate::vocab::plan::Plan;
 use crate::vocab::noise::{self, Stream};
 use crate::vocab::output::{Output, Requests};
 use crate::vocab::profile::Profile;
+use crate::vocab::stop::Stop;
 use crate::vocab::trace::{Trace, TraceKind, TraceOptions};
 use crate::vocab::types::{secs_to_ns, CpuId, ThreadId, Time, NSEC_PER_MSEC};
 
@@ -35,6 +37,9 @@ pub struct SimOptions {
     /// Simulate every tick, also those that cannot change the outcome: only to
     /// check that skipping them changes nothing.
     pub every_tick: bool,
+    /// Stop once this cgroup's verdict is certain (`engine::stop`): the
+    /// output then says `stopped` and is not a whole run's.
+    pub stop: Option<Stop>,
 }
 
 pub struct Sim<'s> {
@@ -97,6 +102,9 @@ pub struct Sim<'s> {
     pub(crate) uptime_ns: u64,
     /// Where each CPU's ticks fall.
     pub(crate) ticks: TickGrid,
+    /// The armed stop (`SimOptions::stop`), and when it ended the run.
+    pub(crate) stop: Option<StopAt>,
+    pub(crate) stopped_at: Option<Time>,
 }
 
 impl<'s> Sim<'s> {
@@ -180,6 +188,8 @@ impl<'s> Sim<'s> {
             idle_exit_ns: (scenario.machine.idle_exit_us * 1e3) as u64,
             tick_irq_ns: (scenario.machine.tick_irq_us * 1e3) as u64,
             uptime_ns: 0,
+            stop: None,
+            stopped_at: None,
         };
         // Simulated time 0 is some minutes after boot. The jiffy grid sits on
         // multiples of TICK_NSEC since boot (6.5+) or wherever boot left it.
@@ -201,6 +211,9 @@ impl<'s> Sim<'s> {
         }
         if let Some(trace) = options.trace {
             sim.start_trace(trace);
+        }
+        if let Some(stop) = &options.stop {
+            sim.arm_stop(stop); // after the trace's window, which may end the run first
         }
         sim
     }

@@ -7,7 +7,9 @@ pub use crate::format::cpulist::parse_cpu_list;
 pub use crate::vocab::dl::{dl_runtime_at_rate, OnRefused, DL_MIN_RUNTIME_NS};
 pub use crate::vocab::noise::Arrival;
 pub use crate::vocab::phase::{runs_on_timers, Phase, TimerMode};
+use crate::format::error::ScenarioError;
 use crate::vocab::profile::{Feature, Profile};
+use crate::vocab::stop::Stop;
 use crate::vocab::types::Quota;
 pub use crate::vocab::types::{ms_to_ns, secs_to_ns};
 use serde::{Deserialize, Serialize};
@@ -604,6 +606,18 @@ impl Scenario {
 
     pub fn cgroup_index(&self, name: &str) -> Option<usize> {
         self.cgroups.iter().position(|c| c.name == name)
+    }
+
+    /// A run's early stop (`SimOptions::stop`) this scenario can take: a
+    /// cgroup it has, a ratio in 0..=1.
+    pub fn check_stop(&self, stop: &Stop) -> Result<(), ScenarioError> {
+        if self.cgroup_index(&stop.cgroup).is_none() {
+            return Err(ScenarioError::new("stop.cgroup", format!("no cgroup named {:?}", stop.cgroup)));
+        }
+        if !(0.0..=1.0).contains(&stop.max_throttled) {
+            return Err(ScenarioError::new("stop.max_throttled", format!("must be a ratio in 0..1, got {}", stop.max_throttled)));
+        }
+        Ok(())
     }
 
     /// The cgroup a validated task or service names (its `cgroup`): its

@@ -8,5 +8,6 @@ pub mod output;
 pub mod phase;
 pub mod plan;
 pub mod profile;
+pub mod stop;
 pub mod trace;
 pub mod types;

@@ -2,6 +2,7 @@
 //! cgroup v2 `cpu.stat`. The simulator adds `engine`, the real backend `host`.
 //! Plain types: the simulator fills them in `collect.rs`.
 
+use crate::vocab::stop::Stopped;
 use crate::vocab::types::Quota;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -13,6 +14,10 @@ pub struct Output {
     pub profile: String,
     pub seed: u64,
     pub duration_s: f64,
+    /// A run stopped once its verdict was certain (`SimOptions::stop`): its
+    /// numbers are those at the stop, not a whole run's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
     pub cgroups: BTreeMap<String, CgroupStats>,
     pub tasks: BTreeMap<String, TaskStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
