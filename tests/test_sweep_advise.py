@@ -333,3 +333,56 @@ def test_advise_stops_a_settings_seeds_at_the_first_miss_and_answers_the_same(mo
     assert staged == whole
     assert whole_runs == json.loads(whole)["runs"]
     assert staged_runs < whole_runs
+
+
+def test_advise_stops_a_missing_run_once_its_miss_is_certain(monkeypatch):
+    """A judged-only seed's run stops once its cgroup's nr_throttled is past what
+    the target allows of the periods the run can count (``Run.stop``): the same
+    answer, byte for byte, from fewer simulated events; every stopped run says so
+    and missed."""
+    import throttlelab.advise  # noqa: F401 (the module, not the function of that name)
+    from throttlelab import runner as runner_module
+
+    advise_module = sys.modules["throttlelab.advise"]
+    text = throttlelab.scenario_text("request-service")
+    real_simulate = runner_module.simulate
+    events, stopped, use_stop = [], [], [True]
+
+    def simulate(text, overrides=(), like_host=None, placed=False, stop=None):
+        out = real_simulate(text, overrides, like_host, placed, stop if use_stop[0] else None)
+        events.append(out["engine"]["events"])
+        if "stopped" in out:
+            stopped.append(out)
+        return out
+
+    monkeypatch.setattr(runner_module, "simulate", simulate)
+
+    def answer():
+        events.clear()
+        doc = advise_module.advise_text(text, "app", 0.05, seeds=2, workers=1)
+        return json.dumps(doc), sum(events), len(events)
+
+    stopping, stopping_events, stopping_runs = answer()
+    ran_stopped = list(stopped)
+    use_stop[0] = False
+    whole, whole_events, whole_runs = answer()
+    assert stopping == whole
+    assert stopping_runs == whole_runs  # the same runs, some of them shorter
+    assert stopping_events < whole_events
+    assert ran_stopped and len(stopped) == len(ran_stopped)  # none without the stop
+    for out in ran_stopped:
+        app, why = out["cgroups"]["app"], out["stopped"]
+        assert why["cgroup"] == "app" and app["nr_throttled"] > why["max_nr_throttled"]
+        assert app["throttled_ratio"] > 0.05 and out["duration_s"] == why["at_s"] < 60
+
+
+def test_a_stop_a_scenario_cannot_take_is_refused():
+    """Run.stop's cgroup and ratio are checked before any run, with the core's one line."""
+    from throttlelab.runner import Run, Runner
+
+    text = throttlelab.scenario_text("request-service")
+    for stop, message in ((("nope", 0.05), 'stop.cgroup: no cgroup named "nope"'), (("app", 1.5), "stop.max_throttled: must be a ratio in 0..1, got 1.5"),
+                          (("app", float("nan")), "stop.max_throttled: must be a ratio in 0..1, got NaN")):
+        with pytest.raises(_native.ScenarioError, match=f"^{message}$".replace(".", r"\.")):
+            with Runner(workers=1) as runner:
+                runner.run_many([Run(text, ["duration_s=1"], stop=stop)])

@@ -31,12 +31,17 @@ class Document:
     """A scenario's TOML text parsed once, for many runs with different overrides."""
 
     def __init__(self, text: str) -> None: ...
-    def validate(self, overrides: list[str] = ...) -> str:
-        """Like the module's ``validate``."""
-    def run(self, overrides: list[str] = ..., like_host: str | None = None, placed: bool = False) -> str:
+    def validate(self, overrides: list[str] = ..., stop: tuple[str, float] | None = None) -> str:
+        """Like the module's ``validate``; with ``stop``, also that ``run`` can take it."""
+    def run(
+        self, overrides: list[str] = ..., like_host: str | None = None, placed: bool = False,
+        stop: tuple[str, float] | None = None,
+    ) -> str:
         """Like the module's ``run``; with ``like_host`` (a real run's ``host`` block as
         JSON), set up like that host, and ``placed``, started and with its period
-        timers where that kernel run had them."""
+        timers where that kernel run had them; with ``stop`` (``(cgroup,
+        max_throttled)``), stopped once that cgroup's throttled_ratio is certain to
+        end above ``max_throttled`` (the output then says ``stopped``)."""
 
 #: The real backend's run lock file (crates/throttlelab-real/src/lock.rs).
 LOCK_PATH: str

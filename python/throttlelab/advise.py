@@ -102,7 +102,8 @@ def _runs(search: Search, setting: Setting) -> list[Run]:
 
 
 def _outcome(search: Search, docs: Sequence[dict[str, Any]]) -> Outcome:
-    """The worst throttled ratio and p99 of one setting's runs (one per seed)."""
+    """The worst throttled ratio and p99 of one setting's runs (one per seed).
+    A run that stopped (``Run.stop``) missed: only ``meets`` may be read."""
     throttled, usage, p99s = 0.0, 0.0, []
     for doc in docs:
         cg = doc["cgroups"][search.cgroup]
@@ -110,7 +111,7 @@ def _outcome(search: Search, docs: Sequence[dict[str, Any]]) -> Outcome:
         usage = max(usage, cg["usage_usec"] / (doc["duration_s"] * 1e6))
         p99s += [t["latency_us"]["p99"] / 1e3 for t in doc["tasks"].values() if "latency_us" in t]
     p99_ms = max(p99s) if p99s else None
-    meets = throttled <= search.max_throttled and (
+    meets = not any("stopped" in doc for doc in docs) and throttled <= search.max_throttled and (
         search.max_p99_ms is None or p99_ms is None or p99_ms <= search.max_p99_ms
     )
     return Outcome(throttled, p99_ms, usage, meets)
@@ -198,8 +199,11 @@ class _SearchPlan:
         return _runs(self.search, setting)
 
     def stages(self, setting: Setting) -> list[list[Run]]:
-        """The runs one seed at a time, for a setting that may stop at a miss."""
-        return [[run] for run in self.runs(setting)]
+        """The runs one seed at a time, for a setting that may stop at a miss;
+        each run also stops once its cgroup's throttling is certain to miss
+        (``Run.stop``: the engine's bound, docs/engine.md "stop7")."""
+        stop = (self.search.cgroup, self.search.max_throttled)
+        return [[Run(text, overrides, stop=stop)] for text, overrides in self.runs(setting)]
 
     def outcome(self, docs: Sequence[dict[str, Any]]) -> Outcome:
         return _outcome(self.search, docs)

@@ -47,6 +47,10 @@ class Run(NamedTuple):
     like_host: Optional[str] = None
     #: With ``like_host``: start, and put the period timers, where that kernel run had them.
     placed: bool = False
+    #: ``(cgroup, max_throttled)``: stop once that cgroup's throttled_ratio is
+    #: certain to end above ``max_throttled``. The output then says ``stopped``
+    #: and only tells that the target missed: never show or keep it as a result.
+    stop: Optional[tuple[str, float]] = None
 
 
 Output = dict[str, Any]
@@ -139,9 +143,12 @@ def document(text: str) -> _native.Document:
     return _native.Document(text)
 
 
-def simulate(text: str, overrides: Sequence[str] = (), like_host: Optional[str] = None, placed: bool = False) -> Output:
+def simulate(
+    text: str, overrides: Sequence[str] = (), like_host: Optional[str] = None, placed: bool = False,
+    stop: Optional[tuple[str, float]] = None,
+) -> Output:
     """One simulation's output document (runs inside a pool or Ray worker)."""
-    return json.loads(document(text).run(list(overrides), like_host, placed))
+    return json.loads(document(text).run(list(overrides), like_host, placed, stop))
 
 
 class Runner:
@@ -181,7 +188,7 @@ class Runner:
         first, as :meth:`run_many` says."""
         runs = [Run(*run) for run in runs]
         for run in runs:
-            document(run.text).validate(list(run.overrides))
+            document(run.text).validate(list(run.overrides), run.stop)
         return self.completed(simulate, runs, labels=[" ".join(run.overrides) for run in runs])
 
     def map(

@@ -29,7 +29,7 @@ fn scenario_err(e: throttlelab_core::ScenarioError) -> PyErr {
 #[pyfunction]
 #[pyo3(signature = (scenario, overrides = Vec::new()))]
 fn validate(scenario: &str, overrides: Vec<String>) -> PyResult<String> {
-    Document::new(scenario)?.validate(overrides)
+    Document::new(scenario)?.validate(overrides, None)
 }
 
 /// Simulate a scenario (TOML text) with `key=value` overrides applied;
@@ -37,7 +37,7 @@ fn validate(scenario: &str, overrides: Vec<String>) -> PyResult<String> {
 #[pyfunction]
 #[pyo3(signature = (scenario, overrides = Vec::new()))]
 fn run(py: Python<'_>, scenario: &str, overrides: Vec<String>) -> PyResult<String> {
-    Document::new(scenario)?.run(py, overrides, None, false)
+    Document::new(scenario)?.run(py, overrides, None, false, None)
 }
 
 /// A scenario's TOML text parsed once, for many runs with different overrides.
@@ -51,23 +51,38 @@ impl Document {
         throttlelab_core::Document::parse(text).map(Document).map_err(scenario_err)
     }
 
-    /// Like the module's `validate`.
-    #[pyo3(signature = (overrides = Vec::new()))]
-    fn validate(&self, overrides: Vec<String>) -> PyResult<String> {
+    /// Like the module's `validate`; with `stop`, also that `run` can take it.
+    #[pyo3(signature = (overrides = Vec::new(), stop = None))]
+    fn validate(&self, overrides: Vec<String>, stop: Option<(String, f64)>) -> PyResult<String> {
         let s = self.0.load(&overrides).map_err(scenario_err)?;
+        stop_of(&s, stop)?;
         Ok(serde_json::to_string(&s).expect("scenario serialises"))
     }
 
     /// Like the module's `run`; with `like_host` (a real run's `host` block as
     /// JSON), set up like that host, and `placed`, started and with its period
-    /// timers where that kernel run had them.
-    #[pyo3(signature = (overrides = Vec::new(), like_host = None, placed = false))]
-    fn run(&self, py: Python<'_>, overrides: Vec<String>, like_host: Option<&str>, placed: bool) -> PyResult<String> {
+    /// timers where that kernel run had them; with `stop` (`(cgroup,
+    /// max_throttled)`), stopped once that cgroup's throttled_ratio is
+    /// certain to end above `max_throttled` (the output then says `stopped`).
+    #[pyo3(signature = (overrides = Vec::new(), like_host = None, placed = false, stop = None))]
+    fn run(
+        &self, py: Python<'_>, overrides: Vec<String>, like_host: Option<&str>, placed: bool, stop: Option<(String, f64)>,
+    ) -> PyResult<String> {
         let overrides = like_host_set(|o| self.0.load(o), overrides, like_host, placed)?;
         let s = self.0.load(&overrides).map_err(scenario_err)?;
-        let out = py.detach(|| throttlelab_core::simulate(&s));
+        let options = throttlelab_core::SimOptions { stop: stop_of(&s, stop)?, ..Default::default() };
+        let out = py.detach(|| throttlelab_core::Sim::new(&s, options).run().0);
         Ok(serde_json::to_string(&out).expect("output serialises"))
     }
+}
+
+/// A run's early stop, `(cgroup, max_throttled)`, checked against scenario `s`.
+fn stop_of(s: &throttlelab_core::Scenario, stop: Option<(String, f64)>) -> PyResult<Option<throttlelab_core::stop::Stop>> {
+    let stop = stop.map(|(cgroup, max_throttled)| throttlelab_core::stop::Stop { cgroup, max_throttled });
+    if let Some(stop) = &stop {
+        s.check_stop(stop).map_err(scenario_err)?;
+    }
+    Ok(stop)
 }
 
 /// `overrides`, and after them (the kernel ran with the host's, whatever they
