@@ -7,12 +7,8 @@
 # processes whose working directory is under /work/wt).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-base=/tmp/advise6-main-site venv=/work/venvs/docs out=/tmp/advise6-hold
-EXTRA='s=$(date +%s.%N); $tl reproduce --all --json > $out/reproduce-$v-$round.json 2>/dev/null; e=$(date +%s.%N); echo "reproduce --all wall_s $(echo "$e - $s" | bc)"' \
-  "$here/../../scripts/bench_ab.sh" advise6 $base $venv 3
-for f in $out/advise-*.json; do cmp -s $out/advise-main-1.json $f || echo "DIFFERS: $f"; done
-for f in $out/reproduce-*.json; do cmp -s "$here/../../tests/golden/reproduce-all.json" $f || echo "DIFFERS: $f"; done
-echo "outputs compared: $(ls $out/advise-*.json | wc -l) advise (against main's first), $(ls $out/reproduce-*.json | wc -l) reproduce --all (against tests/golden/reproduce-all.json)"
+base=/tmp/advise6-main-site venv=/work/venvs/docs
+"$here/../../scripts/advise_reproduce_ab.sh" advise6 $base $venv 3
 for v in main advise6; do
   if [ $v = main ]; then export PYTHONPATH=$base; else unset PYTHONPATH; fi
   echo "== breakdown: $v"

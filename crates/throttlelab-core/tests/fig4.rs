@@ -31,7 +31,7 @@ const MS: i64 = 1_000_000;
 
 fn trace(skip_ticks: bool) -> (throttlelab_core::Output, Vec<Record>) {
     let s = load(&fig4(), &[]).unwrap();
-    let options = SimOptions { trace: Some(TraceOptions::default()), every_tick: !skip_ticks };
+    let options = SimOptions { trace: Some(TraceOptions::default()), every_tick: !skip_ticks, stop: None };
     let (out, t) = Sim::new(&s, options).run();
     (out, t.expect("traced").records.into_iter().filter(|r| r.tg == 1).collect())
 }

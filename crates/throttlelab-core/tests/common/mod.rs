@@ -43,7 +43,7 @@ pub fn proptest_config(default_cases: u32) -> Config {
 /// Run `s` to its end, skipping the ticks that cannot change anything or
 /// simulating every one, with the bandwidth trace.
 pub fn traced(s: &Scenario, skip_ticks: bool) -> (Output, Vec<Record>) {
-    let options = SimOptions { trace: Some(TraceOptions::default()), every_tick: !skip_ticks };
+    let options = SimOptions { trace: Some(TraceOptions::default()), every_tick: !skip_ticks, stop: None };
     let (out, t) = Sim::new(s, options).run();
     (out, t.expect("traced").records)
 }
