@@ -66,15 +66,15 @@ def test_a_run_killed_on_every_try_fails_naming_the_run_and_the_signal():
 _PYTEST = os.getpid()
 
 
-def _simulate_dying_once(text, overrides=(), like_host=None, placed=False):
+def _simulate_dying_once(text, overrides=(), like_host=None, placed=False, stop=None):
     """The simulation, but the first run in a worker kills the worker (SIGKILL)."""
     marker = Path(os.environ["THROTTLELAB_TEST_MARKER"])
     if os.getpid() == _PYTEST:
-        return _SIMULATE(text, overrides, like_host, placed)
+        return _SIMULATE(text, overrides, like_host, placed, stop)
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL)
     except FileExistsError:
-        return _SIMULATE(text, overrides, like_host, placed)
+        return _SIMULATE(text, overrides, like_host, placed, stop)
     os.close(fd)
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -104,10 +104,10 @@ def test_every_command_on_the_runner_runs_a_killed_run_again(command, tmp_path, 
     assert (got.exit_code, got.stdout) == (want.exit_code, want.stdout), got.stderr
 
 
-def _simulate_dying_always(text, overrides=(), like_host=None, placed=False):
+def _simulate_dying_always(text, overrides=(), like_host=None, placed=False, stop=None):
     if "seed=2" in overrides and os.getpid() != _PYTEST:
         os.kill(os.getpid(), signal.SIGKILL)
-    return _SIMULATE(text, overrides, like_host, placed)
+    return _SIMULATE(text, overrides, like_host, placed, stop)
 
 
 def test_sweep_whose_run_is_killed_on_every_try_says_so_in_one_line(monkeypatch, tmp_path):
