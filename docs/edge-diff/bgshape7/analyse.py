@@ -2,15 +2,19 @@
 the kernel runs that follow it: docs/fidelity.md's "The background's shape,
 traced through the probe and the runs" (bgshape7).
 
-    python docs/edge-diff/bgshape7/analyse.py docs/edge-diff/bgshape7
+    d=docs/edge-diff/bgshape7
+    python $d/analyse.py $d/trace.txt.gz $d/compare-20.json $d/compare-30.json
+    python $d/analyse.py $d/trace-burst0.txt.gz $d/fresh-burst0.json
 
-reads DIR/trace.txt.gz (hold.sh's own tracefs instance: sched_switch and
-sched_migrate_task on every CPU through two `compare` calls) and
-DIR/compare-20.json, compare-30.json (what each run's probe reported).
+reads a trace (hold.sh's or hold2.sh's own tracefs instance: sched_switch and
+sched_migrate_task on every CPU) and what each probe reported, in order: a
+`compare --json`'s runs, or a grid JSON's rows (fresh_rows.py: a row's 5 runs,
+its mean rate and length and the median of its probes' medians).
 
 The subjects: a run's spinners (comm ``throttlelab-wor``, over 300 ms on the
 CPU) and the probe's spinners (threads of the process that runs the real backend:
-``throttlelab`` for compare, ``throttlelab-rea`` for the binary; over 300 ms
+``throttlelab`` for compare, ``python`` for fresh_rows.py, ``throttlelab-rea``
+for the binary; over 300 ms
 on their CPU in under 1 s). A preemption is a switch away from a subject in
 state R to a task that is not a subject. Its length is read two ways:
 
@@ -163,49 +167,68 @@ def lognormal_quantiles(p50, mean):
     return {q: p50 * math.exp(sigma * z) for q, z in ((0.9, 1.2816), (0.99, 2.3263))}, sigma
 
 
-def main(d: Path) -> None:
-    text = gzip.open(d / "trace.txt.gz", "rt").read()
+def reported(paths: list[Path]):
+    """(label, windows, host) per probe report: a compare's runs one by one,
+    a grid row's runs (fresh_rows.py) together, with the row's means and its
+    median of the probes' medians."""
+    out = []
+    for path in paths:
+        doc = json.loads(path.read_text())
+        if "kernel_runs" in doc:
+            out += [(f"{path.stem} run {k + 1}", 1, r["host"]) for k, r in enumerate(doc["kernel_runs"])]
+        else:
+            out += [(f"{r['threads']} threads, {r['period_us'] // 1000} ms, burst {int(r['burst_us'] > 0)}", len(r["kernel_ratio"]),
+                     {k: r.get(k) for k in ("background_per_s", "background_us", "background_p50_us")}) for r in doc["rows"]]
+    return out
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def main(trace: Path, reports: list[Path]) -> None:
+    text = gzip.open(trace, "rt").read()
     sw, marks = switches(text)
     run, comm, span = runtimes(sw)
     big = {p for p, per in run.items() if max(per.values()) > SUBJECT_NS}
     workers = {p for p in big if comm.get(p) == WORKER}
     # The probe's threads live 0.5 s; the process that runs compare is the harness.
-    probes = {p for p in big if comm.get(p) in HARNESS and span[p][1] - span[p][0] < 1_000_000_000}
+    probes = {p for p in big - workers if comm.get(p) in HARNESS + ("python",) and span[p][1] - span[p][0] < 1_000_000_000}
     print(f"{len(sw)} switches; markers: {[m for _t, m in marks]}")
     print(f"subjects: {len(workers)} worker spinners, {len(probes)} probe spinners; others over 300 ms: "
           f"{sorted((comm[p], p) for p in big - workers - probes)}")
-    hosts = []
-    for name in ("compare-20.json", "compare-30.json"):
-        doc = json.loads((d / name).read_text())
-        hosts += [(name, r["host"]) for r in doc["kernel_runs"]]
+    groups = reported(reports)
     cpus = 2
     probe_w = windows(probes, span)
     run_w = windows(workers, span)
-    print(f"probe windows {len(probe_w)}, run windows {len(run_w)}, probes reported {len(hosts)}")
+    print(f"probe windows {len(probe_w)}, run windows {len(run_w)}, probes reported {sum(n for _l, n, _h in groups)}")
     allp, allr = [], []
-    for i, ((pa, pb), (ra, rb)) in enumerate(zip(probe_w, run_w)):
-        name, h = hosts[i]
-        pp = preemptions(sw, probes, pa, pb)
-        pr = preemptions(sw, workers, ra, rb)
-        allp += pp
-        allr += pr
-        pp = [p for p in pp if p[2] is not None]
-        pr = [p for p in pr if p[2] is not None]
-        cs_p, cs_r = cpus * (pb - pa) / 1e9, cpus * (rb - ra) / 1e9
-        # The probe's nivcsw count is every switch away in state R, whatever comes next.
-        inv = sum(1 for t, cpu, p_, _pc, ps, np_, _nc in sw if pa <= t < pb and p_ in probes and ps.startswith("R"))
-        bp = [p[2] / 1e3 for p in pp]
+    at = 0
+    for label, n, h in groups:
+        pw, rw = probe_w[at:at + n], run_w[at:at + n]
+        at += n
+        inv, medians, pooled, cs_p, pr, cs_r = 0, [], [], 0.0, [], 0.0
+        for (pa, pb), (ra, rb) in zip(pw, rw):
+            pp = preemptions(sw, probes, pa, pb)
+            rr = preemptions(sw, workers, ra, rb)
+            allp += pp
+            allr += rr
+            # The probe's nivcsw count is every switch away in state R, whatever comes next.
+            inv += sum(1 for t, _cpu, p_, _pc, ps, _np, _nc in sw if pa <= t < pb and p_ in probes and ps.startswith("R"))
+            lengths = [p[2] / 1e3 for p in pp if p[2] is not None]
+            medians += [med(lengths)] if lengths else []
+            pooled += lengths
+            pr += [p for p in rr if p[2] is not None]
+            cs_p += cpus * (pb - pa) / 1e9
+            cs_r += cpus * (rb - ra) / 1e9
         br = [p[2] / 1e3 for p in pr]
-        rr = [p[3] / 1e3 for p in pr]
         p50 = h.get("background_p50_us")
-        print(f"{name} run {i + 1}: probe said {h['background_per_s']:.1f}/s x {h['background_us']:.0f} us, median "
+        print(f"{label}: probe said {h['background_per_s']:.1f}/s x {h['background_us']:.0f} us, median "
               f"{p50 if p50 is None else round(p50)} us; trace in its window: {inv / cs_p:.1f}/s switched away runnable, "
-              f"{len(pp) / cs_p:.1f}/s preempted, median {statistics.median(bp) if bp else float('nan'):.0f} us, "
-              f"mean {statistics.mean(bp) if bp else float('nan'):.0f}; the run: {len(pr) / cs_r:.1f}/s, until back median "
-              f"{statistics.median(br) if br else float('nan'):.0f} mean {statistics.mean(br) if br else float('nan'):.0f}, "
-              f"others' run median {statistics.median(rr) if rr else float('nan'):.0f} mean {statistics.mean(rr) if rr else float('nan'):.0f}")
-    cs_p = sum(cpus * (b - a) / 1e9 for a, b in probe_w)
-    cs_r = sum(cpus * (b - a) / 1e9 for a, b in run_w)
+              f"median {med(medians):.0f} us (pooled {med(pooled):.0f}), mean {statistics.mean(pooled) if pooled else float('nan'):.0f} "
+              f"with its end seen; the run: {len(pr) / cs_r:.1f}/s, median {med(br):.0f} mean {statistics.mean(br) if br else float('nan'):.0f}")
+    cs_p = sum(cpus * (b - a) / 1e9 for a, b in probe_w[:at])
+    cs_r = sum(cpus * (b - a) / 1e9 for a, b in run_w[:at])
     print()
     summary("probe windows, all", allp, cs_p)
     print()
@@ -214,13 +237,25 @@ def main(d: Path) -> None:
     print(f"  of them the harness's own threads next ({HARNESS}, or a worker process's thread that is not a spinner): {len(harness)}")
     print()
     # What the engine draws from the probes' summary, as compare combines it.
-    per_s = statistics.fmean(h["background_per_s"] for _n, h in hosts)
-    mean = sum(h["background_per_s"] * h["background_us"] for _n, h in hosts) / (per_s * len(hosts))
-    p50 = statistics.median(h["background_p50_us"] for _n, h in hosts if h.get("background_p50_us") is not None)
+    hosts = [h for _l, n, h in groups for _ in range(n)]
+    per_s = statistics.fmean(h["background_per_s"] for h in hosts)
+    mean = sum(h["background_per_s"] * h["background_us"] for h in hosts) / (per_s * len(hosts))
+    p50 = med([h["background_p50_us"] for h in hosts if h.get("background_p50_us") is not None])
     q, sigma = lognormal_quantiles(p50, mean)
     print(f"the probes combined: {per_s:.1f}/s, mean {mean:.0f} us, median {p50:.0f} us: log-normal sigma {sigma:.2f}, "
-          f"p90 {q[0.9]:.0f} us, p99 {q[0.99]:.0f} us")
+          f"p90 {q[0.9]:.0f} us, p99 {q[0.99]:.0f} us, below 100 us {lognormal_below(p50, sigma, 100):.0%}, "
+          f"100-500 us {lognormal_below(p50, sigma, 500) - lognormal_below(p50, sigma, 100):.0%}")
+    for lo, hi in ((0, 100), (100, 500), (500, math.inf)):
+        for name, pre in (("probe windows", allp), ("run windows", allr)):
+            xs = [p[2] / 1e3 for p in pre if p[2] is not None]
+            print(f"  {name}: {lo}-{hi} us {sum(lo <= x < hi for x in xs) / len(xs):.0%}", end=";")
+        print()
+
+
+def lognormal_below(p50, sigma, x):
+    """The log-normal's share below x us."""
+    return 0.5 * (1 + math.erf(math.log(x / p50) / (sigma * math.sqrt(2)))) if sigma > 0 else float(x > p50)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), [Path(a) for a in sys.argv[2:]])
