@@ -21,7 +21,8 @@
 //! loop's step. The gap itself is no measure: it also holds the interrupt
 //! that woke the other task, which the spinner is charged for. Traced on the
 //! fidelity host, the gaps' median was twice `sched_switch`'s in the same
-//! 0.5 s (docs/fidelity.md, "The background's shape, traced").
+//! 0.5 s (docs/fidelity.md, "The background's shape, traced through the probe
+//! and the runs").
 //!
 //! Meanwhile a tracefs instance of its own records the hrtimer events, and
 //! the probe reports how late the tick's interrupt runs after its expiry
