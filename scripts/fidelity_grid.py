@@ -23,7 +23,10 @@ release's profile, its CONFIG_HZ and its measured background):
 
 ``--regrade docs/fidelity-grid.json`` measures nothing: it holds the current
 simulator against the kernel runs a grid stored, so that a change to the
-simulator is checked against kernel samples it was not tuned on.
+simulator is checked against kernel samples it was not tuned on. A row keeps
+the median of its probes' preemption lengths (``background_p50_us``, the
+simulator's log-normal lengths); a row measured before the probe had one
+draws every preemption at the mean, and ``--mean-only`` grades every row so.
 
 ``--grid edge`` (issue #34's) samples the quota's edge: spinners whose demand
 is the quota (1-4 threads on 2 CPUs, their demand min(threads, 2) CPUs;
@@ -192,6 +195,8 @@ def measured(kernel: list[dict]) -> dict:
         "background_us": statistics.fmean(r["host"]["background_us"] for r in kernel),
         "work_speed": mean_host([r["host"] for r in kernel]).get("work_speed"),
         "tick_latency_us": mean_host([r["host"] for r in kernel]).get("tick_latency_us"),
+        # The median of the runs' preemption medians, as compare combines them (None before the probe measured one).
+        "background_p50_us": mean_host([r["host"] for r in kernel]).get("background_p50_us"),
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in kernel],
         "uptime_s": [r["host"]["uptime_s"] for r in kernel],
         # Periods between the controller's two cpu.stat reads: a spinner's group
@@ -200,14 +205,19 @@ def measured(kernel: list[dict]) -> dict:
     }
 
 
-def stored_runs(host: dict, row: dict) -> list[dict]:
+def stored_runs(host: dict, row: dict, median: bool = True) -> list[dict]:
     """A stored row's kernel runs, as far as the simulator's setup needs them:
     each run's host (the configuration's mean background and work speed, its
     start, its timer; a row from before the probe timed the work takes the
-    grid's host's speed)."""
+    grid's host's speed). The preemptions' median is the row's own: a row
+    measured before the probe had one (or ``median`` False) draws every
+    preemption at the mean, whatever the grid's host says."""
     runs = []
     for ratio, uptime_s, offset_us in zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"]):
         run_host = {**host, "background_per_s": row["background_per_s"], "background_us": row["background_us"], "uptime_s": uptime_s}
+        run_host.pop("background_p50_us", None)
+        if median and row.get("background_p50_us") is not None:
+            run_host["background_p50_us"] = row["background_p50_us"]
         for measured_key in ("work_speed", "tick_latency_us"):
             if row.get(measured_key) is not None:
                 run_host[measured_key] = row[measured_key]
@@ -262,8 +272,8 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 
 
 #: What a grid row keeps of the kernel's runs (`measured`).
-KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "work_speed",
-               "tick_latency_us", "timer_offset_us", "uptime_s", "kernel_nr_periods")
+KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "background_p50_us",
+               "work_speed", "tick_latency_us", "timer_offset_us", "uptime_s", "kernel_nr_periods")
 
 
 def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None,
@@ -405,6 +415,8 @@ def main() -> None:
     parser.add_argument("--kernel-only", action="store_true", help="Measure the kernel only; --regrade adds the simulator.")
     parser.add_argument("--only-differing", type=Path, metavar="GRID.json",
                         help="Only the configurations this regraded grid grades 'differs' set up like the host.")
+    parser.add_argument("--mean-only", action="store_true",
+                        help="With --regrade: every background preemption at the mean, the rows' measured median left out.")
     parser.add_argument("--kernel", metavar="RELEASE|PATH", help="Measure this kernel under QEMU instead of the host's.")
     parser.add_argument("--accel", choices=vm.ACCELS, default="auto")
     parser.add_argument("--cgroup", choices=vm.CGROUP_VERSIONS, default="v2", help="With --kernel: the guest's hierarchy.")
@@ -434,7 +446,8 @@ def main() -> None:
         for config in measured_configs:
             text = scenario_text(config, args.duration_s)
             stored_row = by_key[key(config)]
-            kernel, measurement = stored_runs(host, stored_row), {k: v for k, v in stored_row.items() if k in KERNEL_KEYS}
+            kernel = stored_runs(host, stored_row, median=not args.mean_only)
+            measurement = {k: v for k, v in stored_row.items() if k in KERNEL_KEYS}
             unpaired = simulator_runs(text, kernel, seeds=args.seeds)
             if args.grid == "edge":
                 rows.append(edge_row(config, measurement, scenario_alone(text, args.seeds), unpaired))

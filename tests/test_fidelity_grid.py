@@ -48,7 +48,7 @@ def _kernel_run(text: str, runs, settle_s: float):
     for i, _ in enumerate(runs):
         yield json.dumps({
             "host": {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 30.0 + i, "background_us": 150.0,
-                     "work_speed": 0.98, "tick_latency_us": 7.0, "uptime_s": 1000.0 + i, "period_timer_offset_us": {"app": 1234.0}},
+                     "background_p50_us": 40.0 + 10 * i, "work_speed": 0.98, "tick_latency_us": 7.0, "uptime_s": 1000.0 + i, "period_timer_offset_us": {"app": 1234.0}},
             "cgroups": {"app": {"throttled_ratio": 0.1 * i, "throttled_usec": 1000 * i, "usage_usec": 1_000_000, "nr_periods": 100 - i}},
         })
 
@@ -67,6 +67,7 @@ def test_a_hold_keeps_its_rows_and_the_next_measures_the_rest(tmp_path):
     row = stored["rows"][0]
     assert row["kernel_ratio"] == [0.0, 0.1, 0.2] and row["background_per_s"] == 31.0 and row["tick_latency_us"] == 7.0
     assert row["kernel_nr_periods"] == [100, 99, 98], "each run's periods between the controller's reads"
+    assert row["background_p50_us"] == 50.0, "the median of the runs' medians"
     measured: list[str] = []
 
     def counting(text, runs, settle_s):
@@ -93,6 +94,17 @@ def test_stored_rows_set_the_simulator_up_like_their_host():
     assert {(r["host"]["background_per_s"], r["host"]["background_us"], r["host"]["work_speed"], r["host"]["tick_latency_us"])
             for r in runs} == {(40.0, 200.0, 0.97, 9.0)}
     assert "period_timer_offset_us" not in runs[1]["host"]
+
+
+def test_a_stored_row_draws_its_own_median_or_the_mean():
+    host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0, "background_p50_us": 0.5}
+    row = {"kernel_ratio": [0.5, 0.6], "uptime_s": [10.0, 20.0], "timer_offset_us": [5.0, None], "background_per_s": 40.0,
+           "background_us": 200.0}
+    # A row from before the probe measured a median: the mean, not the grid's host's median.
+    assert all("background_p50_us" not in r["host"] for r in grid.stored_runs(host, row))
+    measured = {**row, "background_p50_us": 19.0}
+    assert {r["host"]["background_p50_us"] for r in grid.stored_runs(host, measured)} == {19.0}
+    assert all("background_p50_us" not in r["host"] for r in grid.stored_runs(host, measured, median=False)), "--mean-only"
 
 
 @pytest.mark.parametrize("at", [2, -1])

@@ -3,6 +3,7 @@ store them as a grid JSON that ``fidelity_grid.py --regrade`` takes: a second
 kernel sample for rows the wake-up fix was looked at against.
 
     tl-measure python docs/edge-meet/fresh_rows.py OUT.json [THREADS,PERIOD_MS,DEMAND/QUOTA,BURST ...] [--max-minutes M]
+    tl-measure python docs/edge-meet/fresh_rows.py OUT.json spin,THREADS,PERIOD_MS,BURST ...   (spinner rows)
     python scripts/fidelity_grid.py --grid edge --regrade OUT.json --seeds 20 --out OUT.md
 """
 import sys
@@ -22,10 +23,12 @@ def main():
     max_s = float(args.pop(args.index("--max-minutes") + 1)) * 60 if "--max-minutes" in args else None
     args = [a for a in args if a != "--max-minutes"]
     out = Path(args[0])
-    # A row on the command line: threads, period in ms, demand / quota, burst (0 or 1).
-    rows = [(int(t), int(p), float(r), b == "1") for t, p, r, b in (a.split(",") for a in args[1:])] or ROWS
-    chosen = [c for c in edge_configurations() if c["workload"] != "spin" and
-              (c["threads"], c["period_us"] // 1000, c["demand_ratio"], c["burst_us"] > 0) in rows]
+    # A row on the command line: threads, period in ms, demand / quota, burst (0 or 1); a
+    # spinner's (demand / quota 1): spin, threads, period in ms, burst.
+    rows = [("spin", int(t), int(p), 1.0, b == "1") if w == "spin" else ("run", int(w), int(t), float(p), b == "1")
+            for w, t, p, b in (a.split(",") for a in args[1:])] or [("run", *r) for r in ROWS]
+    chosen = [c for c in edge_configurations() if ("spin" if c["workload"] == "spin" else "run",
+              c["threads"], c["period_us"] // 1000, c["demand_ratio"], c["burst_us"] > 0) in rows]
     assert len(chosen) == len(rows), chosen
     doc = {"host": None, "rows": []}
     start = time.monotonic()

@@ -15,6 +15,15 @@
 //! On the development VM that moved between 0.96 and 1.0 from run to run,
 //! enough to tip a group whose demand is the quota (docs/fidelity.md).
 //!
+//! How long each preemption lasts is read from the spinner's own schedstat
+//! (`run_delay`: from its switch away to its switch back, as the scheduler
+//! accounts it), after every gap between clock reads that is longer than the
+//! loop's step. The gap itself is no measure: it also holds the interrupt
+//! that woke the other task, which the spinner is charged for. Traced on the
+//! fidelity host, the gaps' median was twice `sched_switch`'s in the same
+//! 0.5 s (docs/fidelity.md, "The background's shape, traced through the probe
+//! and the runs").
+//!
 //! Meanwhile a tracefs instance of its own records the hrtimer events, and
 //! the probe reports how late the tick's interrupt runs after its expiry
 //! (the simulator's `machine.tick_jitter_us` and `timer_jitter_us`): some
@@ -53,9 +62,9 @@ struct Sample {
     wall_ns: u64,
     cpu_ns: u64,
     iters: u64,
-    /// Wall-clock time between its consecutive clock reads, in nanoseconds
-    /// (u32: a gap of over 4 s is the spinner stopped, not measured).
-    gaps_ns: Vec<u32>,
+    /// Its schedstat ([`SchedStat`]) at the start and after each gap that
+    /// was longer than the loop's step: (run_delay ns, pcount).
+    sched_reads: Vec<(u64, u64)>,
 }
 
 /// The calling thread's involuntary context switches so far (`ru_nivcsw`).
@@ -68,44 +77,80 @@ fn nivcsw() -> u64 {
     }
 }
 
+/// The calling thread's `/proc/thread-self/schedstat` (CONFIG_SCHED_INFO):
+/// `run_delay`, the time it has waited runnable for a CPU, from each switch
+/// away to the switch back (as `sched_switch` shows a preemption, without
+/// the interrupt before it, which the thread is charged for), and `pcount`,
+/// its switches onto a CPU. None where the kernel has no schedstat.
+struct SchedStat(fs::File);
+
+impl SchedStat {
+    fn open() -> Option<SchedStat> {
+        fs::File::open("/proc/thread-self/schedstat").ok().map(SchedStat)
+    }
+
+    /// (run_delay ns, pcount) now.
+    fn read(&self) -> Option<(u64, u64)> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 96];
+        let n = self.0.read_at(&mut buf, 0).ok()?;
+        let mut fields = std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().skip(1).map(|f| f.parse::<u64>());
+        Some((fields.next()?.ok()?, fields.next()?.ok()?))
+    }
+}
+
 /// Iterations of the busy loop between clock reads.
 const SPIN_ITERS: u64 = 10_000;
 /// The shortest a step of SPIN_ITERS can take: each iteration is three
-/// dependent shift-xors, at least 3 cycles (a faster step only grows the list).
+/// dependent shift-xors, at least 3 cycles.
 const MIN_STEP_NS: u64 = 4_000;
+
+/// Whether a gap between clock reads may hold a preemption: half again the
+/// fastest step so far (a preemption takes microseconds; a tick's interrupt
+/// stretches a step too, and reading schedstat then finds no wait).
+fn irregular(gap_ns: u64, fastest_ns: u64) -> bool {
+    gap_ns > fastest_ns.saturating_add(fastest_ns / 2)
+}
 
 fn spin_on(cpu: usize, duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Sample, String> {
     set_affinity(&Some(vec![cpu]))?;
+    let sched = SchedStat::open();
+    // Room for a read at each tick of a 1000 Hz kernel, allocated before the clock starts.
+    let mut sched_reads = Vec::with_capacity(2 * (duration_ns / 1_000_000) as usize + 2);
+    sched_reads.extend(sched.as_ref().and_then(SchedStat::read));
     let (nivcsw0, cpu0) = (nivcsw(), thread_cpu_ns());
-    // Room for every gap at a step of at least MIN_STEP_NS, allocated before
-    // the clock starts: 0.5 MB a CPU for the probe's 0.5 s, not 4 MB at 1 us.
-    let mut gaps_ns = Vec::with_capacity((duration_ns / MIN_STEP_NS) as usize);
     let start = now_ns();
-    let (mut iters, mut last) = (0, start);
+    let (mut iters, mut last, mut fastest) = (0, start, u64::MAX);
     while last < start + duration_ns && !stop() {
         spin(SPIN_ITERS);
         iters += SPIN_ITERS;
         let now = now_ns();
-        gaps_ns.push((now - last).min(u32::MAX as u64) as u32);
-        last = now;
+        let gap = now - last;
+        if irregular(gap, fastest) {
+            sched_reads.extend(sched.as_ref().and_then(SchedStat::read));
+        }
+        fastest = fastest.min(gap.max(MIN_STEP_NS));
+        last = now_ns();
     }
     let wall_ns = now_ns() - start;
     let (nivcsw1, cpu1) = (nivcsw(), thread_cpu_ns());
-    Ok(Sample { nivcsw: nivcsw1 - nivcsw0, wall_ns, cpu_ns: cpu1 - cpu0, iters, gaps_ns })
+    sched_reads.extend(sched.as_ref().and_then(SchedStat::read));
+    Ok(Sample { nivcsw: nivcsw1 - nivcsw0, wall_ns, cpu_ns: cpu1 - cpu0, iters, sched_reads })
 }
 
-/// The lengths of a spinner's `nivcsw` preemptions, in nanoseconds, from the
-/// gaps between its clock reads: a preemption stretches the gap it falls in
-/// by its length, over the loop's usual step (the median gap). Interrupts
-/// stretch gaps too, by a few microseconds; a switch to another task takes
-/// the CPU for longer, so the `nivcsw` largest gaps are the preemptions.
-/// A gap at the step or below is no preemption's.
-fn preemptions_ns(gaps_ns: &[u32], nivcsw: u64) -> Vec<u64> {
-    let mut sorted: Vec<u64> = gaps_ns.iter().map(|&g| g as u64).collect();
-    sorted.sort_unstable();
-    let Some(&step) = sorted.get(sorted.len() / 2) else { return Vec::new() };
-    let n = (nivcsw as usize).min(sorted.len());
-    sorted[sorted.len() - n..].iter().filter(|&&g| g > step).map(|&g| g - step).collect()
+/// The lengths of a spinner's preemptions, in nanoseconds, from its
+/// successive schedstat reads: between two reads, the wait that run_delay
+/// grew by, shared evenly among the switches back that pcount grew by
+/// (nearly always one: the spinner reads after every long gap).
+fn preemptions_ns(reads: &[(u64, u64)]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for w in reads.windows(2) {
+        let (waited, switches) = (w[1].0.saturating_sub(w[0].0), w[1].1.saturating_sub(w[0].1));
+        if waited > 0 && switches > 0 {
+            out.extend(std::iter::repeat_n(waited / switches, switches as usize));
+        }
+    }
+    out
 }
 
 /// Spin on every CPU of `cpus` at once for `duration_ns`, or until `stop`
@@ -179,7 +224,7 @@ fn summarise(samples: &[Sample]) -> Background {
     let cpu_us: f64 = samples.iter().map(|s| s.cpu_ns as f64 / 1e3).sum();
     let iters: u64 = samples.iter().map(|s| s.iters).sum();
     // Every CPU's preemptions, pooled: the median of them all.
-    let mut lengths_ns: Vec<u64> = samples.iter().flat_map(|s| preemptions_ns(&s.gaps_ns, s.nivcsw)).collect();
+    let mut lengths_ns: Vec<u64> = samples.iter().flat_map(|s| preemptions_ns(&s.sched_reads)).collect();
     lengths_ns.sort_unstable();
     Background {
         per_s: if wall_s > 0.0 { switches as f64 / wall_s } else { 0.0 },
@@ -204,34 +249,47 @@ mod tests {
     #[test]
     fn rates_are_per_cpu_second() {
         let s = [
-            Sample { nivcsw: 10, wall_ns: 500_000_000, cpu_ns: 499_000_000, iters: 998_000_000, gaps_ns: Vec::new() },
-            Sample { nivcsw: 30, wall_ns: 500_000_000, cpu_ns: 497_000_000, iters: 994_000_000, gaps_ns: Vec::new() },
+            Sample { nivcsw: 10, wall_ns: 500_000_000, cpu_ns: 499_000_000, iters: 998_000_000, sched_reads: Vec::new() },
+            Sample { nivcsw: 30, wall_ns: 500_000_000, cpu_ns: 497_000_000, iters: 994_000_000, sched_reads: Vec::new() },
         ];
         assert_eq!(summarise(&s), Background { per_s: 40.0, us: 100.0, p50_us: None, tick_latency_us: None, loops_per_cpu_us: 2_000.0 });
         assert_eq!(
-            summarise(&[Sample { wall_ns: 1, cpu_ns: 1, nivcsw: 0, iters: 0, gaps_ns: vec![5_000] }]),
+            summarise(&[Sample { wall_ns: 1, cpu_ns: 1, nivcsw: 0, iters: 0, sched_reads: vec![(5_000, 1)] }]),
             Background { per_s: 0.0, us: 0.0, p50_us: None, tick_latency_us: None, loops_per_cpu_us: 0.0 }
         );
     }
 
     #[test]
-    fn the_largest_gaps_one_per_switch_are_the_preemptions_over_the_usual_step() {
-        // A 5 us step; two interrupts (+2 and +3 us) and three preemptions (+21, +40 and +900 us).
-        let mut gaps = vec![5_000; 40];
-        gaps.extend([7_000, 8_000, 26_000, 45_000, 905_000]);
-        gaps.rotate_left(7);
-        assert_eq!(preemptions_ns(&gaps, 3), vec![21_000, 40_000, 900_000]);
-        // More switches than stretched gaps (a switch away and back within a step): no gap at the step counts.
-        assert_eq!(preemptions_ns(&[5_000, 5_000, 9_000, 5_000], 3), vec![4_000]);
-        assert_eq!(preemptions_ns(&gaps, 0), Vec::<u64>::new());
-        assert_eq!(preemptions_ns(&[], 3), Vec::<u64>::new());
-        // Two spinners pooled: the median of all five lengths.
-        let other = [vec![5_000; 10], vec![35_000, 17_000]].concat();
+    fn a_preemption_is_the_wait_schedstat_adds_between_two_reads() {
+        // Reads after long gaps: a tick's interrupt (no wait), preemptions of 21 and
+        // 900 us, then two between two reads (40 us in all: 20 each).
+        let reads = [(1_000, 3), (1_000, 3), (22_000, 4), (922_000, 5), (962_000, 7)];
+        assert_eq!(preemptions_ns(&reads), vec![21_000, 900_000, 20_000, 20_000]);
+        assert_eq!(preemptions_ns(&reads[..1]), Vec::<u64>::new());
+        assert_eq!(preemptions_ns(&[]), Vec::<u64>::new());
+        // Two spinners pooled: the median of all five lengths (17, 20, 21, 35, 900 us).
         let s = [
-            Sample { nivcsw: 3, wall_ns: 1_000_000, cpu_ns: 0, iters: 0, gaps_ns: gaps },
-            Sample { nivcsw: 2, wall_ns: 1_000_000, cpu_ns: 0, iters: 0, gaps_ns: other },
+            Sample { nivcsw: 3, wall_ns: 1_000_000, cpu_ns: 0, iters: 0, sched_reads: reads[1..4].to_vec() },
+            Sample { nivcsw: 3, wall_ns: 1_000_000, cpu_ns: 0, iters: 0, sched_reads: vec![(0, 1), (17_000, 2), (37_000, 3), (72_000, 4)] },
         ];
-        assert_eq!(summarise(&s).p50_us, Some(30.0));
+        assert_eq!(summarise(&s).p50_us, Some(21.0));
+    }
+
+    #[test]
+    fn a_gap_half_again_the_fastest_step_is_read() {
+        assert!(!irregular(14_000, 10_000));
+        assert!(!irregular(15_000, 10_000));
+        assert!(irregular(15_001, 10_000));
+        // Before the first step nothing is irregular.
+        assert!(!irregular(900_000, u64::MAX));
+    }
+
+    #[test]
+    fn the_probe_reads_its_own_preemptions_from_schedstat() {
+        // This thread's schedstat reads, and a run_delay that never falls.
+        let Some(stat) = SchedStat::open() else { return };
+        let (a, b) = (stat.read().unwrap(), stat.read().unwrap());
+        assert!(b.0 >= a.0 && b.1 >= a.1, "{a:?} then {b:?}");
     }
 
     #[test]

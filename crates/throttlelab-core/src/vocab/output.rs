@@ -42,9 +42,10 @@ pub struct Host {
     pub background_per_s: f64,
     pub background_us: f64,
     /// The median of those preemptions' lengths, in microseconds (the
-    /// simulator's `machine.background_p50_us`): the spinner's longest gaps
-    /// between clock reads, one per switch. None without a preemption, and in
-    /// documents from before it was measured.
+    /// simulator's `machine.background_p50_us`): each the wait the spinner's
+    /// schedstat `run_delay` grew by, from its switch away to its switch back.
+    /// None without a preemption or schedstat, and in documents from before
+    /// it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background_p50_us: Option<f64>,
     /// The median lateness of the tick's interrupt during that probe, from
