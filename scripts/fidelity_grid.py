@@ -69,6 +69,9 @@ from rich.progress import Progress
 from throttlelab import vm
 from throttlelab._native import scenario_toml
 from throttlelab.compare import Stats, kernel_runs, mean_host, same_distribution, simulator_runs
+
+# machine.work_speed_cv's bound (crates/throttlelab-core/src/format/validate.rs).
+MAX_WORK_SPEED_CV = 0.1
 from throttlelab.runner import Run, Runner
 
 #: Each workload's phases: a spinner, and a thread that runs 6 ms and sleeps
@@ -194,6 +197,7 @@ def measured(kernel: list[dict]) -> dict:
         "background_per_s": statistics.fmean(r["host"]["background_per_s"] for r in kernel),
         "background_us": statistics.fmean(r["host"]["background_us"] for r in kernel),
         "work_speed": mean_host([r["host"] for r in kernel]).get("work_speed"),
+        "work_speed_cv": mean_host([r["host"] for r in kernel]).get("work_speed_cv"),
         "tick_latency_us": mean_host([r["host"] for r in kernel]).get("tick_latency_us"),
         # The median of the runs' preemption medians, as compare combines them (None before the probe measured one).
         "background_p50_us": mean_host([r["host"] for r in kernel]).get("background_p50_us"),
@@ -205,20 +209,25 @@ def measured(kernel: list[dict]) -> dict:
     }
 
 
-def stored_runs(host: dict, row: dict, median: bool = True) -> list[dict]:
+def stored_runs(host: dict, row: dict, median: bool = True, work_speed_cv: float | None = None) -> list[dict]:
     """A stored row's kernel runs, as far as the simulator's setup needs them:
     each run's host (the configuration's mean background and work speed, its
     start, its timer; a row from before the probe timed the work takes the
     grid's host's speed). The preemptions' median is the row's own: a row
     measured before the probe had one (or ``median`` False) draws every
-    preemption at the mean, whatever the grid's host says."""
+    preemption at the mean, whatever the grid's host says. A row from before
+    the probe measured the work's spread run to run takes ``work_speed_cv``
+    (``--work-speed-cv``), or none."""
     runs = []
     for ratio, uptime_s, offset_us in zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"]):
         run_host = {**host, "background_per_s": row["background_per_s"], "background_us": row["background_us"], "uptime_s": uptime_s}
         run_host.pop("background_p50_us", None)
+        run_host.pop("work_speed_cv", None)
         if median and row.get("background_p50_us") is not None:
             run_host["background_p50_us"] = row["background_p50_us"]
-        for measured_key in ("work_speed", "tick_latency_us"):
+        if work_speed_cv is not None:
+            run_host["work_speed_cv"] = work_speed_cv
+        for measured_key in ("work_speed", "tick_latency_us", "work_speed_cv"):
             if row.get(measured_key) is not None:
                 run_host[measured_key] = row[measured_key]
         if offset_us is not None:
@@ -417,6 +426,9 @@ def main() -> None:
                         help="Only the configurations this regraded grid grades 'differs' set up like the host.")
     parser.add_argument("--mean-only", action="store_true",
                         help="With --regrade: every background preemption at the mean, the rows' measured median left out.")
+    parser.add_argument("--work-speed-cv", type=float, metavar="CV",
+                        help="With --regrade: the work's spread run to run (machine.work_speed_cv) for rows whose probe "
+                             "did not measure it (measured before it existed).")
     parser.add_argument("--kernel", metavar="RELEASE|PATH", help="Measure this kernel under QEMU instead of the host's.")
     parser.add_argument("--accel", choices=vm.ACCELS, default="auto")
     parser.add_argument("--cgroup", choices=vm.CGROUP_VERSIONS, default="v2", help="With --kernel: the guest's hierarchy.")
@@ -428,6 +440,10 @@ def main() -> None:
         except ValueError as e:
             print(f"fidelity_grid.py: error: {e}", file=sys.stderr)
             sys.exit(2)
+    if args.work_speed_cv is not None and not (args.regrade and 0 <= args.work_speed_cv <= MAX_WORK_SPEED_CV):
+        print(f"fidelity_grid.py: error: --work-speed-cv {args.work_speed_cv}: needs --regrade and a spread in "
+              f"[0, {MAX_WORK_SPEED_CV}] (machine.work_speed_cv)", file=sys.stderr)
+        sys.exit(2)
     if args.regrade:
         stored = json.loads(args.regrade.read_text())
     else:
@@ -446,7 +462,7 @@ def main() -> None:
         for config in measured_configs:
             text = scenario_text(config, args.duration_s)
             stored_row = by_key[key(config)]
-            kernel = stored_runs(host, stored_row, median=not args.mean_only)
+            kernel = stored_runs(host, stored_row, median=not args.mean_only, work_speed_cv=args.work_speed_cv)
             measurement = {k: v for k, v in stored_row.items() if k in KERNEL_KEYS}
             unpaired = simulator_runs(text, kernel, seeds=args.seeds)
             if args.grid == "edge":
@@ -456,9 +472,13 @@ def main() -> None:
             progress.advance(bar)
     runs = len(rows[0]["kernel_ratio"])
     if args.grid == "edge":
-        args.out.write_text(edge_markdown(rows, runs, args.seeds, args.duration_s, host, len(configs), args.only_differing))
+        text = edge_markdown(rows, runs, args.seeds, args.duration_s, host, len(configs), args.only_differing)
     else:
-        args.out.write_text(markdown(rows, runs, args.seeds, args.duration_s, host, args.regrade, args.kernel, args.grid))
+        text = markdown(rows, runs, args.seeds, args.duration_s, host, args.regrade, args.kernel, args.grid)
+    if args.work_speed_cv is not None:
+        text += (f"\nRows measured before the probe measured the work's spread run to run assume "
+                 f"`machine.work_speed_cv = {args.work_speed_cv:g}` (`--work-speed-cv`).\n")
+    args.out.write_text(text)
     save(args.out.with_suffix(".json"), {"host": host, "rows": rows})
     print(f"wrote {args.out}")
 

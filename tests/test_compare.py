@@ -99,6 +99,19 @@ def test_the_hosts_work_speed_is_the_runs_mean_and_slows_the_simulators_work():
     assert slow == simulate(text, ["machine.work_speed=0.8"], json.dumps(run))["cgroups"]["app"]
 
 
+def test_the_hosts_work_speed_spread_is_the_runs_mean_and_reaches_the_simulator():
+    run = {"release": "6.18", "hz": 250, "cgroup": "v1", "uptime_s": 1.0, "background_per_s": 0.0, "background_us": 0.0}
+    assert mean_host([{**run, "work_speed_cv": 0.004}, {**run, "work_speed_cv": 0.012}])["work_speed_cv"] == pytest.approx(0.008)
+    assert "work_speed_cv" not in mean_host([{**run, "work_speed_cv": 0.004}, run]), "a run from before the probe measured it"
+    # One thread's 10 ms runs, at most one a 20 ms period, under 10.05 ms of quota: every run
+    # the same never throttles; spread by 2 %, the runs over 10.05 ms do.
+    text = scenario_text(period_us="20000", quota_us="10050", threads="1", phases="[{ run_us = 10000 }, { sleep_us = 12000 }]")
+    even = simulate(text, [], json.dumps(run))["cgroups"]["app"]
+    spread = simulate(text, [], json.dumps({**run, "work_speed_cv": 0.02}))["cgroups"]["app"]
+    assert spread == simulate(text, ["machine.work_speed_cv=0.02"], json.dumps(run))["cgroups"]["app"]
+    assert (even["nr_throttled"], spread["nr_throttled"] > 0) == (0, True)
+
+
 def test_each_simulator_run_gets_its_kernel_runs_timer_offsets():
     text = scenario_text(top="", period_us="10000", quota_us="10000")
     host = {

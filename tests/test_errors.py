@@ -87,6 +87,11 @@ def test_machine_background_median_outside_0_to_the_mean(write_scenario, value):
     assert "machine.background_us = 20" in msg
 
 
+@pytest.mark.parametrize("value", ["-0.01", "0.2", "nan", '"x"'])
+def test_machine_work_speed_cv_outside_0_to_a_tenth(write_scenario, value):
+    assert_error(run_file(write_scenario, machine=f"work_speed_cv = {value}"), "machine.work_speed_cv")
+
+
 @pytest.mark.parametrize("value", ["-0.5", "4.5", "nan"])
 def test_service_cost_cv_outside_0_to_4(write_scenario, value):
     service = f'\n[[service]]\nname = "s"\ncgroup = "app"\nrate_per_s = 100\ncost_us = 1000\ncost_cv = {value}'

@@ -94,6 +94,10 @@ def test_stored_rows_set_the_simulator_up_like_their_host():
     assert {(r["host"]["background_per_s"], r["host"]["background_us"], r["host"]["work_speed"], r["host"]["tick_latency_us"])
             for r in runs} == {(40.0, 200.0, 0.97, 9.0)}
     assert "period_timer_offset_us" not in runs[1]["host"]
+    assert "work_speed_cv" not in runs[0]["host"], "not measured, not assumed: every run the same"
+    assert {r["host"]["work_speed_cv"] for r in grid.stored_runs(host, row, 0.006)} == {0.006}, "assumed"
+    measured = {**row, "work_speed_cv": 0.012}
+    assert {r["host"]["work_speed_cv"] for r in grid.stored_runs(host, measured, 0.006)} == {0.012}, "measured wins"
 
 
 def test_a_stored_row_draws_its_own_median_or_the_mean():
@@ -174,3 +178,15 @@ def test_the_script_says_what_is_wrong_with_only_differing_in_one_line(tmp_path)
                            "--only-differing", str(path)], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"fidelity_grid.py: error: --only-differing {path}: not a regraded grid")
+
+
+@pytest.mark.parametrize("value, regrade", [("-0.01", True), ("0.2", True), ("nan", True), ("0.006", False)])
+def test_the_script_says_what_is_wrong_with_work_speed_cv_in_one_line(tmp_path, value, regrade):
+    import subprocess
+    import sys
+    path = tmp_path / "grid.json"
+    path.write_text("{}")
+    done = subprocess.run([sys.executable, str(Path(grid.__file__)), "--grid", "edge", *(["--regrade", str(path)] if regrade else []),
+                           "--work-speed-cv", value], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"fidelity_grid.py: error: --work-speed-cv {float(value)}: needs --regrade"), done.stderr

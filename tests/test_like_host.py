@@ -61,6 +61,8 @@ def test_the_rule_sets_the_machine_keys_like_the_host():
     assert (machine["hz"], kernel["profile"]) == (1000, _native.profile_for_release("6.1"))
     assert (machine["tick_jitter_us"], machine["timer_jitter_us"]) == (15.0, 15.0)  # uniform, median 7.5
     assert machine["work_speed"] == 0.975
+    assert "work_speed_cv" not in machine, "not measured: every run the same"
+    assert json.loads(_native.validate(scenario_text(), _native.like_host_overrides(json.dumps({**HOST, "work_speed_cv": 0.007}))))["machine"]["work_speed_cv"] == 0.007
     assert "uptime_s" not in machine, "unpaired: the simulator draws its own start"
     assert "machine.work_speed=1.0" in _native.like_host_overrides(json.dumps({**HOST, "work_speed": 1.01})), "faster: noise"
 
@@ -260,6 +262,8 @@ def test_a_real_probe_reports_this_host():
     # Two CPUs spun for 0.5 s each: a count of preemptions, each some time lost.
     assert host["background_per_s"] >= 0 and (host["background_us"] > 0) == (host["background_per_s"] > 0)
     assert 0.5 < host["work_speed"] < 1.1, host
+    # 0.5 s of 10 ms blocks on each CPU: a spread, small against the speed.
+    assert 0 < host["work_speed_cv"] < 0.1, host
     assert "period_timer_offset_us" not in host, "no cgroups, no period timers"
     resolved = json.loads(_native.validate(scenario_text(), _native.like_host_overrides(json.dumps(host))))
     assert (resolved["machine"]["background_per_s"], resolved["machine"]["background_us"]) == (host["background_per_s"], host["background_us"])

@@ -46,12 +46,15 @@ def main():
         cur[c] = (r.get("arg") if r["tg"] == 1 else None, t, r.get("arg") is None)
     sleep_us = 18600.0
     # A run phase is over when its thread has had run_us of work: run_us /
-    # work_speed of CPU (the simulator's runs are exact).
+    # work_speed of CPU, where the simulator's runs are exact. Where they
+    # spread (machine.work_speed_cv), over when it has had most of that and
+    # its next slice starts a whole sleep later (a sleep is exact).
     need_us = 10000.0 / (json.loads(host)["work_speed"] if host else 1.0) - 1.0
+    spread = bool(json.loads(host).get("work_speed_cv")) if host else any("work_speed_cv" in x for x in sys.argv)
     phases = []
     for tid, sl in slices.items():
         ph = None
-        for a, b, c in sl:
+        for i, (a, b, c) in enumerate(sl):
             if ph is None:
                 done = phases[-1] if phases and phases[-1]["tid"] == tid else None
                 wake = done["end"] + sleep_us if done else a
@@ -62,7 +65,8 @@ def main():
             ph["cpu_us"] += b - a
             ph["slices"] += 1
             ph["end"] = b
-            if ph["cpu_us"] >= need_us:
+            slept = i + 1 == len(sl) or sl[i + 1][0] - b >= sleep_us - 1.0
+            if ph["cpu_us"] >= need_us if not spread else (ph["cpu_us"] >= 0.8 * need_us and slept):
                 phases.append(ph)
                 ph = None
     sel = [p for p in phases if p["wake"] > 0.5e6 and p["end"] < 2.99e6]

@@ -12,9 +12,10 @@ export THROTTLELAB_START_DELAY_MS=500
 inst=/sys/kernel/tracing/instances/meet4-$$
 mkdir "$inst"
 trap 'echo 0 > $inst/tracing_on; rmdir $inst' EXIT
-echo 16384 > "$inst/buffer_size_kb"
-for e in sched/sched_switch sched/sched_waking sched/sched_wakeup sched/sched_wakeup_new \
-         sched/sched_migrate_task timer/hrtimer_start timer/hrtimer_expire_entry; do
+echo "${BUFFER_KB:-16384}" > "$inst/buffer_size_kb"
+# $EVENTS: another set of events (varwork7/trace.sh's).
+for e in ${EVENTS:-sched/sched_switch sched/sched_waking sched/sched_wakeup sched/sched_wakeup_new \
+         sched/sched_migrate_task timer/hrtimer_start timer/hrtimer_expire_entry}; do
   echo 1 > "$inst/events/$e/enable"
 done
 echo 1 > "$inst/tracing_on"

@@ -74,6 +74,7 @@ class Assumed:
             also += [f"HZ={h['hz']}"] if h.get("hz") else []
             also += [f"ticks {h['tick_latency_us']:.0f} us late"] if h.get("tick_latency_us") is not None else []
             also += [f"work speed {min(h['work_speed'], 1.0):.3f}"] if h.get("work_speed") is not None else []
+            also += [f"run to run cv {h['work_speed_cv']:.4f}"] if h.get("work_speed_cv") is not None else []
             where += f", probed {self.probed_at}: {', '.join(also)}"
         if self.capture:
             c = self.capture

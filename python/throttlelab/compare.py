@@ -91,9 +91,9 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The first run's host, its background activity averaged over all runs
     (the duration per preemption weighted by the preemptions; their lengths'
     median, the median of the runs' medians, over the runs that had a
-    preemption), its work speed averaged and the median of its ticks' lateness
-    where every run measured them; the start and the timer offsets, which
-    differ per run, are left out."""
+    preemption), its work speed and that speed's spread run to run averaged,
+    and the median of its ticks' lateness, where every run measured them;
+    the start and the timer offsets, which differ per run, are left out."""
     host = dict(hosts[0])
     host.pop("period_timer_offset_us", None)
     host.pop("uptime_s", None)
@@ -113,6 +113,10 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     host.pop("work_speed", None)
     if None not in speeds:
         host["work_speed"] = statistics.fmean(speeds)
+    spreads = [h.get("work_speed_cv") for h in hosts]
+    host.pop("work_speed_cv", None)
+    if None not in spreads:
+        host["work_speed_cv"] = statistics.fmean(spreads)
     return host
 
 

@@ -680,6 +680,7 @@ impl Probed {
             background_p50_us: self.background.p50_us,
             tick_latency_us: self.background.tick_latency_us,
             work_speed: Some(self.background.loops_per_cpu_us / self.loops_per_us),
+            work_speed_cv: self.background.work_speed_cv,
             period_timer_offset_us,
             uptime_s,
         }

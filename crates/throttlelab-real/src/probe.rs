@@ -32,7 +32,7 @@
 //! of translated code.
 
 use crate::timer_trace::Instance;
-use crate::worker::{now_ns, set_affinity, spin, thread_cpu_ns};
+use crate::worker::{calibrate, now_ns, set_affinity, spin, thread_cpu_ns};
 use std::collections::HashMap;
 use std::fs;
 use std::thread;
@@ -53,6 +53,10 @@ pub struct Background {
     /// Iterations of the calibrated loop per microsecond of the spinners' CPU
     /// time: against the calibration's, the host's work speed.
     pub loops_per_cpu_us: f64,
+    /// How much that speed varies from one run of work to the next: the
+    /// coefficient of variation of the CPU time of each `WORK_BLOCK_US` of
+    /// the loop (see [`work_speed_cv`]); None with too few blocks.
+    pub work_speed_cv: Option<f64>,
 }
 
 /// One spinner's count and loss.
@@ -65,6 +69,8 @@ struct Sample {
     /// Its schedstat ([`SchedStat`]) at the start and after each gap that
     /// was longer than the loop's step: (run_delay ns, pcount).
     sched_reads: Vec<(u64, u64)>,
+    /// Its thread's CPU clock at the end of each block of `block_iters`.
+    block_cpu_ns: Vec<u64>,
 }
 
 /// The calling thread's involuntary context switches so far (`ru_nivcsw`).
@@ -112,13 +118,14 @@ fn irregular(gap_ns: u64, fastest_ns: u64) -> bool {
     gap_ns > fastest_ns.saturating_add(fastest_ns / 2)
 }
 
-fn spin_on(cpu: usize, duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Sample, String> {
+fn spin_on(cpu: usize, duration_ns: u64, block_iters: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Sample, String> {
     set_affinity(&Some(vec![cpu]))?;
     let sched = SchedStat::open();
     // Room for a read at each tick of a 1000 Hz kernel, allocated before the clock starts.
     let mut sched_reads = Vec::with_capacity(2 * (duration_ns / 1_000_000) as usize + 2);
     sched_reads.extend(sched.as_ref().and_then(SchedStat::read));
     let (nivcsw0, cpu0) = (nivcsw(), thread_cpu_ns());
+    let mut block_cpu_ns = Vec::with_capacity((duration_ns / (WORK_BLOCK_US * 1_000) + 2) as usize);
     let start = now_ns();
     let (mut iters, mut last, mut fastest) = (0, start, u64::MAX);
     while last < start + duration_ns && !stop() {
@@ -131,11 +138,43 @@ fn spin_on(cpu: usize, duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Re
         }
         fastest = fastest.min(gap.max(MIN_STEP_NS));
         last = now_ns();
+        if iters % block_iters == 0 {
+            block_cpu_ns.push(thread_cpu_ns());
+        }
     }
     let wall_ns = now_ns() - start;
     let (nivcsw1, cpu1) = (nivcsw(), thread_cpu_ns());
     sched_reads.extend(sched.as_ref().and_then(SchedStat::read));
-    Ok(Sample { nivcsw: nivcsw1 - nivcsw0, wall_ns, cpu_ns: cpu1 - cpu0, iters, sched_reads })
+    Ok(Sample { nivcsw: nivcsw1 - nivcsw0, wall_ns, cpu_ns: cpu1 - cpu0, iters, sched_reads, block_cpu_ns })
+}
+
+/// The work a block of the probe's loop does, in microseconds at the
+/// calibrated speed: the run phase of the edge grid's run/sleep threads
+/// (docs/fidelity.md, "The worker's runs, run by run").
+const WORK_BLOCK_US: u64 = 10_000;
+
+/// Iterations in a block of `WORK_BLOCK_US` at `loops_per_us`, a whole
+/// number of the loop's steps between clock reads.
+fn block_iters(loops_per_us: f64) -> u64 {
+    ((WORK_BLOCK_US as f64 * loops_per_us / SPIN_ITERS as f64).round() as u64).max(1) * SPIN_ITERS
+}
+
+/// The spread of the CPU time the same work costs, block by block: the
+/// coefficient of variation of every spinner's blocks pooled (each block's
+/// CPU from the clock at its end less the one before; the first block of a
+/// spinner, from before its first read, is left out). The kernel charges a
+/// task the interrupts it takes (without IRQ_TIME_ACCOUNTING) and whatever
+/// slows the loop (a hypervisor's neighbours), as it does a worker's runs.
+/// None under 10 blocks.
+fn work_speed_cv(samples: &[Sample]) -> Option<f64> {
+    let blocks: Vec<f64> = samples.iter().flat_map(|s| s.block_cpu_ns.windows(2).map(|w| (w[1] - w[0]) as f64)).collect();
+    if blocks.len() < 10 {
+        return None;
+    }
+    let n = blocks.len() as f64;
+    let mean = blocks.iter().sum::<f64>() / n;
+    let var = blocks.iter().map(|b| (b - mean).powi(2)).sum::<f64>() / n;
+    (mean > 0.0).then(|| var.sqrt() / mean)
 }
 
 /// The lengths of a spinner's preemptions, in nanoseconds, from its
@@ -157,8 +196,9 @@ fn preemptions_ns(reads: &[(u64, u64)]) -> Vec<u64> {
 /// (a signal: Ctrl-C must not wait for the probe).
 pub fn background(cpus: &[usize], duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Background, String> {
     let trace = tick_latency_wanted().then(|| timer_events(&format!("throttlelab-probe-{}", std::process::id()))).flatten();
+    let block = block_iters(calibrate());
     let samples = thread::scope(|scope| {
-        let handles: Vec<_> = cpus.iter().map(|&c| scope.spawn(move || spin_on(c, duration_ns, stop))).collect();
+        let handles: Vec<_> = cpus.iter().map(|&c| scope.spawn(move || spin_on(c, duration_ns, block, stop))).collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("the probe panicked".into()))).collect::<Result<Vec<_>, _>>()
     })?;
     let tick_latency_us = trace.and_then(|t| {
@@ -232,6 +272,7 @@ fn summarise(samples: &[Sample]) -> Background {
         p50_us: lengths_ns.get(lengths_ns.len() / 2).map(|&ns| ns as f64 / 1e3),
         tick_latency_us: None,
         loops_per_cpu_us: if cpu_us > 0.0 { iters as f64 / cpu_us } else { 0.0 },
+        work_speed_cv: work_speed_cv(samples),
     }
 }
 
@@ -249,13 +290,13 @@ mod tests {
     #[test]
     fn rates_are_per_cpu_second() {
         let s = [
-            Sample { nivcsw: 10, wall_ns: 500_000_000, cpu_ns: 499_000_000, iters: 998_000_000, sched_reads: Vec::new() },
-            Sample { nivcsw: 30, wall_ns: 500_000_000, cpu_ns: 497_000_000, iters: 994_000_000, sched_reads: Vec::new() },
+            Sample { nivcsw: 10, wall_ns: 500_000_000, cpu_ns: 499_000_000, iters: 998_000_000, sched_reads: Vec::new(), block_cpu_ns: Vec::new() },
+            Sample { nivcsw: 30, wall_ns: 500_000_000, cpu_ns: 497_000_000, iters: 994_000_000, sched_reads: Vec::new(), block_cpu_ns: Vec::new() },
         ];
-        assert_eq!(summarise(&s), Background { per_s: 40.0, us: 100.0, p50_us: None, tick_latency_us: None, loops_per_cpu_us: 2_000.0 });
+        assert_eq!(summarise(&s), Background { per_s: 40.0, us: 100.0, p50_us: None, tick_latency_us: None, loops_per_cpu_us: 2_000.0, work_speed_cv: None });
         assert_eq!(
-            summarise(&[Sample { wall_ns: 1, cpu_ns: 1, nivcsw: 0, iters: 0, sched_reads: vec![(5_000, 1)] }]),
-            Background { per_s: 0.0, us: 0.0, p50_us: None, tick_latency_us: None, loops_per_cpu_us: 0.0 }
+            summarise(&[Sample { wall_ns: 1, cpu_ns: 1, nivcsw: 0, iters: 0, sched_reads: vec![(5_000, 1)], block_cpu_ns: Vec::new() }]),
+            Background { per_s: 0.0, us: 0.0, p50_us: None, tick_latency_us: None, loops_per_cpu_us: 0.0, work_speed_cv: None }
         );
     }
 
@@ -269,8 +310,8 @@ mod tests {
         assert_eq!(preemptions_ns(&[]), Vec::<u64>::new());
         // Two spinners pooled: the median of all five lengths (17, 20, 21, 35, 900 us).
         let s = [
-            Sample { nivcsw: 3, wall_ns: 1_000_000, cpu_ns: 0, iters: 0, sched_reads: reads[1..4].to_vec() },
-            Sample { nivcsw: 3, wall_ns: 1_000_000, cpu_ns: 0, iters: 0, sched_reads: vec![(0, 1), (17_000, 2), (37_000, 3), (72_000, 4)] },
+            Sample { nivcsw: 3, wall_ns: 1_000_000, cpu_ns: 0, iters: 0, sched_reads: reads[1..4].to_vec(), block_cpu_ns: Vec::new() },
+            Sample { nivcsw: 3, wall_ns: 1_000_000, cpu_ns: 0, iters: 0, sched_reads: vec![(0, 1), (17_000, 2), (37_000, 3), (72_000, 4)], block_cpu_ns: Vec::new() },
         ];
         assert_eq!(summarise(&s).p50_us, Some(21.0));
     }
@@ -290,6 +331,23 @@ mod tests {
         let Some(stat) = SchedStat::open() else { return };
         let (a, b) = (stat.read().unwrap(), stat.read().unwrap());
         assert!(b.0 >= a.0 && b.1 >= a.1, "{a:?} then {b:?}");
+    }
+
+    #[test]
+    fn the_work_speed_cv_is_the_spread_of_the_blocks_cpu_time() {
+        // Two spinners' clocks at their blocks' ends (the first read only starts the clock):
+        // six blocks of 10 ms, then 12, 8, 12 and 8 ms. Mean 10 ms, sd sqrt(4 x 4 / 10) ms.
+        let spinner = |clock_ms: &[u64]| Sample { block_cpu_ns: clock_ms.iter().map(|ms| ms * 1_000_000).collect(), ..Sample::default() };
+        let s = [spinner(&[3, 13, 23, 33, 43, 53, 63]), spinner(&[1, 13, 21, 33, 41])];
+        let cv = work_speed_cv(&s).unwrap();
+        assert!((cv - 1.6f64.sqrt() / 10.0).abs() < 1e-12, "{cv}");
+        // Under 10 blocks: not measured.
+        assert_eq!(work_speed_cv(&[spinner(&[0, 10, 20, 30])]), None);
+        let even: Vec<u64> = (0..12).map(|k| k * 10).collect();
+        assert_eq!(work_speed_cv(&[spinner(&even)]), Some(0.0));
+        // A block is a whole number of steps, about WORK_BLOCK_US at the calibration.
+        assert_eq!(block_iters(150.0), 1_500_000);
+        assert_eq!(block_iters(0.0), SPIN_ITERS);
     }
 
     #[test]

@@ -80,6 +80,9 @@ pub struct Thread {
     pub loops_done: i64,
     /// Work left in the current run phase, in ns at nominal speed.
     pub work_left: u64,
+    /// Run phases begun: the index of the next one's draw of its spread
+    /// (`machine.work_speed_cv`).
+    pub runs: u64,
     pub cpu_ns: u64,
     pub work_ns: u64,
     pub finished_at: Option<Time>,

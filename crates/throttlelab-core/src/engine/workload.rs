@@ -68,6 +68,7 @@ impl Sim<'_> {
             program: None,
             loops_done: 0,
             work_left: 0,
+            runs: 0,
             cpu_ns: 0,
             work_ns: 0,
             finished_at: None,
@@ -236,13 +237,19 @@ impl Sim<'_> {
     /// returns whether it now has work to run.
     fn next_phase(&mut self, tid: ThreadId, ti: usize) -> bool {
         self.threads[tid].state = ThreadState::Runnable;
+        let (seed, work_speed_cv) = (self.seed, self.scenario.machine.work_speed_cv);
         loop {
             let now = self.now;
             let th = &mut self.threads[tid];
             let program = th.program.as_mut().expect("a task's thread");
             match program.next(now, self.task_requests[ti].as_mut()) {
                 Step::Run { work_ns, window_rate } => {
-                    th.work_left = work_ns;
+                    // Each run its own work speed, where the machine's spreads.
+                    th.work_left = match work_speed_cv {
+                        Some(cv) => noise::spread_ns(seed, Stream::Work(tid), th.runs, work_ns, cv),
+                        None => work_ns,
+                    };
+                    th.runs += 1;
                     // 004 3.3: a deadline thread's runtime follows each window's rate.
                     if let Some(rate) = window_rate {
                         self.dl_window_entry(tid, rate);

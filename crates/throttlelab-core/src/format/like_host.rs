@@ -10,6 +10,7 @@ use crate::format::error::ScenarioError;
 use crate::vocab::output::Host;
 use crate::vocab::profile::Profile;
 use crate::format::scenario::{measured_background_p50_us, Scenario};
+use crate::format::validate::MAX_WORK_SPEED_CV;
 use toml::Value;
 
 impl Host {
@@ -38,6 +39,10 @@ impl Host {
             // The calibration is the fastest of several short runs: a longer
             // probe can beat it only by noise.
             set.push(format!("machine.work_speed={}", float(speed.min(1.0))));
+        }
+        if let Some(cv) = self.work_speed_cv {
+            // Its spread run to run, within what a scenario accepts.
+            set.push(format!("machine.work_speed_cv={}", float(cv.min(MAX_WORK_SPEED_CV))));
         }
         if let Some(latency_us) = self.tick_latency_us {
             // Uniform lateness in [0, 2 x median): the median the probe measured.
@@ -72,6 +77,7 @@ mod tests {
             background_p50_us: Some(15.0),
             tick_latency_us: Some(45.0),
             work_speed: Some(0.97),
+            work_speed_cv: Some(0.006),
             // "web": a group of another scenario, left out.
             period_timer_offset_us: BTreeMap::from([("app".into(), 4321.5), ("web".into(), 0.25)]),
             uptime_s: 1234.5,
@@ -86,11 +92,12 @@ mod tests {
     #[test]
     fn takes_the_hosts_kernel_background_and_interrupt_lateness() {
         let defaults = crate::load(SCENARIO, &[]).unwrap().machine;
-        let s = like(&Host { background_p50_us: None, tick_latency_us: None, work_speed: None, ..host() }, false);
+        let s = like(&Host { background_p50_us: None, tick_latency_us: None, work_speed: None, work_speed_cv: None, ..host() }, false);
         assert_eq!(s.machine.background_p50_us, None, "not measured: every preemption at the mean");
         assert_eq!((s.machine.tick_jitter_us, s.machine.timer_jitter_us), (defaults.tick_jitter_us, defaults.timer_jitter_us), "not measured: the defaults");
-        assert_eq!(s.machine.work_speed, 1.0);
+        assert_eq!((s.machine.work_speed, s.machine.work_speed_cv), (1.0, None), "not measured: every run the same");
         let s = like(&host(), false);
+        assert_eq!(s.machine.work_speed_cv, Some(0.006));
         assert_eq!((s.kernel.profile, s.machine.hz), (Profile::for_release("6.1").unwrap(), 1000));
         assert_eq!((s.machine.background_per_s, s.machine.background_us, s.machine.background_p50_us), (12.5, 40.0, Some(15.0)));
         let s = like(&Host { background_p50_us: Some(55.0), ..host() }, false);
@@ -101,6 +108,8 @@ mod tests {
         assert_eq!(s.machine.work_speed, 0.97);
         let s = like(&Host { work_speed: Some(1.002), ..host() }, false);
         assert_eq!(s.machine.work_speed, 1.0, "faster than the calibration: noise");
+        let s = like(&Host { work_speed_cv: Some(0.3), ..host() }, false);
+        assert_eq!(s.machine.work_speed_cv, Some(MAX_WORK_SPEED_CV), "beyond what a scenario takes: its bound");
         assert_eq!((s.machine.uptime_s, s.cgroups[0].period_timer_offset_us), (None, None), "unplaced: drawn");
         let s = like(&host(), true);
         assert_eq!((s.machine.uptime_s, s.cgroups[0].period_timer_offset_us), (Some(1234.5), Some(4321.5)));

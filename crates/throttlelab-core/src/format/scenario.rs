@@ -192,6 +192,14 @@ pub struct Machine {
     /// and `compare` passes what the probe measured (`host.work_speed`).
     #[serde(default = "default_work_speed")]
     pub work_speed: f64,
+    /// How much `work_speed` varies from one run phase to the next: the
+    /// coefficient of variation of a run phase's CPU time (a host charges
+    /// the same calibrated work differently run by run: its interrupts, its
+    /// hypervisor's neighbours). Given, each run phase's work is drawn
+    /// log-normal with its `run_us` as the mean and this spread; absent,
+    /// every run costs the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_speed_cv: Option<f64>,
     /// Each tick fires up to this late (uniform, seeded): interrupt latency.
     #[serde(default = "default_tick_jitter_us")]
     pub tick_jitter_us: f64,
@@ -269,6 +277,7 @@ impl Default for Machine {
             smt: default_smt(),
             smt_speed: Vec::new(),
             work_speed: default_work_speed(),
+            work_speed_cv: None,
             tick_jitter_us: default_tick_jitter_us(),
             timer_jitter_us: default_timer_jitter_us(),
             idle_exit_us: default_idle_exit_us(),

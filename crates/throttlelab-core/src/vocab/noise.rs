@@ -45,6 +45,9 @@ pub enum Stream {
     NewIdle(usize),
     /// Request costs of a service whose costs spread (`cost_cv`), by its index.
     Cost(usize),
+    /// Each run phase's CPU time, by thread, where the machine's work speed
+    /// spreads from run to run (`machine.work_speed_cv`).
+    Work(usize),
 }
 
 impl Stream {
@@ -63,6 +66,7 @@ impl Stream {
             Stream::NewIdle(c) => (11, c),
             Stream::Cost(s) => (12, s),
             Stream::BackgroundLength(c) => (13, c),
+            Stream::Work(t) => (14, t),
         };
         (tag << 56) ^ id as u64
     }
@@ -141,13 +145,20 @@ pub fn interarrival_ns(seed: u64, service: usize, n: u64, arrival: Arrival, rate
 /// `cost_ns` and coefficient of variation `cost_cv` (a real service's request
 /// costs spread, with a tail: pgbench's p90/p50 1.5, p99/p50 2.8).
 pub fn request_cost_ns(seed: u64, service: usize, n: u64, cost_ns: u64, cost_cv: f64) -> u64 {
-    if cost_cv <= 0.0 {
-        return cost_ns;
+    spread_ns(seed, Stream::Cost(service), n, cost_ns, cost_cv)
+}
+
+/// `mean_ns` itself where `cv` is 0, else draw `index` of `stream`: a
+/// lognormal with mean `mean_ns` and coefficient of variation `cv`, in ns
+/// and at least 1.
+pub fn spread_ns(seed: u64, stream: Stream, index: u64, mean_ns: u64, cv: f64) -> u64 {
+    if cv <= 0.0 {
+        return mean_ns;
     }
-    let z = standard_normal(seed, Stream::Cost(service), n);
-    let sigma2 = (1.0 + cost_cv * cost_cv).ln();
-    let cost = cost_ns as f64 * (sigma2.sqrt() * z - sigma2 / 2.0).exp();
-    (cost.round() as u64).max(1)
+    let z = standard_normal(seed, stream, index);
+    let sigma2 = (1.0 + cv * cv).ln();
+    let ns = mean_ns as f64 * (sigma2.sqrt() * z - sigma2 / 2.0).exp();
+    (ns.round() as u64).max(1)
 }
 
 #[cfg(test)]

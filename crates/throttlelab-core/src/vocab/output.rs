@@ -60,6 +60,12 @@ pub struct Host {
     /// scaled by it). None in documents from before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_speed: Option<f64>,
+    /// How much that speed varied from one 10 ms block of the loop to the
+    /// next during the probe: the coefficient of variation of each block's
+    /// CPU time (the simulator's `machine.work_speed_cv`). None in documents
+    /// from before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_speed_cv: Option<f64>,
     /// Per limited cgroup, where the kernel put its period timer: expiries
     /// fall on this offset plus whole periods of CLOCK_MONOTONIC (the
     /// simulator's `period_timer_offset_us`). Empty without tracefs.
