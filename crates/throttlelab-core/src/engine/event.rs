@@ -222,44 +222,48 @@ impl EventQueue {
         }
     }
 
-    /// Whether the next event is the earliest slot's (else the heap's top).
-    /// Keys are unique but for a tick and a period timer in that tick's
-    /// interrupt (same time, class 1, CPU): the tick (a slot) goes first.
-    fn next_is_slot(&self) -> Option<bool> {
+    /// Whether the next event is the earliest slot's (else the heap's top),
+    /// and when it runs (as of the last `flush`). Keys are unique but for a
+    /// tick and a period timer in that tick's interrupt (same time, class 1,
+    /// CPU): the tick (a slot) goes first.
+    fn next(&self) -> Option<(bool, Time)> {
         let slot = self.slots.first().map(|(_, k)| k);
         // Packed with the highest leaf, so that a tick still goes first.
         let last_leaf = self.slots.events.len() - 1;
         let heap = self.heap.peek().map(|Reverse((t, c, o, _))| self.slots.pack(key(*t, *c, *o), last_leaf));
-        match (slot, heap) {
-            (None, None) => None,
-            (Some(s), Some(h)) => Some(s <= h),
-            (s, _) => Some(s.is_some()),
-        }
+        let is_slot = match (slot, heap) {
+            (None, None) => return None,
+            (Some(s), Some(h)) => s <= h,
+            (s, _) => s.is_some(),
+        };
+        let k = if is_slot { slot } else { heap }.expect("the one chosen is pending");
+        Some((is_slot, (k >> 64) as Time))
     }
 
     pub fn peek_time(&mut self) -> Option<Time> {
         self.slots.flush();
-        let slot = self.slots.first().map(|(_, k)| (k >> 64) as Time);
-        let heap = self.heap.peek().map(|Reverse((t, _, _, _))| *t);
-        match (slot, heap) {
-            (Some(s), Some(h)) => Some(s.min(h)),
-            (s, h) => s.or(h),
-        }
+        self.next().map(|(_, t)| t)
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
+        self.pop_until(Time::MAX)
+    }
+
+    /// Pop the next event if it runs at or before `end`: `peek_time` and
+    /// `pop` in one flush and one comparison of the slots with the heap.
+    pub fn pop_until(&mut self, end: Time) -> Option<(Time, Event)> {
         self.slots.flush();
-        let (t, ev) = if self.next_is_slot()? {
-            let (leaf, k) = self.slots.first().expect("a slot is pending");
+        let (is_slot, t) = self.next().filter(|&(_, t)| t <= end)?;
+        let ev = if is_slot {
+            let (leaf, _) = self.slots.first().expect("a slot is pending");
             let ev = self.slots.events[leaf];
             // Emptied at the next flush, unless its dispatch re-arms it
             // first (a `Tick` its tick, a `RunDone` the next thread's): one
             // walk up the tree, not two.
             self.slots.arm(leaf, EMPTY, Event::Sample(0));
-            ((k >> 64) as Time, ev)
+            ev
         } else {
-            let Reverse((t, _, _, ev)) = self.heap.pop().expect("the heap is not empty");
-            (t, ev)
+            self.heap.pop().expect("the heap is not empty").0 .3
         };
         self.processed += 1;
         Some((t, ev))
