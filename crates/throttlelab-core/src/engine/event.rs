@@ -240,11 +240,13 @@ impl EventQueue {
         Some((is_slot, (k >> 64) as Time))
     }
 
+    #[cfg(test)]
     pub fn peek_time(&mut self) -> Option<Time> {
         self.slots.flush();
         self.next().map(|(_, t)| t)
     }
 
+    #[cfg(test)]
     pub fn pop(&mut self) -> Option<(Time, Event)> {
         self.pop_until(Time::MAX)
     }
