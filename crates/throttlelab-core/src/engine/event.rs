@@ -143,6 +143,7 @@ impl Slots {
 
     /// Arm `leaf` with `ev` at `k` (`EMPTY`: cancel it); the tree learns it at `flush`.
     fn arm(&mut self, leaf: usize, k: Packed, ev: Event) {
+        debug_assert!(leaf < self.armed.len(), "flush masks the leaf");
         self.events[leaf] = ev;
         self.armed[leaf] = k;
         self.changed.push(leaf);
@@ -150,27 +151,31 @@ impl Slots {
 
     /// Bring the tree up to date with the leaves armed since the last flush:
     /// one walk per leaf, whatever the number of times it was armed.
+    ///
+    /// Every index is masked by the length less one (a power of two, not
+    /// zero): the compiler proves it in bounds, so the walk has no checks.
     fn flush(&mut self) {
-        let n = self.events.len();
-        while let Some(leaf) = self.changed.pop() {
-            let k = self.armed[leaf];
-            if self.node[n + leaf] != k {
-                self.set(n + leaf, k);
-            }
+        let (node, armed) = (&mut self.node[..], &self.armed[..]);
+        let (n, node_mask, leaf_mask) = (armed.len(), node.len() - 1, armed.len() - 1);
+        if node.is_empty() || armed.is_empty() {
+            return;
         }
-    }
-
-    /// Set node `i` (a leaf's) to `k` and the least keys above it.
-    fn set(&mut self, mut i: usize, k: Packed) {
-        self.node[i] = k;
-        while i > 1 {
-            let least = self.node[i].min(self.node[i ^ 1]);
-            i /= 2;
-            if self.node[i] == least {
-                // This subtree's least is unchanged, and so is every one above.
-                break;
+        while let Some(leaf) = self.changed.pop() {
+            let k = armed[leaf & leaf_mask];
+            let mut i = (n + leaf) & node_mask;
+            if node[i] == k {
+                continue;
             }
-            self.node[i] = least;
+            node[i] = k;
+            while i > 1 {
+                let least = node[i & node_mask].min(node[(i ^ 1) & node_mask]);
+                i = (i / 2) & node_mask;
+                if node[i] == least {
+                    // This subtree's least is unchanged, and so is every one above.
+                    break;
+                }
+                node[i] = least;
+            }
         }
     }
 
