@@ -1,9 +1,9 @@
 #!/bin/bash
 # issue 36 / speed6: instructions of the engine alone on the busy built-ins, shortened
 # (2 s, 1 s, 0.3 s), as each change's delta was measured: docs/engine-speed6/callgrind.sh TAG
-# (run from the worktree; profiles in /tmp/speed6/cg-TAG-N.out).
+# (run from the worktree; profiles in /tmp/speed6/cg-TAG-N.out, or $OUT).
 set -eu
-tag=$1 out=/tmp/speed6
+tag=$1 out=${OUT:-/tmp/speed6}
 mkdir -p $out
 CARGO_PROFILE_RELEASE_DEBUG=line-tables-only cargo build -q --release --example simulate -p throttlelab-core
 for n in 8 64 256; do

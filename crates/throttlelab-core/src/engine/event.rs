@@ -143,6 +143,7 @@ impl Slots {
 
     /// Arm `leaf` with `ev` at `k` (`EMPTY`: cancel it); the tree learns it at `flush`.
     fn arm(&mut self, leaf: usize, k: Packed, ev: Event) {
+        debug_assert!(leaf < self.armed.len(), "flush masks the leaf");
         self.events[leaf] = ev;
         self.armed[leaf] = k;
         self.changed.push(leaf);
@@ -150,27 +151,31 @@ impl Slots {
 
     /// Bring the tree up to date with the leaves armed since the last flush:
     /// one walk per leaf, whatever the number of times it was armed.
+    ///
+    /// Every index is masked by the length less one (a power of two, not
+    /// zero): the compiler proves it in bounds, so the walk has no checks.
     fn flush(&mut self) {
-        let n = self.events.len();
-        while let Some(leaf) = self.changed.pop() {
-            let k = self.armed[leaf];
-            if self.node[n + leaf] != k {
-                self.set(n + leaf, k);
-            }
+        let (node, armed) = (&mut self.node[..], &self.armed[..]);
+        let (n, node_mask, leaf_mask) = (armed.len(), node.len() - 1, armed.len() - 1);
+        if node.is_empty() || armed.is_empty() {
+            return;
         }
-    }
-
-    /// Set node `i` (a leaf's) to `k` and the least keys above it.
-    fn set(&mut self, mut i: usize, k: Packed) {
-        self.node[i] = k;
-        while i > 1 {
-            let least = self.node[i].min(self.node[i ^ 1]);
-            i /= 2;
-            if self.node[i] == least {
-                // This subtree's least is unchanged, and so is every one above.
-                break;
+        while let Some(leaf) = self.changed.pop() {
+            let k = armed[leaf & leaf_mask];
+            let mut i = (n + leaf) & node_mask;
+            if node[i] == k {
+                continue;
             }
-            self.node[i] = least;
+            node[i] = k;
+            while i > 1 {
+                let least = node[i & node_mask].min(node[(i ^ 1) & node_mask]);
+                i = (i / 2) & node_mask;
+                if node[i] == least {
+                    // This subtree's least is unchanged, and so is every one above.
+                    break;
+                }
+                node[i] = least;
+            }
         }
     }
 
@@ -222,44 +227,50 @@ impl EventQueue {
         }
     }
 
-    /// Whether the next event is the earliest slot's (else the heap's top).
-    /// Keys are unique but for a tick and a period timer in that tick's
-    /// interrupt (same time, class 1, CPU): the tick (a slot) goes first.
-    fn next_is_slot(&self) -> Option<bool> {
+    /// Whether the next event is the earliest slot's (else the heap's top),
+    /// and when it runs (as of the last `flush`). Keys are unique but for a
+    /// tick and a period timer in that tick's interrupt (same time, class 1,
+    /// CPU): the tick (a slot) goes first.
+    fn next(&self) -> Option<(bool, Time)> {
         let slot = self.slots.first().map(|(_, k)| k);
         // Packed with the highest leaf, so that a tick still goes first.
         let last_leaf = self.slots.events.len() - 1;
         let heap = self.heap.peek().map(|Reverse((t, c, o, _))| self.slots.pack(key(*t, *c, *o), last_leaf));
-        match (slot, heap) {
-            (None, None) => None,
-            (Some(s), Some(h)) => Some(s <= h),
-            (s, _) => Some(s.is_some()),
-        }
+        let is_slot = match (slot, heap) {
+            (None, None) => return None,
+            (Some(s), Some(h)) => s <= h,
+            (s, _) => s.is_some(),
+        };
+        let k = if is_slot { slot } else { heap }.expect("the one chosen is pending");
+        Some((is_slot, (k >> 64) as Time))
     }
 
+    #[cfg(test)]
     pub fn peek_time(&mut self) -> Option<Time> {
         self.slots.flush();
-        let slot = self.slots.first().map(|(_, k)| (k >> 64) as Time);
-        let heap = self.heap.peek().map(|Reverse((t, _, _, _))| *t);
-        match (slot, heap) {
-            (Some(s), Some(h)) => Some(s.min(h)),
-            (s, h) => s.or(h),
-        }
+        self.next().map(|(_, t)| t)
     }
 
+    #[cfg(test)]
     pub fn pop(&mut self) -> Option<(Time, Event)> {
+        self.pop_until(Time::MAX)
+    }
+
+    /// Pop the next event if it runs at or before `end`: `peek_time` and
+    /// `pop` in one flush and one comparison of the slots with the heap.
+    pub fn pop_until(&mut self, end: Time) -> Option<(Time, Event)> {
         self.slots.flush();
-        let (t, ev) = if self.next_is_slot()? {
-            let (leaf, k) = self.slots.first().expect("a slot is pending");
+        let (is_slot, t) = self.next().filter(|&(_, t)| t <= end)?;
+        let ev = if is_slot {
+            let (leaf, _) = self.slots.first().expect("a slot is pending");
             let ev = self.slots.events[leaf];
             // Emptied at the next flush, unless its dispatch re-arms it
             // first (a `Tick` its tick, a `RunDone` the next thread's): one
             // walk up the tree, not two.
             self.slots.arm(leaf, EMPTY, Event::Sample(0));
-            ((k >> 64) as Time, ev)
+            ev
         } else {
-            let Reverse((t, _, _, ev)) = self.heap.pop().expect("the heap is not empty");
-            (t, ev)
+            self.heap.pop().expect("the heap is not empty").0 .3
         };
         self.processed += 1;
         Some((t, ev))

@@ -276,12 +276,13 @@ impl Sim<'_> {
     /// Weighted average vruntime of the entities on `rq` (EEVDF's zero-lag point).
     fn avg_vruntime(&self, rq: CfsRqId) -> u64 {
         let c = &self.cfs_rqs[rq];
-        let (mut sum, mut w) = (0u128, 0u128);
+        let (mut sum, mut w) = (0u128, 0u64);
         for s in c.queue.iter().copied().chain(c.curr.filter(|&s| self.ses[s].on_rq)) {
             sum += self.ses[s].vruntime as u128 * self.ses[s].weight as u128;
-            w += self.ses[s].weight as u128;
+            w += self.ses[s].weight;
         }
-        sum.checked_div(w).map_or(c.min_vruntime, |v| v as u64)
+        // The weights' sum fits in 64 bits; the quotient's bits as the u128 division's.
+        if w == 0 { c.min_vruntime } else { div_rem(sum, w).0 as u64 }
     }
 
     /// `place_entity`: the vruntime (and deadline) an entity gets on enqueue.

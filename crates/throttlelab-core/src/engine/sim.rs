@@ -254,11 +254,8 @@ impl<'s> Sim<'s> {
     /// Dispatch the events to the end; returns when that is.
     pub(crate) fn run_events(&mut self) -> Time {
         let until_done = self.scenario.duration_s.is_none();
-        while let Some(t) = self.events.peek_time() {
-            if t > self.end || (until_done && self.finite_left == 0) {
-                break;
-            }
-            let (t, ev) = self.events.pop().expect("peeked");
+        while !(until_done && self.finite_left == 0) {
+            let Some((t, ev)) = self.events.pop_until(self.end) else { break };
             self.now = t;
             self.dispatch(ev);
             self.finish_event();

@@ -59,13 +59,7 @@ impl TickGrid {
     /// The first tick index on `cpu` that runs at or after `t`, from index
     /// `from`, and when it runs.
     pub fn first_at_or_after(&self, cpu: CpuId, t: Time, from: u64) -> (u64, Time) {
-        let tick = self.tick_ns;
-        let mut k = (t.saturating_sub(self.phase_ns + self.jitter_ns + tick) / tick).max(from);
-        // Skip, without computing their latency, the ticks that run before
-        // `t` even at the largest latency (`jitter_ns - 1`): the loop below
-        // would pass them, so the answer is the same.
-        let latest = self.base(cpu) + self.jitter_ns.saturating_sub(1);
-        k = k.max(t.saturating_sub(latest).div_ceil(tick));
+        let mut k = self.first_candidate(cpu, t, from);
         loop {
             let at = self.tick_time(cpu, k);
             if at >= t {
@@ -73,6 +67,28 @@ impl TickGrid {
             }
             k += 1;
         }
+    }
+
+    /// The same index, without when it runs: a tick that expires at or
+    /// after `t` runs at or after it whatever its latency, so it takes no
+    /// draw.
+    pub fn first_index_at_or_after(&self, cpu: CpuId, t: Time, from: u64) -> u64 {
+        let mut k = self.first_candidate(cpu, t, from);
+        while self.base(cpu) + k * self.tick_ns < t && self.tick_time(cpu, k) < t {
+            k += 1;
+        }
+        k
+    }
+
+    /// Where the search starts: from `from`, skipping, without computing
+    /// their latency, the ticks that run before `t` even at the largest
+    /// latency (`jitter_ns - 1`). The skew is under a tick, so this is never
+    /// before `(t - phase_ns - jitter_ns) / tick_ns - 1`, a bound the search
+    /// once took first.
+    fn first_candidate(&self, cpu: CpuId, t: Time, from: u64) -> u64 {
+        debug_assert!(self.skew_ns * cpu as u64 <= self.tick_ns, "skew_tick spreads half a tick");
+        let latest = self.base(cpu) + self.jitter_ns.saturating_sub(1);
+        t.saturating_sub(latest).div_ceil(self.tick_ns).max(from)
     }
 }
 
@@ -116,7 +132,11 @@ impl Sim<'_> {
 
     /// The first tick index on `cpu` at or after `t` (and not before `next_tick`).
     pub(crate) fn first_tick_at_or_after(&self, cpu: CpuId, t: Time) -> u64 {
-        self.first_tick_at_or_after_timed(cpu, t).0
+        let rq = &self.rqs[cpu];
+        if rq.next_tick_at >= t {
+            return rq.next_tick;
+        }
+        self.ticks.first_index_at_or_after(cpu, t, rq.next_tick)
     }
 
     /// The same, and when that tick runs. When `next_tick` itself runs at or
@@ -287,6 +307,29 @@ mod tests {
         assert_eq!(g.first_at_or_after(0, 9 * MS + 1, 0).0, 3);
         assert_eq!(g.first_at_or_after(0, 9 * MS, 5).0, 5, "never before `from`");
         assert_eq!(g.first_at_or_after(0, 0, 0), (0, MS));
+    }
+
+    /// The index alone (no draw where the expiry decides) is the index of
+    /// the search with every latency drawn; and the search is the one that
+    /// started from the bound it no longer takes, at every time around the ticks.
+    #[test]
+    fn the_index_alone_and_the_one_bound_are_the_search_with_both() {
+        for jitter in [0, 1, 300_000, 4 * MS - 1] {
+            let g = grid(jitter);
+            for cpu in 0..4 {
+                for t in (0..40 * MS).step_by(9_973).chain([MS, MS + 1, 5 * MS + MS / 2]) {
+                    for from in [0, 3] {
+                        let found = g.first_at_or_after(cpu, t, from);
+                        let mut k = (t.saturating_sub(g.phase_ns + g.jitter_ns + g.tick_ns) / g.tick_ns).max(from);
+                        while g.tick_time(cpu, k) < t {
+                            k += 1;
+                        }
+                        assert_eq!(found, (k, g.tick_time(cpu, k)), "jitter {jitter} cpu {cpu} t {t} from {from}");
+                        assert_eq!(g.first_index_at_or_after(cpu, t, from), k, "jitter {jitter} cpu {cpu} t {t} from {from}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
