@@ -209,7 +209,7 @@ def measured(kernel: list[dict]) -> dict:
     }
 
 
-def stored_runs(host: dict, row: dict, median: bool = True, work_speed_cv: float | None = None) -> list[dict]:
+def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: float | None = None) -> list[dict]:
     """A stored row's kernel runs, as far as the simulator's setup needs them:
     each run's host (the configuration's mean background and work speed, its
     start, its timer; a row from before the probe timed the work takes the

@@ -95,9 +95,9 @@ def test_stored_rows_set_the_simulator_up_like_their_host():
             for r in runs} == {(40.0, 200.0, 0.97, 9.0)}
     assert "period_timer_offset_us" not in runs[1]["host"]
     assert "work_speed_cv" not in runs[0]["host"], "not measured, not assumed: every run the same"
-    assert {r["host"]["work_speed_cv"] for r in grid.stored_runs(host, row, 0.006)} == {0.006}, "assumed"
+    assert {r["host"]["work_speed_cv"] for r in grid.stored_runs(host, row, work_speed_cv=0.006)} == {0.006}, "assumed"
     measured = {**row, "work_speed_cv": 0.012}
-    assert {r["host"]["work_speed_cv"] for r in grid.stored_runs(host, measured, 0.006)} == {0.012}, "measured wins"
+    assert {r["host"]["work_speed_cv"] for r in grid.stored_runs(host, measured, work_speed_cv=0.006)} == {0.012}, "measured wins"
 
 
 def test_a_stored_row_draws_its_own_median_or_the_mean():
