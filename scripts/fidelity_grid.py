@@ -69,10 +69,10 @@ from rich.progress import Progress
 from throttlelab import vm
 from throttlelab._native import scenario_toml
 from throttlelab.compare import Stats, kernel_runs, mean_host, same_distribution, simulator_runs
+from throttlelab.runner import Run, Runner
 
 # machine.work_speed_cv's bound (crates/throttlelab-core/src/format/validate.rs).
 MAX_WORK_SPEED_CV = 0.1
-from throttlelab.runner import Run, Runner
 
 #: Each workload's phases: a spinner, and a thread that runs 6 ms and sleeps
 #: 4 ms (0.6 of a CPU in bursts, which a short period sees and a long one averages).
@@ -190,17 +190,18 @@ def configurations(grid: Grid):
 def measured(kernel: list[dict]) -> dict:
     """What a configuration's kernel runs measured, as a grid row keeps it."""
     app = lambda metric: [d["cgroups"]["app"][metric] for d in kernel]  # noqa: E731
+    host = mean_host([r["host"] for r in kernel])
     return {
         "kernel_ratio": app("throttled_ratio"),
         "kernel_throttled_ms": statistics.fmean(app("throttled_usec")) / 1e3,
         "kernel_usage_s": statistics.fmean(app("usage_usec")) / 1e6,
         "background_per_s": statistics.fmean(r["host"]["background_per_s"] for r in kernel),
         "background_us": statistics.fmean(r["host"]["background_us"] for r in kernel),
-        "work_speed": mean_host([r["host"] for r in kernel]).get("work_speed"),
-        "work_speed_cv": mean_host([r["host"] for r in kernel]).get("work_speed_cv"),
-        "tick_latency_us": mean_host([r["host"] for r in kernel]).get("tick_latency_us"),
+        "work_speed": host.get("work_speed"),
+        "work_speed_cv": host.get("work_speed_cv"),
+        "tick_latency_us": host.get("tick_latency_us"),
         # The median of the runs' preemption medians, as compare combines them (None before the probe measured one).
-        "background_p50_us": mean_host([r["host"] for r in kernel]).get("background_p50_us"),
+        "background_p50_us": host.get("background_p50_us"),
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in kernel],
         "uptime_s": [r["host"]["uptime_s"] for r in kernel],
         # Periods between the controller's two cpu.stat reads: a spinner's group
