@@ -283,7 +283,7 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 
 #: What a grid row keeps of the kernel's runs (`measured`).
 KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "background_p50_us",
-               "work_speed", "tick_latency_us", "timer_offset_us", "uptime_s", "kernel_nr_periods")
+               "work_speed", "work_speed_cv", "tick_latency_us", "timer_offset_us", "uptime_s", "kernel_nr_periods")
 
 
 def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None,

@@ -79,6 +79,13 @@ def test_a_hold_keeps_its_rows_and_the_next_measures_the_rest(tmp_path):
     assert json.loads(out.with_suffix(".json").read_text())["rows"][:2] == stored["rows"]
 
 
+def test_a_regrade_keeps_every_key_a_measurement_wrote():
+    # A regraded row keeps KERNEL_KEYS of the stored one: a key measured() writes and it
+    # lacks would be lost at the first regrade (work_speed_cv was).
+    written = grid.measured([json.loads(d) for d in _kernel_run("", range(3), 0)])
+    assert set(written) == set(grid.KERNEL_KEYS)
+
+
 def test_no_row_starts_after_max_minutes(tmp_path):
     out = tmp_path / "edge.md"
     done = grid.measure(grid.edge_configurations(), _args(out, max_minutes=1e-9), _kernel_run, None)
