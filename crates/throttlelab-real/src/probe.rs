@@ -124,8 +124,8 @@ fn spin_on(cpu: usize, duration_ns: u64, block_iters: u64, stop: &(dyn Fn() -> b
     // Room for a read at each tick of a 1000 Hz kernel, allocated before the clock starts.
     let mut sched_reads = Vec::with_capacity(2 * (duration_ns / 1_000_000) as usize + 2);
     sched_reads.extend(sched.as_ref().and_then(SchedStat::read));
-    let (nivcsw0, cpu0) = (nivcsw(), thread_cpu_ns());
     let mut block_cpu_ns = Vec::with_capacity((duration_ns / (WORK_BLOCK_US * 1_000) + 2) as usize);
+    let (nivcsw0, cpu0) = (nivcsw(), thread_cpu_ns());
     let start = now_ns();
     let (mut iters, mut last, mut fastest) = (0, start, u64::MAX);
     while last < start + duration_ns && !stop() {
@@ -136,11 +136,12 @@ fn spin_on(cpu: usize, duration_ns: u64, block_iters: u64, stop: &(dyn Fn() -> b
         if irregular(gap, fastest) {
             sched_reads.extend(sched.as_ref().and_then(SchedStat::read));
         }
-        fastest = fastest.min(gap.max(MIN_STEP_NS));
-        last = now_ns();
         if iters % block_iters == 0 {
             block_cpu_ns.push(thread_cpu_ns());
         }
+        fastest = fastest.min(gap.max(MIN_STEP_NS));
+        // After the reads: the next step's gap is the loop's alone.
+        last = now_ns();
     }
     let wall_ns = now_ns() - start;
     let (nivcsw1, cpu1) = (nivcsw(), thread_cpu_ns());
