@@ -156,10 +156,10 @@ impl Slots {
     /// zero): the compiler proves it in bounds, so the walk has no checks.
     fn flush(&mut self) {
         let (node, armed) = (&mut self.node[..], &self.armed[..]);
-        let (n, node_mask, leaf_mask) = (armed.len(), node.len() - 1, armed.len() - 1);
         if node.is_empty() || armed.is_empty() {
             return;
         }
+        let (n, node_mask, leaf_mask) = (armed.len(), node.len() - 1, armed.len() - 1);
         while let Some(leaf) = self.changed.pop() {
             let k = armed[leaf & leaf_mask];
             let mut i = (n + leaf) & node_mask;
