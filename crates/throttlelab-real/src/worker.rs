@@ -1026,8 +1026,10 @@ mod tests {
     #[test]
     fn captured_threads_take_requests_and_wake_each_other() {
         let ms = 1_000_000;
-        let a = captured_task(0, vec![Phase::SleepUntil(30 * ms), Phase::Run(ms), Phase::Wake(1), Phase::Sleep(ms)]);
-        let b = captured_task(1, vec![Phase::Wait, Phase::Run(ms), Phase::Schedule(2 * ms), Phase::Run(ms)]);
+        // Busy wall time (`Runtime`), not calibrated work: a calibration taken
+        // while other tests load both CPUs finishes `Run(ms)` in under 1 ms.
+        let a = captured_task(0, vec![Phase::SleepUntil(30 * ms), Phase::Runtime(ms), Phase::Wake(1), Phase::Sleep(ms)]);
+        let b = captured_task(1, vec![Phase::Wait, Phase::Runtime(ms), Phase::Schedule(2 * ms), Phase::Runtime(ms)]);
         let now = now_ns();
         let run = Arc::new(Run::new(now, now + 5_000_000_000, calibrate(), vec![0, 1]));
         let woken = {
