@@ -67,12 +67,9 @@ from pathlib import Path
 from rich.progress import Progress
 
 from throttlelab import vm
-from throttlelab._native import scenario_toml
+from throttlelab._native import ScenarioError, scenario_toml, validate
 from throttlelab.compare import Stats, kernel_runs, mean_host, same_distribution, simulator_runs
 from throttlelab.runner import Run, Runner
-
-# machine.work_speed_cv's bound (crates/throttlelab-core/src/format/validate.rs).
-MAX_WORK_SPEED_CV = 0.1
 
 #: Each workload's phases: a spinner, and a thread that runs 6 ms and sleeps
 #: 4 ms (0.6 of a CPU in bursts, which a short period sees and a long one averages).
@@ -208,6 +205,19 @@ def measured(kernel: list[dict]) -> dict:
         # counts every period, so fewer than duration / period says a read was late.
         "kernel_nr_periods": [r["cgroups"]["app"].get("nr_periods") for r in kernel],
     }
+
+
+def work_speed_cv_problem(cv: float, regrade: Path | None) -> str | None:
+    """Why ``--work-speed-cv cv`` cannot be taken, or None: it needs --regrade,
+    and the core's validation holds its bound (``machine.work_speed_cv``)."""
+    if not regrade:
+        return "needs --regrade"
+    spinner = scenario_toml("", {"name": "spin", "duration_s": 1, "task": [{"name": "t", "phases": WORKLOADS["spin"]}]})
+    try:
+        validate(spinner, [f"machine.work_speed_cv={cv}"])
+    except ScenarioError as e:
+        return str(e)
+    return None
 
 
 def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: float | None = None) -> list[dict]:
@@ -441,9 +451,8 @@ def main() -> None:
         except ValueError as e:
             print(f"fidelity_grid.py: error: {e}", file=sys.stderr)
             sys.exit(2)
-    if args.work_speed_cv is not None and not (args.regrade and 0 <= args.work_speed_cv <= MAX_WORK_SPEED_CV):
-        print(f"fidelity_grid.py: error: --work-speed-cv {args.work_speed_cv}: needs --regrade and a spread in "
-              f"[0, {MAX_WORK_SPEED_CV}] (machine.work_speed_cv)", file=sys.stderr)
+    if args.work_speed_cv is not None and (problem := work_speed_cv_problem(args.work_speed_cv, args.regrade)):
+        print(f"fidelity_grid.py: error: --work-speed-cv {args.work_speed_cv}: {problem}", file=sys.stderr)
         sys.exit(2)
     if args.regrade:
         stored = json.loads(args.regrade.read_text())

@@ -187,8 +187,13 @@ def test_the_script_says_what_is_wrong_with_only_differing_in_one_line(tmp_path)
     assert done.stderr.startswith(f"fidelity_grid.py: error: --only-differing {path}: not a regraded grid")
 
 
-@pytest.mark.parametrize("value, regrade", [("-0.01", True), ("0.2", True), ("nan", True), ("0.006", False)])
-def test_the_script_says_what_is_wrong_with_work_speed_cv_in_one_line(tmp_path, value, regrade):
+@pytest.mark.parametrize("value, regrade, says", [
+    ("-0.01", True, "machine.work_speed_cv: must be in [0, 0.1], got -0.01"),
+    ("0.2", True, "machine.work_speed_cv: must be in [0, 0.1], got 0.2"),
+    ("nan", True, "machine.work_speed_cv: must be in [0, 0.1], got NaN"),
+    ("0.006", False, "needs --regrade"),
+])
+def test_the_script_says_what_is_wrong_with_work_speed_cv_in_one_line(tmp_path, value, regrade, says):
     import subprocess
     import sys
     path = tmp_path / "grid.json"
@@ -196,4 +201,4 @@ def test_the_script_says_what_is_wrong_with_work_speed_cv_in_one_line(tmp_path, 
     done = subprocess.run([sys.executable, str(Path(grid.__file__)), "--grid", "edge", *(["--regrade", str(path)] if regrade else []),
                            "--work-speed-cv", value], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith(f"fidelity_grid.py: error: --work-speed-cv {float(value)}: needs --regrade"), done.stderr
+    assert done.stderr == f"fidelity_grid.py: error: --work-speed-cv {float(value)}: {says}\n", done.stderr
