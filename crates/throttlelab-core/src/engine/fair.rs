@@ -443,16 +443,21 @@ impl Sim<'_> {
     /// entity with the earliest virtual deadline (EEVDF).
     fn pick_next_entity(&self, rq: CfsRqId) -> Option<SeId> {
         let q = &self.cfs_rqs[rq].queue;
-        let by_vruntime = q.iter().copied().min_by_key(|&s| (self.ses[s].vruntime, s));
+        // A lone queued entity is the pick, eligible or not (the fallback
+        // is the least vruntime): no average to compute.
+        if q.len() <= 1 {
+            return q.first().copied();
+        }
+        let by_vruntime = || q.iter().copied().min_by_key(|&s| (self.ses[s].vruntime, s));
         if !self.profile.has_eevdf() {
-            return by_vruntime;
+            return by_vruntime();
         }
         let v = self.avg_vruntime(rq);
         q.iter()
             .copied()
             .filter(|&s| self.ses[s].vruntime <= v)
             .min_by_key(|&s| (self.ses[s].deadline, s))
-            .or(by_vruntime)
+            .or_else(by_vruntime)
     }
 
     fn set_next_entity(&mut self, rq: CfsRqId, se: SeId) {
