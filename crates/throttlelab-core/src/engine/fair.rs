@@ -163,8 +163,13 @@ fn calc_delta_fair(delta: u64, weight: u64) -> u64 {
 }
 
 /// `(n / d, n % d)` for `d > 0`: in 64 bits when `n` fits (the same quotient
-/// and remainder, without the call to the 128-bit division).
+/// and remainder, without the call to the 128-bit division), and by a shift
+/// at `NICE_0_LOAD` (a task's weight, and a lone task's runqueue's), which
+/// spares the division's latency on most calls.
 fn div_rem(n: u128, d: u64) -> (u128, u64) {
+    if d == NICE_0_LOAD {
+        return (n >> NICE_0_LOAD.trailing_zeros(), (n as u64) & (NICE_0_LOAD - 1));
+    }
     match u64::try_from(n) {
         Ok(n) => ((n / d) as u128, n % d),
         Err(_) => (n / d as u128, (n % d as u128) as u64),
@@ -443,16 +448,21 @@ impl Sim<'_> {
     /// entity with the earliest virtual deadline (EEVDF).
     fn pick_next_entity(&self, rq: CfsRqId) -> Option<SeId> {
         let q = &self.cfs_rqs[rq].queue;
-        let by_vruntime = q.iter().copied().min_by_key(|&s| (self.ses[s].vruntime, s));
+        // A lone queued entity is the pick, eligible or not (the fallback
+        // is the least vruntime): no average to compute.
+        if q.len() <= 1 {
+            return q.first().copied();
+        }
+        let by_vruntime = || q.iter().copied().min_by_key(|&s| (self.ses[s].vruntime, s));
         if !self.profile.has_eevdf() {
-            return by_vruntime;
+            return by_vruntime();
         }
         let v = self.avg_vruntime(rq);
         q.iter()
             .copied()
             .filter(|&s| self.ses[s].vruntime <= v)
             .min_by_key(|&s| (self.ses[s].deadline, s))
-            .or(by_vruntime)
+            .or_else(by_vruntime)
     }
 
     fn set_next_entity(&mut self, rq: CfsRqId, se: SeId) {
@@ -763,11 +773,12 @@ impl Sim<'_> {
 
 #[cfg(test)]
 mod tests {
-    /// `div_rem`'s 64-bit path gives what the 128-bit division gives, on both sides of 2^64.
+    /// `div_rem`'s 64-bit path and its shift at `NICE_0_LOAD` give what the
+    /// 128-bit division gives, on both sides of 2^64.
     #[test]
     fn div_rem_is_the_128_bit_division() {
         for n in [0u128, 1, 1023, u64::MAX as u128 - 1, u64::MAX as u128, u64::MAX as u128 + 1, 3 << 70] {
-            for d in [1u64, 2, 1024, 88761, 15, u64::MAX] {
+            for d in [1u64, 2, 1023, 1024, 1025, 88761, 15, u64::MAX] {
                 assert_eq!(super::div_rem(n, d), (n / d as u128, (n % d as u128) as u64), "{n} / {d}");
             }
         }

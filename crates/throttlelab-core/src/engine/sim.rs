@@ -105,6 +105,10 @@ pub struct Sim<'s> {
     /// The armed stop (`SimOptions::stop`), and when it ended the run.
     pub(crate) stop: Option<StopAt>,
     pub(crate) stopped_at: Option<Time>,
+    /// The CPU whose `RunDone` this event re-arms before it ends (`run_done`:
+    /// its thread runs on or blocks, and the next one's is armed), until it
+    /// does: a stall on it meanwhile need not arm one that is replaced.
+    pub(crate) rearm_run_done: Option<CpuId>,
 }
 
 impl<'s> Sim<'s> {
@@ -190,6 +194,7 @@ impl<'s> Sim<'s> {
             uptime_ns: 0,
             stop: None,
             stopped_at: None,
+            rearm_run_done: None,
         };
         // Simulated time 0 is some minutes after boot. The jiffy grid sits on
         // multiples of TICK_NSEC since boot (6.5+) or wherever boot left it.
@@ -361,6 +366,10 @@ impl<'s> Sim<'s> {
             self.rqs[cpu].dirty = false;
             self.arm_tick(cpu);
         }
+        if let Some(cpu) = self.rearm_run_done {
+            debug_assert!(false, "CPU {cpu}'s RunDone was to be re-armed in the event");
+            self.arm_run_done(cpu);
+        }
     }
 
     /// Account the running thread's CPU time and work up to now.
@@ -388,7 +397,9 @@ impl<'s> Sim<'s> {
             Some(tid) => {
                 self.account_thread_time(cpu);
                 self.threads[tid].stall_left += ns;
-                self.arm_run_done(cpu);
+                if self.rearm_run_done != Some(cpu) {
+                    self.arm_run_done(cpu);
+                }
             }
             None => self.rqs[cpu].pending_stall += ns,
         }
@@ -420,6 +431,9 @@ impl<'s> Sim<'s> {
     /// Arm the `RunDone` of the thread now running on `cpu` (replacing the
     /// pending one), or cancel it when the CPU is idle.
     pub(crate) fn arm_run_done(&mut self, cpu: CpuId) {
+        if self.rearm_run_done == Some(cpu) {
+            self.rearm_run_done = None;
+        }
         let speed = self.hw.speed_ppm(cpu);
         let rq = &mut self.rqs[cpu];
         rq.run_gen += 1;

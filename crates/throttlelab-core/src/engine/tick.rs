@@ -94,8 +94,14 @@ impl TickGrid {
 
 impl Sim<'_> {
     /// Mark `cpu` as touched by this event: apply the ticks skipped so far.
+    /// None is due while `next_tick` runs after now (its time memoised): then
+    /// `catch_up_ticks` would return at its first test, busy or idle, as it
+    /// does on every touch after the first of an event.
+    #[inline]
     pub(crate) fn touch(&mut self, cpu: CpuId) {
-        self.catch_up_ticks(cpu);
+        if self.rqs[cpu].next_tick_at <= self.now {
+            self.catch_up_ticks(cpu);
+        }
         if !self.rqs[cpu].dirty {
             self.rqs[cpu].dirty = true;
             self.dirty.push(cpu);
@@ -170,6 +176,7 @@ impl Sim<'_> {
     /// Apply the ticks that were skipped because they could not change
     /// anything but the charged time: one `update_curr` per level at the
     /// last such tick. Idle CPUs have no tick (NOHZ).
+    #[inline(never)]
     pub(crate) fn catch_up_ticks(&mut self, cpu: CpuId) {
         let Some(tid) = self.fair_curr(cpu) else {
             let (k, at) = self.first_tick_at_or_after_timed(cpu, self.now + 1);

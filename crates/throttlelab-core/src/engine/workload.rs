@@ -208,6 +208,11 @@ impl Sim<'_> {
 
     /// The running thread finished its run phase.
     pub(crate) fn run_done(&mut self, cpu: CpuId) {
+        // A fair thread's `advance` re-arms the CPU's `RunDone`: it runs on
+        // (and arms its own) or blocks (and `schedule` arms the next's).
+        if self.fair_curr(cpu).is_some() {
+            self.rearm_run_done = Some(cpu);
+        }
         self.touch(cpu);
         self.account_thread_time(cpu);
         let tid = self.rqs[cpu].curr.expect("RunDone on an idle CPU");
