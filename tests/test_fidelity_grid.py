@@ -105,6 +105,11 @@ def test_stored_rows_set_the_simulator_up_like_their_host():
     assert {r["host"]["work_speed_cv"] for r in grid.stored_runs(host, row, work_speed_cv=0.006)} == {0.006}, "assumed"
     measured = {**row, "work_speed_cv": 0.012}
     assert {r["host"]["work_speed_cv"] for r in grid.stored_runs(host, measured, work_speed_cv=0.006)} == {0.012}, "measured wins"
+    assert "tick_late" not in runs[0]["host"], "not looked for, not assumed"
+    assumed = {"share": 0.1, "late_us": 3000.0, "together": 0.8}
+    assert all(r["host"]["tick_late"] == assumed for r in grid.stored_runs(host, row, tick_late=assumed)), "assumed"
+    found = {**row, "tick_late": {"share": 0.05, "late_us": 2000.0, "together": 1.0}}
+    assert all(r["host"]["tick_late"] == found["tick_late"] for r in grid.stored_runs(host, found, tick_late=assumed)), "measured wins"
 
 
 def test_a_stored_row_draws_its_own_median_or_the_mean():
