@@ -52,7 +52,7 @@ pub struct Background {
     /// without tracefs.
     pub tick_latency_us: Option<f64>,
     /// The ticks that ran far later than that ([`tick_late`]); None where
-    /// none did.
+    /// the probe could not tell.
     pub tick_late: Option<TickLateness>,
     /// Iterations of the calibrated loop per microsecond of the spinners' CPU
     /// time: against the calibration's, the host's work speed.
@@ -261,8 +261,9 @@ const TICK_LATE_NS: u64 = 500_000;
 /// phase is the start of the densest `TICK_LATE_NS` of the charges' offsets
 /// within a tick; a charge is that much late. Their share of all charges,
 /// how late beyond the charges' median (the median of them), and the share
-/// of them whose tick (the same grid index) was late on another CPU too.
-/// None without charges or without a late one.
+/// of them whose tick (the same grid index) was late on another CPU too
+/// (all 0 where none was late: looked for, not found). None with too few
+/// charges to tell the tick.
 fn tick_late(charges: &[Vec<u64>]) -> Option<TickLateness> {
     let mut gaps: Vec<u64> = charges.iter().flat_map(|c| c.windows(2).map(|w| w[1] - w[0])).collect();
     if gaps.len() < 10 {
@@ -287,7 +288,7 @@ fn tick_late(charges: &[Vec<u64>]) -> Option<TickLateness> {
         .filter_map(|(cpu, t)| (late_of(t) > TICK_LATE_NS).then(|| (cpu, t.saturating_sub(phase) / tick_ns, late_of(t))))
         .collect();
     if late.is_empty() {
-        return None;
+        return Some(TickLateness { share: 0.0, late_us: 0.0, together: 0.0 });
     }
     let together = late.iter().filter(|&&(cpu, k, _)| late.iter().any(|&(c, j, _)| c != cpu && j == k)).count();
     let mut late_ns: Vec<u64> = late.iter().map(|&(_, _, ns)| ns).collect();
@@ -455,9 +456,9 @@ mod tests {
         assert_eq!(late.share, 25.0 / 200.0);
         assert_eq!(late.late_us, 3_400.0, "beyond the median");
         assert_eq!(late.together, 20.0 / 25.0);
-        // None late, or too few charges to tell the tick: none.
+        // None late: a share of 0; too few charges to tell the tick: none.
         let on_time: Vec<u64> = (0..100u64).map(|k| 7 * MS + k * 4 * MS + 30_000).collect();
-        assert_eq!(tick_late(&[on_time.clone(), on_time]), None);
+        assert_eq!(tick_late(&[on_time.clone(), on_time]), Some(TickLateness { share: 0.0, late_us: 0.0, together: 0.0 }));
         assert_eq!(tick_late(&[vec![MS, 5 * MS]]), None);
     }
 

@@ -7,7 +7,7 @@
 //! `--like-host`) loads the scenario with them.
 
 use crate::format::error::ScenarioError;
-use crate::vocab::output::{Host, TickLateness};
+use crate::vocab::output::Host;
 use crate::vocab::profile::Profile;
 use crate::format::scenario::{measured_background_p50_us, Scenario};
 use crate::format::validate::MAX_WORK_SPEED_CV;
@@ -76,6 +76,7 @@ impl Host {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::output::TickLateness;
     use crate::format::load::tests::BASE as SCENARIO;
     use std::collections::BTreeMap;
 
