@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from analyse import ENTRY, START, TICKS, trace_text  # noqa: E402
+from analyse import trace_text  # noqa: E402
 from throttlelab import diff  # noqa: E402
 
 LATE_US = 500
@@ -21,20 +21,12 @@ NEAR_NS = 250_000
 
 
 def worker_ticks(text: str, start_s: float, duration_s: float):
-    """[(t ns from the start, cpu, lateness us)] of the ticks that interrupted a worker."""
-    expires, out = {}, []
-    for line in text.splitlines():
-        m = START.search(line)
-        if m:
-            expires[m[1]] = int(m[3])
-            continue
-        m = ENTRY.search(line)
-        if not m or m[4] not in expires or m[5] not in TICKS or not m[1].strip().startswith(diff.WORKER_COMM):
-            continue
-        now_ns = int(m[6])
-        t = now_ns / 1e9 - start_s
+    """[(t ns from the start, cpu, lateness us)] of the run's ticks that interrupted a worker."""
+    out = []
+    for at, cpu, late_ns in diff.worker_ticks(text):
+        t = (at + late_ns) / 1e9 - start_s
         if 0 <= t <= duration_s:
-            out.append((t * 1e9, int(m[2]), (now_ns - expires[m[4]]) / 1e3))
+            out.append((t * 1e9, cpu, late_ns / 1e3))
     return out
 
 
