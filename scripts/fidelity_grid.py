@@ -197,6 +197,7 @@ def measured(kernel: list[dict]) -> dict:
         "work_speed": host.get("work_speed"),
         "work_speed_cv": host.get("work_speed_cv"),
         "tick_latency_us": host.get("tick_latency_us"),
+        "tick_late": host.get("tick_late"),
         # The median of the runs' preemption medians, as compare combines them (None before the probe measured one).
         "background_p50_us": host.get("background_p50_us"),
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in kernel],
@@ -207,20 +208,22 @@ def measured(kernel: list[dict]) -> dict:
     }
 
 
-def work_speed_cv_problem(cv: float, regrade: Path | None) -> str | None:
-    """Why ``--work-speed-cv cv`` cannot be taken, or None: it needs --regrade,
-    and the core's validation holds its bound (``machine.work_speed_cv``)."""
+def assumed_problem(overrides: list[str], regrade: Path | None) -> str | None:
+    """Why an assumption for stored rows (``--work-speed-cv``, ``--tick-late``)
+    cannot be taken, or None: it needs --regrade, and the core's validation of
+    its ``machine`` keys holds their bounds."""
     if not regrade:
         return "needs --regrade"
     spinner = scenario_toml("", {"name": "spin", "duration_s": 1, "task": [{"name": "t", "phases": WORKLOADS["spin"]}]})
     try:
-        validate(spinner, [f"machine.work_speed_cv={cv}"])
+        validate(spinner, overrides)
     except ScenarioError as e:
         return str(e)
     return None
 
 
-def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: float | None = None) -> list[dict]:
+def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: float | None = None,
+                tick_late: dict | None = None) -> list[dict]:
     """A stored row's kernel runs, as far as the simulator's setup needs them:
     each run's host (the configuration's mean background and work speed, its
     start, its timer; a row from before the probe timed the work takes the
@@ -228,7 +231,8 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
     measured before the probe had one (or ``median`` False) draws every
     preemption at the mean, whatever the grid's host says. A row from before
     the probe measured the work's spread run to run takes ``work_speed_cv``
-    (``--work-speed-cv``), or none."""
+    (``--work-speed-cv``), or none; one from before it looked for late
+    ticks, ``tick_late`` (``--tick-late``), or none."""
     runs = []
     for ratio, uptime_s, offset_us in zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"]):
         run_host = {**host, "background_per_s": row["background_per_s"], "background_us": row["background_us"], "uptime_s": uptime_s}
@@ -236,9 +240,12 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
         run_host.pop("work_speed_cv", None)
         if median and row.get("background_p50_us") is not None:
             run_host["background_p50_us"] = row["background_p50_us"]
+        run_host.pop("tick_late", None)
         if work_speed_cv is not None:
             run_host["work_speed_cv"] = work_speed_cv
-        for measured_key in ("work_speed", "tick_latency_us", "work_speed_cv"):
+        if tick_late is not None:
+            run_host["tick_late"] = tick_late
+        for measured_key in ("work_speed", "tick_latency_us", "work_speed_cv", "tick_late"):
             if row.get(measured_key) is not None:
                 run_host[measured_key] = row[measured_key]
         if offset_us is not None:
@@ -293,7 +300,7 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 
 #: What a grid row keeps of the kernel's runs (`measured`).
 KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "background_p50_us",
-               "work_speed", "work_speed_cv", "tick_latency_us", "timer_offset_us", "uptime_s", "kernel_nr_periods")
+               "work_speed", "work_speed_cv", "tick_latency_us", "tick_late", "timer_offset_us", "uptime_s", "kernel_nr_periods")
 
 
 def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None,
@@ -440,6 +447,9 @@ def main() -> None:
     parser.add_argument("--work-speed-cv", type=float, metavar="CV",
                         help="With --regrade: the work's spread run to run (machine.work_speed_cv) for rows whose probe "
                              "did not measure it (measured before it existed).")
+    parser.add_argument("--tick-late", metavar="SHARE,LATE_US,TOGETHER",
+                        help="With --regrade: the late ticks (host.tick_late, machine.tick_late_*) for rows whose probe "
+                             "did not look for them (measured before it did).")
     parser.add_argument("--kernel", metavar="RELEASE|PATH", help="Measure this kernel under QEMU instead of the host's.")
     parser.add_argument("--accel", choices=vm.ACCELS, default="auto")
     parser.add_argument("--cgroup", choices=vm.CGROUP_VERSIONS, default="v2", help="With --kernel: the guest's hierarchy.")
@@ -451,9 +461,21 @@ def main() -> None:
         except ValueError as e:
             print(f"fidelity_grid.py: error: {e}", file=sys.stderr)
             sys.exit(2)
-    if args.work_speed_cv is not None and (problem := work_speed_cv_problem(args.work_speed_cv, args.regrade)):
+    if args.work_speed_cv is not None and (problem := assumed_problem([f"machine.work_speed_cv={args.work_speed_cv}"], args.regrade)):
         print(f"fidelity_grid.py: error: --work-speed-cv {args.work_speed_cv}: {problem}", file=sys.stderr)
         sys.exit(2)
+    tick_late = None
+    if args.tick_late is not None:
+        try:
+            share, late_us, together = (float(x) for x in args.tick_late.split(","))
+            problem = assumed_problem([f"machine.tick_late_share={share}", f"machine.tick_late_us={late_us}",
+                                       f"machine.tick_late_together={together}"], args.regrade)
+        except ValueError:
+            problem = "not SHARE,LATE_US,TOGETHER (three numbers)"
+        if problem:
+            print(f"fidelity_grid.py: error: --tick-late {args.tick_late}: {problem}", file=sys.stderr)
+            sys.exit(2)
+        tick_late = {"share": share, "late_us": late_us, "together": together}
     if args.regrade:
         stored = json.loads(args.regrade.read_text())
     else:
@@ -472,7 +494,8 @@ def main() -> None:
         for config in measured_configs:
             text = scenario_text(config, args.duration_s)
             stored_row = by_key[key(config)]
-            kernel = stored_runs(host, stored_row, median=not args.mean_only, work_speed_cv=args.work_speed_cv)
+            kernel = stored_runs(host, stored_row, median=not args.mean_only, work_speed_cv=args.work_speed_cv,
+                                 tick_late=tick_late)
             measurement = {k: v for k, v in stored_row.items() if k in KERNEL_KEYS}
             unpaired = simulator_runs(text, kernel, seeds=args.seeds)
             if args.grid == "edge":
@@ -488,6 +511,10 @@ def main() -> None:
     if args.work_speed_cv is not None:
         text += (f"\nRows measured before the probe measured the work's spread run to run assume "
                  f"`machine.work_speed_cv = {args.work_speed_cv:g}` (`--work-speed-cv`).\n")
+    if tick_late is not None:
+        text += (f"\nRows measured before the probe looked for late ticks assume `machine.tick_late_share = "
+                 f"{tick_late['share']:g}`, `tick_late_us = {tick_late['late_us']:g}`, `tick_late_together = "
+                 f"{tick_late['together']:g}` (`--tick-late`).\n")
     args.out.write_text(text)
     save(args.out.with_suffix(".json"), {"host": host, "rows": rows})
     print(f"wrote {args.out}")

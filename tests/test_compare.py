@@ -112,6 +112,23 @@ def test_the_hosts_work_speed_spread_is_the_runs_mean_and_reaches_the_simulator(
     assert (even["nr_throttled"], spread["nr_throttled"] > 0) == (0, True)
 
 
+def test_the_hosts_late_ticks_are_the_runs_mean_and_reach_the_simulator():
+    run = {"release": "6.12", "hz": 250, "cgroup": "v2", "uptime_s": 1.0, "background_per_s": 0.0, "background_us": 0.0}
+    late = lambda share, late_us: {**run, "tick_late": {"share": share, "late_us": late_us, "together": 1.0}}  # noqa: E731
+    assert mean_host([late(0.1, 3000.0), late(0.3, 2000.0)])["tick_late"] == pytest.approx({"share": 0.2, "late_us": 2500.0, "together": 1.0})
+    assert "tick_late" not in mean_host([late(0.1, 3000.0), run]), "a run from before the probe looked for them"
+    assert mean_host([late(0.1, 3000.0), late(0.0, 0.0)])["tick_late"] == pytest.approx({"share": 0.05, "late_us": 3000.0, "together": 1.0})
+    # Two spinners at their quota (60 ms per 30 ms): a tenth of the ticks 3 ms late on both
+    # CPUs charge both nearly two ticks at once, and their last asks of a period find the pool short.
+    text = scenario_text(period_us="30000", quota_us="60000", threads="2", phases="[{ run_us = 1_000_000_000 }]")
+    on_time = simulate(text, ["duration_s=4"], json.dumps(run))["cgroups"]["app"]
+    stalled = simulate(text, ["duration_s=4"], json.dumps(late(0.1, 3000.0)))["cgroups"]["app"]
+    assert stalled == simulate(text, ["duration_s=4", "machine.tick_late_share=0.1", "machine.tick_late_us=3000",
+                                      "machine.tick_late_together=1"], json.dumps(run))["cgroups"]["app"]
+    # 2 and 27 of 133 periods.
+    assert stalled["nr_throttled"] > 5 * on_time["nr_throttled"]
+
+
 def test_each_simulator_run_gets_its_kernel_runs_timer_offsets():
     text = scenario_text(top="", period_us="10000", quota_us="10000")
     host = {

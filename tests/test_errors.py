@@ -87,6 +87,20 @@ def test_machine_background_median_outside_0_to_the_mean(write_scenario, value):
     assert "machine.background_us = 20" in msg
 
 
+@pytest.mark.parametrize("machine, key", [
+    ("tick_late_share = 0.1", "machine.tick_late_us"),
+    ("tick_late_us = 3000", "machine.tick_late_share"),
+    ("tick_late_share = 1.0\ntick_late_us = 3000", "machine.tick_late_share"),
+    ("tick_late_share = 0.1\ntick_late_us = 3990", "machine.tick_late_us"),
+    ("tick_late_share = 0.1\ntick_late_us = 0", "machine.tick_late_us"),
+    ("tick_late_together = 0.5", "machine.tick_late_together"),
+    ("tick_late_share = 0.1\ntick_late_us = 3000\ntick_late_together = 1.5", "machine.tick_late_together"),
+])
+def test_machine_tick_late_together_within_a_tick(write_scenario, machine, key):
+    # HZ=250: a tick of 4000 us, less the default jitter of 20 us.
+    assert_error(run_file(write_scenario, machine=machine), key)
+
+
 @pytest.mark.parametrize("value", ["-0.01", "0.2", "nan", '"x"'])
 def test_machine_work_speed_cv_outside_0_to_a_tenth(write_scenario, value):
     assert_error(run_file(write_scenario, machine=f"work_speed_cv = {value}"), "machine.work_speed_cv")

@@ -105,6 +105,11 @@ def test_stored_rows_set_the_simulator_up_like_their_host():
     assert {r["host"]["work_speed_cv"] for r in grid.stored_runs(host, row, work_speed_cv=0.006)} == {0.006}, "assumed"
     measured = {**row, "work_speed_cv": 0.012}
     assert {r["host"]["work_speed_cv"] for r in grid.stored_runs(host, measured, work_speed_cv=0.006)} == {0.012}, "measured wins"
+    assert "tick_late" not in runs[0]["host"], "not looked for, not assumed"
+    assumed = {"share": 0.1, "late_us": 3000.0, "together": 0.8}
+    assert all(r["host"]["tick_late"] == assumed for r in grid.stored_runs(host, row, tick_late=assumed)), "assumed"
+    found = {**row, "tick_late": {"share": 0.05, "late_us": 2000.0, "together": 1.0}}
+    assert all(r["host"]["tick_late"] == found["tick_late"] for r in grid.stored_runs(host, found, tick_late=assumed)), "measured wins"
 
 
 def test_a_stored_row_draws_its_own_median_or_the_mean():
@@ -202,3 +207,18 @@ def test_the_script_says_what_is_wrong_with_work_speed_cv_in_one_line(tmp_path, 
                            "--work-speed-cv", value], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr == f"fidelity_grid.py: error: --work-speed-cv {float(value)}: {says}\n", done.stderr
+
+
+@pytest.mark.parametrize("value, regrade, says", [
+    ("0.07,2899", True, "not SHARE,LATE_US,TOGETHER (three numbers)"),
+    ("1.5,2899,0.7", True, "machine.tick_late_share: must be in [0, 1), got 1.5"),
+    ("0.07,2899,0.7", False, "needs --regrade"),
+])
+def test_the_script_says_what_is_wrong_with_tick_late_in_one_line(tmp_path, value, regrade, says):
+    import subprocess
+    import sys
+    path = tmp_path / "grid.json"
+    path.write_text("{}")
+    done = subprocess.run([sys.executable, str(Path(grid.__file__)), "--grid", "edge", *(["--regrade", str(path)] if regrade else []),
+                           "--tick-late", value], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr == f"fidelity_grid.py: error: --tick-late {value}: {says}\n", done.stderr

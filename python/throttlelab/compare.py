@@ -92,7 +92,9 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     (the duration per preemption weighted by the preemptions; their lengths'
     median, the median of the runs' medians, over the runs that had a
     preemption), its work speed and that speed's spread run to run averaged,
-    and the median of its ticks' lateness, where every run measured them;
+    and the median of its ticks' lateness and its late ticks (the share
+    averaged; lateness the median and together-share the mean over the runs
+    that had some), where every run measured them;
     the start and the timer offsets, which differ per run, are left out."""
     host = dict(hosts[0])
     host.pop("period_timer_offset_us", None)
@@ -117,6 +119,15 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     host.pop("work_speed_cv", None)
     if None not in spreads:
         host["work_speed_cv"] = statistics.fmean(spreads)
+    host.pop("tick_late", None)
+    late = [h.get("tick_late") for h in hosts]
+    if late and None not in late:
+        # Late ticks: their share averaged over the runs; how late and how often
+        # together, over the runs that had some (the median, the mean).
+        found = [t for t in late if t["share"] > 0] or late
+        host["tick_late"] = {"share": statistics.fmean(t["share"] for t in late),
+                             "late_us": statistics.median(t["late_us"] for t in found),
+                             "together": statistics.fmean(t["together"] for t in found)}
     return host
 
 

@@ -144,14 +144,14 @@ def probes_set(text: str) -> dict[str, str]:
     return {m[1]: m[2] for m in re.finditer(r"^# probe (\w+): [pr] (\S+)", text, re.M)}
 
 
-def tick_latency_us(text: str) -> Optional[float]:
-    """The median lateness of the tick's timer where it interrupted a worker
-    thread (the ticks that charge a group; an idle CPU's wake-up under TCG
-    can take milliseconds): each ``hrtimer_expire_entry``'s ``now`` against
-    the expiry its last ``hrtimer_start`` set. None without such ticks."""
+def worker_ticks(text: str) -> list[tuple[int, int, int]]:
+    """``(expiry ns, cpu, lateness ns)`` of the tick's timer where it
+    interrupted a worker thread (the ticks that charge a group; an idle CPU's
+    wake-up under TCG can take milliseconds): each ``hrtimer_expire_entry``'s
+    ``now`` against the expiry its last ``hrtimer_start`` set."""
     expires: dict[str, int] = {}
-    late: list[int] = []
-    for _t, _cpu, comm, _pid, event, f in parse_lines(text):
+    ticks: list[tuple[int, int, int]] = []
+    for _t, cpu, comm, _pid, event, f in parse_lines(text):
         if f.get("function") not in TICK_TIMERS:
             continue
         at, now = _int(f, "expires"), _int(f, "now")
@@ -160,8 +160,43 @@ def tick_latency_us(text: str) -> Optional[float]:
         elif event == "hrtimer_expire_entry" and f["hrtimer"] in expires and now is not None:
             expired = expires.pop(f["hrtimer"])
             if comm == WORKER_COMM:
-                late.append(now - expired)
+                ticks.append((expired, cpu, now - expired))
+    return ticks
+
+
+def tick_latency_us(text: str) -> Optional[float]:
+    """The median lateness of the worker ticks' timer (``worker_ticks``), or
+    None without such ticks."""
+    late = [ns for _at, _cpu, ns in worker_ticks(text)]
     return statistics.median(late) / 1e3 if late else None
+
+
+#: A worker tick later than this is late beyond the jitter (``tick_late``):
+#: the guest's ordinary lateness is 80-100 us at the median, its late ticks
+#: 1.6 ms (6.1's boot) or 3.4 ms (6.12's) late, the host's under 40 us.
+TICK_LATE_NS = 500_000
+
+
+def tick_late(text: str, tick_ns: int) -> Optional[dict[str, float]]:
+    """The worker ticks later than ``TICK_LATE_NS`` (``host.tick_late``, the
+    simulator's ``machine.tick_late_*``): their share, how late beyond the
+    ticks' median they ran (the median of them; the simulator adds the
+    jitter on top), and the share of them whose tick (the same expiry) was
+    late on the other CPU too. A tick a whole tick late or more ran after an
+    idle stretch with its old expiry (a throttled CPU's tick stops), not late
+    at all: left out. None without worker ticks."""
+    ticks = [t for t in worker_ticks(text) if t[2] < tick_ns]
+    if not ticks:
+        return None
+    median_ns = statistics.median(ns for *_, ns in ticks)
+    late = [(at, cpu, ns) for at, cpu, ns in ticks if ns > TICK_LATE_NS]
+    if not late:
+        return {"share": 0.0, "late_us": 0.0, "together": 0.0}
+    late_at = {(at, cpu) for at, cpu, _ in late}
+    cpus = {cpu for _, cpu, _ in ticks}
+    together = sum(any((at, c) in late_at for c in cpus - {cpu}) for at, cpu, _ in late)
+    return {"share": len(late) / len(ticks), "late_us": (statistics.median(ns for *_, ns in late) - median_ns) / 1e3,
+            "together": together / len(late)}
 
 
 def start_late_us(text: str, start_ns: int) -> Optional[float]:
@@ -574,9 +609,59 @@ def paired_sim(text: str, overrides: Sequence[str], host: dict[str, Any], tg: in
     return json.loads(run.output()), records
 
 
+def pair_run(text: str, resolved: dict[str, Any], kout: dict[str, Any], trace: str, run_overrides: Sequence[str],
+             tolerance_us: float = TOLERANCE_US, late_ticks: bool = True) -> dict[str, Any]:
+    """One kernel run (its output ``kout`` and its ``trace``) against the
+    simulator run paired to it: ``diff``'s result for the run (without its
+    number). A stored run (``-o``'s trace and diff.json's host) pairs again
+    with it."""
+    tg, name = limited_group(resolved)
+    period_ns = resolved["cgroups"][tg - 1]["period_us"] * 1_000
+    host = dict(kout["host"])
+    host.pop("vm", None)
+    notes = []
+    if host.get("tick_latency_us") is None:
+        # The guest does not probe it (docs/vm.md): its own trace's ticks say
+        # it. The simulator draws lateness in [0, 2 x median), within a tick.
+        late = tick_latency_us(trace)
+        if late is not None and 2 * late * (host.get("hz") or resolved["machine"]["hz"]) < 1e6:
+            host["tick_latency_us"] = late
+        else:
+            notes.append(f"the tick's lateness not modelled: {'not traced' if late is None else f'{late:.0f} us at the median'}")
+        if late_ticks and host.get("tick_late") is None:
+            # Nor its late ticks: the run's own (the simulator's machine.tick_late_*).
+            host["tick_late"] = tick_late(trace, round(1e9 / (host.get("hz") or resolved["machine"]["hz"])))
+    start_ns = round(host["uptime_s"] * 1e9)
+    # The run's window, as its cpu.stat's (read at the planned end).
+    end_ns = round(kout["duration_s"] * 1e9)
+    kernel = kernel_stream(trace, start_ns, start_ns + end_ns, period_ns)
+    late_us = start_late_us(trace, start_ns)
+    sout, records = paired_sim(text, [*run_overrides, *start_overrides(resolved, late_us)], host, tg)
+    sim = sim_stream(records, tg)
+    first, alike = first_divergence(kernel, sim, period_ns, tolerance_us, until_ns=end_ns)
+    return {
+        "host": kout["host"],
+        "tick_latency_us": host.get("tick_latency_us"),
+        "tick_late": host.get("tick_late"),
+        "start_late_us": late_us,
+        "kernel": kout["cgroups"][name],
+        "sim": sout["cgroups"][name],
+        "kinds": [k for k in KINDS if k in kernel.kinds],
+        "notes": kernel.notes + notes,
+        "periods": {"kernel": len(Periods.of(kernel).starts), "sim": len(Periods.of(sim).starts)},
+        "kernel_overruns": kernel.overruns,
+        "throttles": {"kernel": sum(e.kind == "throttle" and e.t_ns <= end_ns for e in kernel.events),
+                      "sim": sum(e.kind == "throttle" for e in sim.events)},
+        "first_divergence": None if first is None else {**asdict(first), "kernel": [asdict(e) for e in first.kernel], "sim": [asdict(e) for e in first.sim]},
+        "alike": alike,
+        "streams": (kernel, sim),
+        "trace": trace,
+    }
+
+
 def diff(text: str, overrides: Sequence[str] = (), runs: int = 1, on: Optional[TracedRun] = None,
          tolerance_us: float = TOLERANCE_US, settle_s: float = SETTLE_S,
-         step: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+         step: Optional[Callable[[str], None]] = None, late_ticks: bool = True) -> dict[str, Any]:
     """Run ``text`` ``runs`` times on the host (or ``on`` another kernel) with
     the kernel's bandwidth events traced, pair a simulator run to each, and
     align them. The result holds, per run, both outputs' cpu.stat, the
@@ -584,53 +669,15 @@ def diff(text: str, overrides: Sequence[str] = (), runs: int = 1, on: Optional[T
     ``"streams"`` and the kernel's ``"trace"`` text (not serialised by the
     CLI) for the Perfetto export."""
     resolved = json.loads(_native.validate(text, list(overrides)))
-    tg, name = limited_group(resolved)
-    period_ns = resolved["cgroups"][tg - 1]["period_us"] * 1_000
+    _tg, name = limited_group(resolved)
     step = step or (lambda _label: None)
     all_runs = [[*overrides, f"seed={i + 1}"] for i in range(runs)]
     traced = (on or host_traced_runs)(text, all_runs, settle_s)
     results = []
     for i, ((out_json, trace), run_overrides) in enumerate(zip(traced, all_runs)):
         step(f"kernel run {i + 1}")
-        kout = json.loads(out_json)
-        host = dict(kout["host"])
-        host.pop("vm", None)
-        notes = []
-        if host.get("tick_latency_us") is None:
-            # The guest does not probe it (docs/vm.md): its own trace's ticks say
-            # it. The simulator draws lateness in [0, 2 x median), within a tick.
-            late = tick_latency_us(trace)
-            if late is not None and 2 * late * (host.get("hz") or resolved["machine"]["hz"]) < 1e6:
-                host["tick_latency_us"] = late
-            else:
-                notes.append(f"the tick's lateness not modelled: {'not traced' if late is None else f'{late:.0f} us at the median'}")
-        start_ns = round(host["uptime_s"] * 1e9)
-        # The run's window, as its cpu.stat's (read at the planned end).
-        end_ns = round(kout["duration_s"] * 1e9)
-        kernel = kernel_stream(trace, start_ns, start_ns + end_ns, period_ns)
-        late_us = start_late_us(trace, start_ns)
-        sout, records = paired_sim(text, [*run_overrides, *start_overrides(resolved, late_us)], host, tg)
-        sim = sim_stream(records, tg)
+        results.append({"run": i + 1, **pair_run(text, resolved, json.loads(out_json), trace, run_overrides, tolerance_us, late_ticks)})
         step("simulator")
-        first, alike = first_divergence(kernel, sim, period_ns, tolerance_us, until_ns=end_ns)
-        results.append({
-            "run": i + 1,
-            "host": kout["host"],
-            "tick_latency_us": host.get("tick_latency_us"),
-            "start_late_us": late_us,
-            "kernel": kout["cgroups"][name],
-            "sim": sout["cgroups"][name],
-            "kinds": [k for k in KINDS if k in kernel.kinds],
-            "notes": kernel.notes + notes,
-            "periods": {"kernel": len(Periods.of(kernel).starts), "sim": len(Periods.of(sim).starts)},
-            "kernel_overruns": kernel.overruns,
-            "throttles": {"kernel": sum(e.kind == "throttle" and e.t_ns <= end_ns for e in kernel.events),
-                          "sim": sum(e.kind == "throttle" for e in sim.events)},
-            "first_divergence": None if first is None else {**asdict(first), "kernel": [asdict(e) for e in first.kernel], "sim": [asdict(e) for e in first.sim]},
-            "alike": alike,
-            "streams": (kernel, sim),
-            "trace": trace,
-        })
     return {"scenario": resolved["name"], "cgroup": name, "tolerance_us": tolerance_us, "runs": results}
 
 

@@ -679,6 +679,7 @@ impl Probed {
             background_us: self.background.us,
             background_p50_us: self.background.p50_us,
             tick_latency_us: self.background.tick_latency_us,
+            tick_late: self.background.tick_late,
             work_speed: Some(self.background.loops_per_cpu_us / self.loops_per_us),
             work_speed_cv: self.background.work_speed_cv,
             period_timer_offset_us,

@@ -32,6 +32,7 @@
 //! of translated code.
 
 use crate::timer_trace::Instance;
+use throttlelab_core::output::TickLateness;
 use crate::worker::{calibrate, now_ns, set_affinity, spin, thread_cpu_ns};
 use std::collections::HashMap;
 use std::fs;
@@ -50,6 +51,9 @@ pub struct Background {
     /// The median lateness of the tick's interrupt, in microseconds; None
     /// without tracefs.
     pub tick_latency_us: Option<f64>,
+    /// The ticks that ran far later than that ([`tick_late`]); None where
+    /// the probe could not tell.
+    pub tick_late: Option<TickLateness>,
     /// Iterations of the calibrated loop per microsecond of the spinners' CPU
     /// time: against the calibration's, the host's work speed.
     pub loops_per_cpu_us: f64,
@@ -206,7 +210,95 @@ pub fn background(cpus: &[usize], duration_ns: u64, stop: &(dyn Fn() -> bool + S
         let _ = t.write("tracing_on", "0");
         tick_latency_us(&fs::read_to_string(t.dir.join("trace")).ok()?)
     });
-    Ok(Background { tick_latency_us, ..summarise(&samples) })
+    // After the spin, not in it: its reads would slow the loop it times.
+    let charges = thread::scope(|scope| {
+        let handles: Vec<_> = cpus.iter().map(|&c| scope.spawn(move || tick_charges_on(c, TICK_PROBE_NS.min(duration_ns), stop))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("the probe panicked".into()))).collect::<Result<Vec<_>, _>>()
+    })?;
+    Ok(Background { tick_latency_us, tick_late: tick_late(&charges), ..summarise(&samples) })
+}
+
+/// How long the probe watches the tick's charges (after its spin).
+const TICK_PROBE_NS: u64 = 300_000_000;
+
+/// A spinner on `cpu` that reads its own `se.sum_exec_runtime` (the first
+/// field of `/proc/thread-self/schedstat`, which the read does not update)
+/// as fast as it can for `duration_ns`: the CLOCK_MONOTONIC times at which
+/// it moved. Alone on its CPU, it moves at each tick (`task_tick_fair` ->
+/// `update_curr`) and at each preemption, so these are when the ticks ran,
+/// to a read's time. Empty without schedstat.
+fn tick_charges_on(cpu: usize, duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Vec<u64>, String> {
+    use std::os::unix::fs::FileExt;
+    set_affinity(&Some(vec![cpu]))?;
+    let Ok(file) = fs::File::open("/proc/thread-self/schedstat") else { return Ok(Vec::new()) };
+    let read = || -> Option<u64> {
+        let mut buf = [0u8; 96];
+        let n = file.read_at(&mut buf, 0).ok()?;
+        std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().next()?.parse().ok()
+    };
+    // A tick a millisecond: room for every one, allocated before the clock starts.
+    let mut moved = Vec::with_capacity((duration_ns / 1_000_000) as usize + 16);
+    let start = now_ns();
+    let mut last = read();
+    while now_ns() < start + duration_ns && !stop() {
+        let sum = read();
+        if sum != last {
+            moved.push(now_ns());
+            last = sum;
+        }
+    }
+    Ok(moved)
+}
+
+/// A tick later than this is late beyond the jitter (`Background::tick_late`):
+/// a guest under QEMU/TCG ran 80-100 us late at the median and its late
+/// ticks 1.6-3.4 ms (docs/fidelity.md); a host's, tens of microseconds.
+const TICK_LATE_NS: u64 = 500_000;
+
+/// The late ticks among each CPU's charge times (`tick_charges_on`): the
+/// tick is the median gap between charges, rounded to a CONFIG_HZ's; every
+/// CPU's ticks expire on one grid (6.5+ aligns them, no `skew_tick`), whose
+/// phase is the start of the densest `TICK_LATE_NS` of the charges' offsets
+/// within a tick; a charge is that much late. Their share of all charges,
+/// how late beyond the charges' median (the median of them), and the share
+/// of them whose tick (the same grid index) was late on another CPU too
+/// (all 0 where none was late: looked for, not found). None with too few
+/// charges to tell the tick.
+fn tick_late(charges: &[Vec<u64>]) -> Option<TickLateness> {
+    let mut gaps: Vec<u64> = charges.iter().flat_map(|c| c.windows(2).map(|w| w[1] - w[0])).collect();
+    if gaps.len() < 10 {
+        return None;
+    }
+    gaps.sort_unstable();
+    let gap = gaps[gaps.len() / 2];
+    let tick_ns = [100u64, 250, 300, 1000].map(|hz| 1_000_000_000 / hz).into_iter().min_by_key(|t| t.abs_diff(gap))?;
+    let mut offsets: Vec<u64> = charges.iter().flatten().map(|t| t % tick_ns).collect();
+    offsets.sort_unstable();
+    // The densest window, wrapping around the tick: its first offset is the grid's phase.
+    let within = |i: usize| offsets.iter().filter(|&&o| (o + tick_ns - offsets[i]) % tick_ns < TICK_LATE_NS).count();
+    let phase = offsets[(0..offsets.len()).max_by_key(|&i| (within(i), std::cmp::Reverse(i)))?];
+    let late_of = |t: u64| (t + tick_ns - phase) % tick_ns;
+    let mut all: Vec<u64> = charges.iter().flatten().map(|&t| late_of(t)).collect();
+    all.sort_unstable();
+    // (CPU, grid index) of each late tick.
+    let late: Vec<(usize, u64, u64)> = charges
+        .iter()
+        .enumerate()
+        .flat_map(|(cpu, c)| c.iter().map(move |&t| (cpu, t)))
+        .filter_map(|(cpu, t)| (late_of(t) > TICK_LATE_NS).then(|| (cpu, t.saturating_sub(phase) / tick_ns, late_of(t))))
+        .collect();
+    if late.is_empty() {
+        return Some(TickLateness { share: 0.0, late_us: 0.0, together: 0.0 });
+    }
+    let together = late.iter().filter(|&&(cpu, k, _)| late.iter().any(|&(c, j, _)| c != cpu && j == k)).count();
+    let mut late_ns: Vec<u64> = late.iter().map(|&(_, _, ns)| ns).collect();
+    late_ns.sort_unstable();
+    let median = |v: &[u64]| v[v.len() / 2] as f64;
+    Some(TickLateness {
+        share: late.len() as f64 / all.len() as f64,
+        late_us: (median(&late_ns) - median(&all)) / 1e3,
+        together: together as f64 / late.len() as f64,
+    })
 }
 
 /// Whether to trace the tick's lateness: not where `THROTTLELAB_TICK_LATENCY`
@@ -272,6 +364,7 @@ fn summarise(samples: &[Sample]) -> Background {
         us: if switches > 0 { lost_ns as f64 / switches as f64 / 1e3 } else { 0.0 },
         p50_us: lengths_ns.get(lengths_ns.len() / 2).map(|&ns| ns as f64 / 1e3),
         tick_latency_us: None,
+        tick_late: None,
         loops_per_cpu_us: if cpu_us > 0.0 { iters as f64 / cpu_us } else { 0.0 },
         work_speed_cv: work_speed_cv(samples),
     }
@@ -294,10 +387,10 @@ mod tests {
             Sample { nivcsw: 10, wall_ns: 500_000_000, cpu_ns: 499_000_000, iters: 998_000_000, sched_reads: Vec::new(), block_cpu_ns: Vec::new() },
             Sample { nivcsw: 30, wall_ns: 500_000_000, cpu_ns: 497_000_000, iters: 994_000_000, sched_reads: Vec::new(), block_cpu_ns: Vec::new() },
         ];
-        assert_eq!(summarise(&s), Background { per_s: 40.0, us: 100.0, p50_us: None, tick_latency_us: None, loops_per_cpu_us: 2_000.0, work_speed_cv: None });
+        assert_eq!(summarise(&s), Background { per_s: 40.0, us: 100.0, p50_us: None, tick_latency_us: None, tick_late: None, loops_per_cpu_us: 2_000.0, work_speed_cv: None });
         assert_eq!(
             summarise(&[Sample { wall_ns: 1, cpu_ns: 1, nivcsw: 0, iters: 0, sched_reads: vec![(5_000, 1)], block_cpu_ns: Vec::new() }]),
-            Background { per_s: 0.0, us: 0.0, p50_us: None, tick_latency_us: None, loops_per_cpu_us: 0.0, work_speed_cv: None }
+            Background { per_s: 0.0, us: 0.0, p50_us: None, tick_latency_us: None, tick_late: None, loops_per_cpu_us: 0.0, work_speed_cv: None }
         );
     }
 
@@ -349,6 +442,33 @@ mod tests {
         // A block is a whole number of steps, about WORK_BLOCK_US at the calibration.
         assert_eq!(block_iters(150.0), 1_500_000);
         assert_eq!(block_iters(0.0), SPIN_ITERS);
+    }
+
+    #[test]
+    fn late_ticks_are_charges_far_from_the_grid_together_by_index() {
+        const MS: u64 = 1_000_000;
+        // HZ=250, the grid at 7 ms + k x 4 ms, ticks 50 us late; ticks 10-19
+        // on both CPUs and 30-34 on CPU 1 alone 3.4 ms late.
+        let cpu = |alone: std::ops::Range<u64>| -> Vec<u64> {
+            (0..100u64).map(|k| 7 * MS + k * 4 * MS + if (10..20).contains(&k) || alone.contains(&k) { 3_450_000 } else { 50_000 }).collect()
+        };
+        let late = tick_late(&[cpu(0..0), cpu(30..35)]).unwrap();
+        assert_eq!(late.share, 25.0 / 200.0);
+        assert_eq!(late.late_us, 3_400.0, "beyond the median");
+        assert_eq!(late.together, 20.0 / 25.0);
+        // None late: a share of 0; too few charges to tell the tick: none.
+        let on_time: Vec<u64> = (0..100u64).map(|k| 7 * MS + k * 4 * MS + 30_000).collect();
+        assert_eq!(tick_late(&[on_time.clone(), on_time]), Some(TickLateness { share: 0.0, late_us: 0.0, together: 0.0 }));
+        assert_eq!(tick_late(&[vec![MS, 5 * MS]]), None);
+    }
+
+    #[test]
+    fn the_probe_charges_a_spinner_at_each_tick() {
+        // Wherever schedstat is: its sum moves at least every tick of a 100 Hz kernel.
+        let moved = tick_charges_on(0, 100_000_000, &|| false).unwrap();
+        if std::path::Path::new("/proc/thread-self/schedstat").exists() {
+            assert!(moved.len() >= 5, "{} charges in 100 ms", moved.len());
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::engine::fair::{CfsRq, NewidleStats, Se};
 use crate::engine::rq::{Features, Rq, TaskGroup, Thread, Tunables};
 use crate::engine::smt::{self, Smt};
 use crate::engine::stop::StopAt;
-use crate::engine::tick::TickGrid;
+use crate::engine::tick::{TickGrid, TickLate};
 use crate::engine::util_sum::UtilSum;
 use crate::engine::workload::{Driver, Service};
 use crate::format::scenario::Scenario;
@@ -186,6 +186,7 @@ impl<'s> Sim<'s> {
                 phase_ns: 0,
                 skew_ns: TickGrid::skew_ns(tun.tick_ns, scenario.kernel.skew_tick, nr_cpus),
                 jitter_ns: (scenario.machine.tick_jitter_us * 1e3) as u64,
+                late: TickLate::new(scenario.machine.tick_late_share, scenario.machine.tick_late_us, scenario.machine.tick_late_together),
                 noise: noise::Seeded::new(scenario.seed),
             },
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,

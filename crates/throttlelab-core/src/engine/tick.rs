@@ -21,8 +21,52 @@ pub struct TickGrid {
     pub skew_ns: u64,
     /// Each tick's interrupt runs uniformly up to this late.
     pub jitter_ns: u64,
+    /// Some ticks run later still (`machine.tick_late_*`).
+    pub late: TickLate,
     /// The run's seed (its mix taken once: a draw per tick).
     pub noise: noise::Seeded,
+}
+
+/// Ticks that run `ns` late on top of the jitter: tick k is late on every
+/// CPU at once with chance `all` (in 2^-32), else on a CPU alone with chance
+/// `own`, each a pure draw of (seed, tick index), so that the CPUs of a
+/// machine whose emulator delivers a tick late to every vCPU share it.
+/// `ns` 0: none, and no draw.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TickLate {
+    pub ns: u64,
+    pub all: u64,
+    pub own: u64,
+}
+
+impl TickLate {
+    const ONE: u64 = 1 << 32;
+
+    /// From `machine.tick_late_share` (of all ticks), `tick_late_us` and
+    /// `tick_late_together` (the share of late ticks late on every CPU).
+    pub fn new(share: Option<f64>, late_us: Option<f64>, together: Option<f64>) -> TickLate {
+        let (Some(share), Some(late_us)) = (share, late_us) else { return TickLate::default() };
+        let together = together.unwrap_or(0.0);
+        let all = share * together;
+        // Late alone: of the ticks not late together, the share that makes `share` in all.
+        let own = if all < 1.0 { (share - all) / (1.0 - all) } else { 0.0 };
+        let chance = |p: f64| (p * Self::ONE as f64).round() as u64;
+        TickLate { ns: (late_us * 1e3) as u64, all: chance(all), own: chance(own) }
+    }
+
+    /// How much later than its jitter tick `index` of `cpu` runs.
+    fn of(&self, noise: noise::Seeded, cpu: CpuId, index: u64) -> u64 {
+        if self.ns == 0 {
+            return 0;
+        }
+        let late = noise.uniform(Stream::TickLateAll, index, Self::ONE) < self.all
+            || noise.uniform(Stream::TickLate(cpu), index, Self::ONE) < self.own;
+        if late {
+            self.ns
+        } else {
+            0
+        }
+    }
 }
 
 impl TickGrid {
@@ -43,7 +87,7 @@ impl TickGrid {
 
     /// Time of tick `index` on `cpu`: its expiry plus a seeded interrupt latency.
     pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
-        self.base(cpu) + index * self.tick_ns + self.noise.uniform(Stream::Tick(cpu), index, self.jitter_ns)
+        self.base(cpu) + index * self.tick_ns + self.noise.uniform(Stream::Tick(cpu), index, self.jitter_ns) + self.late.of(self.noise, cpu, index)
     }
 
     /// The ticks on `cpu` around an hrtimer expiring at `expires`: the last
@@ -82,12 +126,12 @@ impl TickGrid {
 
     /// Where the search starts: from `from`, skipping, without computing
     /// their latency, the ticks that run before `t` even at the largest
-    /// latency (`jitter_ns - 1`). The skew is under a tick, so this is never
-    /// before `(t - phase_ns - jitter_ns) / tick_ns - 1`, a bound the search
-    /// once took first.
+    /// latency (`jitter_ns - 1`, and a late tick's `late.ns`). The skew is
+    /// under a tick, so this is never before `(t - phase_ns - jitter_ns) /
+    /// tick_ns - 1`, a bound the search once took first.
     fn first_candidate(&self, cpu: CpuId, t: Time, from: u64) -> u64 {
         debug_assert!(self.skew_ns * cpu as u64 <= self.tick_ns, "skew_tick spreads half a tick");
-        let latest = self.base(cpu) + self.jitter_ns.saturating_sub(1);
+        let latest = self.base(cpu) + (self.jitter_ns + self.late.ns).saturating_sub(1);
         t.saturating_sub(latest).div_ceil(self.tick_ns).max(from)
     }
 }
@@ -282,7 +326,38 @@ mod tests {
 
     /// HZ=250 on 4 CPUs with `skew_tick`, the grid 1 ms after time 0.
     fn grid(jitter_ns: u64) -> TickGrid {
-        TickGrid { tick_ns: 4 * MS, phase_ns: MS, skew_ns: TickGrid::skew_ns(4 * MS, true, 4), jitter_ns, noise: noise::Seeded::new(7) }
+        TickGrid { tick_ns: 4 * MS, phase_ns: MS, skew_ns: TickGrid::skew_ns(4 * MS, true, 4), jitter_ns, late: TickLate::default(), noise: noise::Seeded::new(7) }
+    }
+
+    #[test]
+    fn late_ticks_are_late_by_their_lateness_together_as_asked() {
+        let exact = grid(0);
+        let with = |share, together| TickGrid { late: TickLate::new(Some(share), Some(3000.0), Some(together)), ..grid(0) };
+        let late = |g: &TickGrid, cpu, k| g.tick_time(cpu, k) - exact.tick_time(cpu, k);
+        for (share, together) in [(0.1, 1.0), (0.1, 0.0), (0.2, 0.5)] {
+            let g = with(share, together);
+            let n = 20_000u64;
+            let (mut one, mut both) = (0u64, 0u64);
+            for k in 0..n {
+                let (a, b) = (late(&g, 0, k), late(&g, 1, k));
+                assert!(a == 0 || a == 3 * MS, "late by the lateness or not at all");
+                one += (a > 0) as u64;
+                both += (a > 0 && b > 0) as u64;
+            }
+            let share_seen = one as f64 / n as f64;
+            assert!((share_seen - share).abs() < 0.01, "share {share}: {share_seen}");
+            // Together: late on both; apart, on both only by chance (share^2).
+            let expect = share * together + (share * (1.0 - together)).powi(2);
+            assert!((both as f64 / n as f64 - expect).abs() < 0.01, "together {together}: {both} of {n}");
+        }
+        // Found by when they run: a late tick is still the one after the tick before it.
+        let g = with(0.5, 1.0);
+        for k in 1..200 {
+            assert_eq!(g.first_at_or_after(2, g.tick_time(2, k - 1) + 1, 0).0, k);
+            assert_eq!(g.first_index_at_or_after(2, g.tick_time(2, k - 1) + 1, 0), k);
+        }
+        // Absent: no draw, the same times.
+        assert_eq!(TickGrid { late: TickLate::new(None, None, None), ..grid(0) }.tick_time(1, 9), exact.tick_time(1, 9));
     }
 
     #[test]

@@ -49,6 +49,18 @@ impl Host {
             set.push(format!("machine.tick_jitter_us={}", float(2.0 * latency_us)));
             set.push(format!("machine.timer_jitter_us={}", float(2.0 * latency_us)));
         }
+        if let Some(late) = self.tick_late.filter(|l| l.share > 0.0 && l.late_us > 0.0) {
+            // Within a tick with the jitter (validate.rs): a tick late past
+            // the next one's expiry is one tick the later.
+            let tick_us = self.hz.map_or(f64::INFINITY, |hz| 1e6 / hz as f64);
+            let jitter_us = 2.0 * self.tick_latency_us.unwrap_or(0.0);
+            let late_us = late.late_us.min(tick_us - jitter_us - 1.0);
+            if late_us > 0.0 {
+                set.push(format!("machine.tick_late_share={}", float(late.share.min(0.99))));
+                set.push(format!("machine.tick_late_us={}", float(late_us)));
+                set.push(format!("machine.tick_late_together={}", float(late.together.clamp(0.0, 1.0))));
+            }
+        }
         if let Some(scenario) = placed {
             set.push(format!("machine.uptime_s={}", float(self.uptime_s)));
             for cgroup in &scenario.cgroups {
@@ -64,6 +76,7 @@ impl Host {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::output::TickLateness;
     use crate::format::load::tests::BASE as SCENARIO;
     use std::collections::BTreeMap;
 
@@ -76,6 +89,7 @@ mod tests {
             background_us: 40.0,
             background_p50_us: Some(15.0),
             tick_latency_us: Some(45.0),
+            tick_late: None,
             work_speed: Some(0.97),
             work_speed_cv: Some(0.006),
             // "web": a group of another scenario, left out.
@@ -113,6 +127,20 @@ mod tests {
         assert_eq!((s.machine.uptime_s, s.cgroups[0].period_timer_offset_us), (None, None), "unplaced: drawn");
         let s = like(&host(), true);
         assert_eq!((s.machine.uptime_s, s.cgroups[0].period_timer_offset_us), (Some(1234.5), Some(4321.5)));
+    }
+
+    #[test]
+    fn late_ticks_found_are_taken_within_a_tick() {
+        let s = like(&host(), false);
+        assert_eq!((s.machine.tick_late_share, s.machine.tick_late_us, s.machine.tick_late_together), (None, None, None), "none found: none");
+        let late = |share, late_us| Some(TickLateness { share, late_us, together: 0.8 });
+        let s = like(&Host { tick_late: late(0.1, 340.0), ..host() }, false);
+        assert_eq!((s.machine.tick_late_share, s.machine.tick_late_us, s.machine.tick_late_together), (Some(0.1), Some(340.0), Some(0.8)));
+        // HZ=1000: a tick of 1000 us, less the jitter of 90 us.
+        let s = like(&Host { tick_late: late(0.1, 3400.0), ..host() }, false);
+        assert_eq!(s.machine.tick_late_us, Some(909.0), "later than the next tick: within it");
+        let s = like(&Host { tick_late: late(0.0, 3400.0), ..host() }, false);
+        assert_eq!(s.machine.tick_late_share, None, "a share of 0: none");
     }
 
     #[test]

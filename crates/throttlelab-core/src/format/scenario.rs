@@ -206,6 +206,19 @@ pub struct Machine {
     /// Each period/slack timer fires up to this late (uniform, seeded).
     #[serde(default = "default_timer_jitter_us")]
     pub timer_jitter_us: f64,
+    /// The share of ticks that run `tick_late_us` late on top of
+    /// `tick_jitter_us` (seeded, tick by tick): a guest whose emulator
+    /// delivers some ticks milliseconds late (QEMU/TCG, docs/fidelity.md).
+    /// Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_late_share: Option<f64>,
+    /// How late those ticks run, beyond the jitter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_late_us: Option<f64>,
+    /// The share of the late ticks that are late on every CPU at once (the
+    /// whole guest's tick late); the rest are late on one CPU. Absent: 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_late_together: Option<f64>,
     /// A period timer on an idle CPU fires this much later still: the CPU
     /// leaves its idle state first.
     #[serde(default = "default_idle_exit_us")]
@@ -280,6 +293,9 @@ impl Default for Machine {
             work_speed_cv: None,
             tick_jitter_us: default_tick_jitter_us(),
             timer_jitter_us: default_timer_jitter_us(),
+            tick_late_share: None,
+            tick_late_us: None,
+            tick_late_together: None,
             idle_exit_us: default_idle_exit_us(),
             tick_irq_us: default_tick_irq_us(),
             background_per_s: default_background_per_s(),

@@ -72,6 +72,7 @@ impl Scenario {
                 return err(key.into(), format!("must be in [0, {tick_us:.0}) (one tick), got {v}"));
             }
         }
+        self.validate_tick_late(tick_us)?;
         if !(0.0..=10_000.0).contains(&m.background_per_s) {
             return err("machine.background_per_s".into(), format!("must be in [0, 10000], got {}", m.background_per_s));
         }
@@ -122,6 +123,37 @@ impl Scenario {
         self.validate_totals()?;
         if self.duration_s.is_none() && !self.tasks.iter().any(|t| t.effective_loops() >= 0 && (t.threads > 0 || !t.windows.is_empty())) {
             return err("duration_s".into(), "required when no task is finite (every task loops forever)".into());
+        }
+        Ok(())
+    }
+
+    /// `machine.tick_late_*`: a share of ticks and how late they run, given
+    /// together, the lateness with the jitter within a tick (a tick runs
+    /// before the next one expires).
+    fn validate_tick_late(&self, tick_us: f64) -> Result<(), ScenarioError> {
+        let m = &self.machine;
+        let err = |key: &str, msg: String| Err(ScenarioError::new(key, msg));
+        match (m.tick_late_share, m.tick_late_us) {
+            (None, None) => {}
+            (Some(share), Some(late)) => {
+                if !(0.0..1.0).contains(&share) {
+                    return err("machine.tick_late_share", format!("must be in [0, 1), got {share}"));
+                }
+                let most = tick_us - m.tick_jitter_us;
+                if !(late > 0.0 && late < most) {
+                    return err("machine.tick_late_us", format!("must be in (0, {most:.0}) (a tick less machine.tick_jitter_us), got {late}"));
+                }
+            }
+            (Some(_), None) => return err("machine.tick_late_us", "required with machine.tick_late_share".into()),
+            (None, Some(_)) => return err("machine.tick_late_share", "required with machine.tick_late_us".into()),
+        }
+        if let Some(together) = m.tick_late_together {
+            if m.tick_late_share.is_none() {
+                return err("machine.tick_late_together", "needs machine.tick_late_share".into());
+            }
+            if !(0.0..=1.0).contains(&together) {
+                return err("machine.tick_late_together", format!("must be in [0, 1], got {together}"));
+            }
         }
         Ok(())
     }

@@ -48,6 +48,11 @@ pub enum Stream {
     /// Each run phase's CPU time, by thread, where the machine's work speed
     /// spreads from run to run (`machine.work_speed_cv`).
     Work(usize),
+    /// Whether tick k is late on every CPU at once (a guest whose emulator
+    /// delivers a tick late to both vCPUs: `machine.tick_late_share`).
+    TickLateAll,
+    /// Whether tick k is late on this CPU alone, by CPU.
+    TickLate(usize),
 }
 
 impl Stream {
@@ -67,6 +72,8 @@ impl Stream {
             Stream::Cost(s) => (12, s),
             Stream::BackgroundLength(c) => (13, c),
             Stream::Work(t) => (14, t),
+            Stream::TickLateAll => (15, 0),
+            Stream::TickLate(c) => (16, c),
         };
         (tag << 56) ^ id as u64
     }

@@ -54,6 +54,11 @@ pub struct Host {
     /// tracefs, and in documents from before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tick_latency_us: Option<f64>,
+    /// The ticks that ran far later than that (a guest under QEMU/TCG: some
+    /// 3.4 ms, on both vCPUs at once; the simulator's `machine.tick_late_*`).
+    /// None where the probe found none, and in documents from before it looked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_late: Option<TickLateness>,
     /// The host's sustained speed on the real backend's calibrated busy loop
     /// against its calibration, during that probe: a `run_us` of work cost
     /// `run_us / work_speed` of CPU (the simulator's `machine.smt_speed`
@@ -75,6 +80,18 @@ pub struct Host {
     /// against the tick and period timer grids (the simulator's
     /// `machine.uptime_s`); the probe alone: when it started.
     pub uptime_s: f64,
+}
+
+/// Ticks that ran late beyond the usual jitter, as the probe found them
+/// (`probe.rs`, from each tick's charge to its spinners).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct TickLateness {
+    /// Their share of all ticks.
+    pub share: f64,
+    /// How late they ran, the median, in microseconds.
+    pub late_us: f64,
+    /// The share of them that were late on every CPU at once.
+    pub together: f64,
 }
 
 /// A cgroup's limit as the kernel holds it at the end of the run (after
