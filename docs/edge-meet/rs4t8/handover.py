@@ -6,8 +6,9 @@ simulator: docs/fidelity.md's "Four threads at 1.0, limited, event by event".
 Per run, after the first 0.1 s: the switches from one worker straight to
 another on a CPU, split into those where the first was preempted (runnable:
 it runs again before a sleep could end) and those where it went to sleep, and
-the preempted one's slice before it (median, p10-p90, ms), with how far that
-preemption came after the CPU's last tick (a tick's resched or a wake-up's).
+the preempted one's slice before it (median, p10-p90, ms), and whether the
+preemption came within 0.1 ms of the CPU's last tick (the tick's resched) or
+between ticks (a wake-up's).
 """
 import json
 import statistics
@@ -47,25 +48,34 @@ def kernel(text: str, start: int, lo: int, hi: int):
 
 
 def simulator(records, lo: int, hi: int):
-    cur, next_slice, switches = {}, {}, []
+    cur, switches, last_tick = {}, [], {}
     slices = {}
     for r in records:
+        c, t = r.get("cpu"), r["t_ns"]
+        if r["kind"] == "tick":
+            last_tick[c] = t
         if r["kind"] != "switch":
             continue
-        c, t = r["cpu"], r["t_ns"]
         tid = r.get("arg") if r["tg"] == 1 else None
         if c in cur and cur[c][0] is not None and tid is not None and tid != cur[c][0] and lo <= t <= hi:
-            switches.append((cur[c][0], cur[c][1], t))
+            switches.append((cur[c][0], cur[c][1], t, (t - last_tick.get(c, t)) / 1e6))
         slices.setdefault(tid, []).append(t)
         cur[c] = (tid, t)
-    pre, slept = [], 0
-    for tid, began, t in switches:
+    pre, slept, after_tick = [], 0, []
+    for tid, began, t, since_tick in switches:
         later = [x for x in slices.get(tid, []) if x > t]
         if later and later[0] - t < 18_600_000:
             pre.append((t - began) / 1e6)
+            after_tick.append(since_tick)
         else:
             slept += 1
-    return pre, slept
+    return pre, slept, after_tick
+
+
+def at_tick(after_tick) -> str:
+    """Preemptions within 0.1 ms of the CPU's tick (the tick's resched) / later (a wake-up's)."""
+    near = sum(x <= 0.1 for x in after_tick)
+    return f"{near} / {len(after_tick) - near}"
 
 
 def main(d: Path, scenario: Path) -> None:
@@ -79,9 +89,10 @@ def main(d: Path, scenario: Path) -> None:
         kpre, kslept, ktick = kernel((d / f"run-{n}.bw.txt").read_text(), start, lo, hi)
         host = dict(run["host"], tick_latency_us=run["tick_latency_us"])
         _out, records = diff.paired_sim(text_s, [f"seed={n}", *diff.start_overrides(resolved, run["start_late_us"])], host, 1)
-        spre, sslept = simulator(records, lo, hi)
+        spre, sslept, stick = simulator(records, lo, hi)
         print(f"run {n}: worker to worker, preempted / asleep: kernel {len(kpre)} / {kslept}, simulator {len(spre)} / {sslept}; "
-              f"the preempted one's slice, ms: kernel {q(kpre)}, simulator {q(spre)}; kernel's preemption after the tick {q(ktick)}")
+              f"the preempted one's slice, ms: kernel {q(kpre)}, simulator {q(spre)}; preempted at a tick / between ticks: "
+              f"kernel {at_tick(ktick)}, simulator {at_tick(stick)}")
 
 
 if __name__ == "__main__":

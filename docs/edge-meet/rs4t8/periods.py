@@ -57,6 +57,7 @@ class PeriodStats:
         self.phases = defaultdict(int)  # run phases begun (wake-ups)
         self.charged = defaultdict(int)  # the kernel's charges to workers (sched_stat_runtime)
         self.waits: list[tuple[int, int]] = []  # every worker's waits runnable
+        self.wakes: list[tuple[int, int, int]] = []  # (when, the CPU it was woken onto, the CPU it last ran on)
         self.running: dict[int, list] = defaultdict(list)  # cpu -> [(from, to, "worker"|"other"|"idle")]
         self.throttled_iv: dict[int, list] = defaultdict(list)  # cpu -> [(from, to)] its cfs_rq throttled
 
@@ -165,7 +166,7 @@ def kernel_side(text: str, wake: str, start_ns: int, dur_ns: int, quota_ns: int)
                 timeline.append((t, cpu, f"{name(f['prev_comm'], prev)}({f.get('prev_state')}) -> {name(f['next_comm'], nxt)}"))
             if f.get("prev_comm") == diff.WORKER_COMM and prev in state:
                 ps.span(ps.used, state[prev][2], t)
-                state[prev] = ("wait", cpu, t) if f.get("prev_state", "").startswith("R") else ("sleep",)
+                state[prev] = ("wait", cpu, t) if f.get("prev_state", "").startswith("R") else ("sleep", cpu)
                 if not occupancy(cpu):
                     give_back(t, cpu)
             if f.get("next_comm") == diff.WORKER_COMM:
@@ -175,9 +176,12 @@ def kernel_side(text: str, wake: str, start_ns: int, dur_ns: int, quota_ns: int)
                 state[nxt] = ("run", cpu, t)
         elif ev in ("sched_wakeup", "sched_wakeup_new") and f.get("comm") == diff.WORKER_COMM:
             pid, target = int(f["pid"]), int(f["target_cpu"])
-            if state.get(int(f["pid"]), ("sleep",))[0] == "sleep":
+            was = state.get(pid, ("sleep",))
+            if was[0] == "sleep":
                 empty = not occupancy(target)
                 state[pid] = ("wait", target, t)
+                if len(was) > 1:
+                    ps.wakes.append((t, target, was[1]))
                 timeline.append((t, target, f"wake w{pid % 100} (on {'empty' if empty else occupancy(target) - 1} queued)"))
                 ps.phases[ps.period(t)] += 1
                 # check_enqueue_throttle: the first entity on an empty cfs_rq with nothing left.
@@ -255,12 +259,14 @@ def sim_side(records: list[dict], tg: int, dur_ns: int) -> tuple[PeriodStats, li
             elif done >= half_ns and a >= last_end + sleep_ns:
                 done = 0
                 ps.phases[ps.period(last_end + sleep_ns)] += 1
+                # Where it ran first: its CPU at the wake-up, unless a pull moved it.
+                ps.wakes.append((last_end + sleep_ns, _c, last_cpu))
                 if a > last_end + sleep_ns:
                     ps.waited(last_end + sleep_ns, a)
             elif a > last_end:
                 ps.waited(last_end, a)
             done += b - a
-            last_end = b
+            last_end, last_cpu = b, _c
     return ps, log, timeline
 
 
@@ -310,6 +316,28 @@ def why_waiting(ps: PeriodStats, cpus: int, from_ns: int, to_ns: float = float("
     return out
 
 
+def placements(ps: PeriodStats, cpus: int, from_ns: int) -> dict:
+    """Wake-ups after ``from_ns`` by what their previous CPU and the other
+    CPU ran then, and where they went (the simulator's: the CPU it ran on first)."""
+    running = {c: sorted(ps.running[c]) for c in range(cpus)}
+    out = defaultdict(int)
+    for t, cpu, prev in ps.wakes:
+        if t < from_ns:
+            continue
+        t -= 1_000  # what ran just before (the woken may switch in at once)
+        at_prev = state_at(running[prev], t) or "idle"
+        others = {state_at(running[c], t) or "idle" for c in range(cpus) if c != prev}
+        if at_prev == "idle":
+            out["its previous CPU idle"] += 1
+        elif "idle" in others:
+            # select_idle_sibling: left on the busy previous CPU, or moved to the idle one.
+            out[f"its previous CPU running {'a worker' if at_prev == 'worker' else 'another task'}, the other idle: "
+                f"{'left there' if cpu == prev else 'moved'}"] += 1
+        else:
+            out["both CPUs busy"] += 1
+    return out
+
+
 def fmt_throttles(th: list) -> str:
     return ",".join(f"{x:.1f}@{c}" for x, c in sorted(th)) or "-"
 
@@ -344,6 +372,11 @@ def main(d: Path, wake_path: Path, scenario: Path, show_periods: bool, shown: se
                   + ", ".join(f"{k} {v:.0f}" for k, v in sorted(why.items())))
             for k, v in why.items():
                 tot[f"{label} waiting, {k}"] += v
+            placed = placements(side, resolved["machine"]["cpus"], period_ns)
+            print(f"  {label:9}: wake-ups after the first period {sum(placed.values())}: "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(placed.items())))
+            for k, v in placed.items():
+                tot[f"{label} wake-ups, {k}"] += v
         np_ = min(len(kp.starts), len(sp.starts))
         kthr = [p for p in range(1, np_) if kp.throttles.get(p)]
         sthr = [p for p in range(1, np_) if sp.throttles.get(p)]
