@@ -46,6 +46,10 @@ class Document:
 #: The real backend's run lock file (crates/throttlelab-real/src/lock.rs).
 LOCK_PATH: str
 
+#: A tick later than this (ns) is late beyond the jitter (``TickLateness::LATE_NS``,
+#: crates/throttlelab-core/src/vocab/output.rs): the probe's and ``diff``'s threshold.
+TICK_LATE_NS: int
+
 class RunLock:
     """The real backend's run lock, held until ``release`` (or until dropped):
     one run measuring the host at a time. Taking it raises ``HarnessError``

@@ -172,9 +172,8 @@ def tick_latency_us(text: str) -> Optional[float]:
 
 
 #: A worker tick later than this is late beyond the jitter (``tick_late``):
-#: the guest's ordinary lateness is 80-100 us at the median, its late ticks
-#: 1.6 ms (6.1's boot) or 3.4 ms (6.12's) late, the host's under 40 us.
-TICK_LATE_NS = 500_000
+#: the probe's threshold, from the core (``TickLateness::LATE_NS``).
+TICK_LATE_NS = _native.TICK_LATE_NS
 
 
 def tick_late(text: str, tick_ns: int) -> Optional[dict[str, float]]:
@@ -623,14 +622,15 @@ def pair_run(text: str, resolved: dict[str, Any], kout: dict[str, Any], trace: s
     if host.get("tick_latency_us") is None:
         # The guest does not probe it (docs/vm.md): its own trace's ticks say
         # it. The simulator draws lateness in [0, 2 x median), within a tick.
+        hz = host.get("hz") or resolved["machine"]["hz"]
         late = tick_latency_us(trace)
-        if late is not None and 2 * late * (host.get("hz") or resolved["machine"]["hz"]) < 1e6:
+        if late is not None and 2 * late * hz < 1e6:
             host["tick_latency_us"] = late
         else:
             notes.append(f"the tick's lateness not modelled: {'not traced' if late is None else f'{late:.0f} us at the median'}")
         if late_ticks and host.get("tick_late") is None:
             # Nor its late ticks: the run's own (the simulator's machine.tick_late_*).
-            host["tick_late"] = tick_late(trace, round(1e9 / (host.get("hz") or resolved["machine"]["hz"])))
+            host["tick_late"] = tick_late(trace, round(1e9 / hz))
     start_ns = round(host["uptime_s"] * 1e9)
     # The run's window, as its cpu.stat's (read at the planned end).
     end_ns = round(kout["duration_s"] * 1e9)

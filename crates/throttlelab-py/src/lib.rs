@@ -463,6 +463,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(real_preflight, m)?)?;
     m.add_class::<RunLock>()?;
     m.add("LOCK_PATH", throttlelab_real::LOCK_PATH)?;
+    m.add("TICK_LATE_NS", throttlelab_core::output::TickLateness::LATE_NS)?;
     m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_function(wrap_pyfunction!(kubelet_find, m)?)?;
     m.add_function(wrap_pyfunction!(kubelet_parse, m)?)?;

@@ -250,15 +250,10 @@ fn tick_charges_on(cpu: usize, duration_ns: u64, stop: &(dyn Fn() -> bool + Sync
     Ok(moved)
 }
 
-/// A tick later than this is late beyond the jitter (`Background::tick_late`):
-/// a guest under QEMU/TCG ran 80-100 us late at the median and its late
-/// ticks 1.6-3.4 ms (docs/fidelity.md); a host's, tens of microseconds.
-const TICK_LATE_NS: u64 = 500_000;
-
 /// The late ticks among each CPU's charge times (`tick_charges_on`): the
 /// tick is the median gap between charges, rounded to a CONFIG_HZ's; every
 /// CPU's ticks expire on one grid (6.5+ aligns them, no `skew_tick`), whose
-/// phase is the start of the densest `TICK_LATE_NS` of the charges' offsets
+/// phase is the start of the densest `TickLateness::LATE_NS` of the charges' offsets
 /// within a tick; a charge is that much late. Their share of all charges,
 /// how late beyond the charges' median (the median of them), and the share
 /// of them whose tick (the same grid index) was late on another CPU too
@@ -275,7 +270,7 @@ fn tick_late(charges: &[Vec<u64>]) -> Option<TickLateness> {
     let mut offsets: Vec<u64> = charges.iter().flatten().map(|t| t % tick_ns).collect();
     offsets.sort_unstable();
     // The densest window, wrapping around the tick: its first offset is the grid's phase.
-    let within = |i: usize| offsets.iter().filter(|&&o| (o + tick_ns - offsets[i]) % tick_ns < TICK_LATE_NS).count();
+    let within = |i: usize| offsets.iter().filter(|&&o| (o + tick_ns - offsets[i]) % tick_ns < TickLateness::LATE_NS).count();
     let phase = offsets[(0..offsets.len()).max_by_key(|&i| (within(i), std::cmp::Reverse(i)))?];
     let late_of = |t: u64| (t + tick_ns - phase) % tick_ns;
     let mut all: Vec<u64> = charges.iter().flatten().map(|&t| late_of(t)).collect();
@@ -285,7 +280,7 @@ fn tick_late(charges: &[Vec<u64>]) -> Option<TickLateness> {
         .iter()
         .enumerate()
         .flat_map(|(cpu, c)| c.iter().map(move |&t| (cpu, t)))
-        .filter_map(|(cpu, t)| (late_of(t) > TICK_LATE_NS).then(|| (cpu, t.saturating_sub(phase) / tick_ns, late_of(t))))
+        .filter_map(|(cpu, t)| (late_of(t) > TickLateness::LATE_NS).then(|| (cpu, t.saturating_sub(phase) / tick_ns, late_of(t))))
         .collect();
     if late.is_empty() {
         return Some(TickLateness { share: 0.0, late_us: 0.0, together: 0.0 });

@@ -94,6 +94,14 @@ pub struct TickLateness {
     pub together: f64,
 }
 
+impl TickLateness {
+    /// A tick later than this is late beyond the jitter: a guest under
+    /// QEMU/TCG ran 80-100 us late at the median and its late ticks 1.6-3.4 ms
+    /// (docs/fidelity.md); a host's, tens of microseconds. The probe and
+    /// `diff`'s guest traces both count by it.
+    pub const LATE_NS: u64 = 500_000;
+}
+
 /// A cgroup's limit as the kernel holds it at the end of the run (after
 /// every `[[write]]`): `cpu.max` and `cpu.max.burst`.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
