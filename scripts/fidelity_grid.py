@@ -184,6 +184,11 @@ def configurations(grid: Grid):
                    burst_us=quota_us // 2 if burst else 0)
 
 
+#: What the probe measured before each run, as a row keeps it per run.
+RUN_HOST_KEYS = ("background_per_s", "background_us", "background_p50_us", "work_speed", "work_speed_cv",
+                 "tick_latency_us", "tick_late")
+
+
 def measured(kernel: list[dict]) -> dict:
     """What a configuration's kernel runs measured, as a grid row keeps it."""
     app = lambda metric: [d["cgroups"]["app"][metric] for d in kernel]  # noqa: E731
@@ -205,6 +210,9 @@ def measured(kernel: list[dict]) -> dict:
         # Periods between the controller's two cpu.stat reads: a spinner's group
         # counts every period, so fewer than duration / period says a read was late.
         "kernel_nr_periods": [r["cgroups"]["app"].get("nr_periods") for r in kernel],
+        # Each run's own probe (the simulator's seeds spread over them, as compare's do).
+        "run_hosts": [{k: r["host"][k] for k in RUN_HOST_KEYS if r["host"].get(k) is not None} for r in kernel],
+        "kernel_usage_s_runs": [u / 1e6 for u in app("usage_usec")],
     }
 
 
@@ -232,9 +240,10 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
     preemption at the mean, whatever the grid's host says. A row from before
     the probe measured the work's spread run to run takes ``work_speed_cv``
     (``--work-speed-cv``), or none; one from before it looked for late
-    ticks, ``tick_late`` (``--tick-late``), or none."""
+    ticks, ``tick_late`` (``--tick-late``), or none. A row that kept each
+    run's probe (``run_hosts``) gives each run its own."""
     runs = []
-    for ratio, uptime_s, offset_us in zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"]):
+    for i, (ratio, uptime_s, offset_us) in enumerate(zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"])):
         run_host = {**host, "background_per_s": row["background_per_s"], "background_us": row["background_us"], "uptime_s": uptime_s}
         run_host.pop("background_p50_us", None)
         run_host.pop("work_speed_cv", None)
@@ -248,6 +257,11 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
         for measured_key in ("work_speed", "tick_latency_us", "work_speed_cv", "tick_late"):
             if row.get(measured_key) is not None:
                 run_host[measured_key] = row[measured_key]
+        if "run_hosts" in row:
+            run_host.pop("background_p50_us", None)
+            run_host.update(row["run_hosts"][i])
+            if not median:
+                run_host.pop("background_p50_us", None)
         if offset_us is not None:
             run_host["period_timer_offset_us"] = {"app": offset_us}
         runs.append({"host": run_host, "cgroups": {"app": {"throttled_ratio": ratio}}})
@@ -300,7 +314,8 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 
 #: What a grid row keeps of the kernel's runs (`measured`).
 KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "background_p50_us",
-               "work_speed", "work_speed_cv", "tick_latency_us", "tick_late", "timer_offset_us", "uptime_s", "kernel_nr_periods")
+               "work_speed", "work_speed_cv", "tick_latency_us", "tick_late", "timer_offset_us", "uptime_s", "kernel_nr_periods",
+               "run_hosts", "kernel_usage_s_runs")
 
 
 def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None,

@@ -197,6 +197,17 @@ def test_unpaired_by_default_the_simulator_draws_its_own_phases(monkeypatch):
     assert [{k: v for k, v in r.items() if k != "engine"} for r in result["sim_runs"]] == drawn
 
 
+def test_each_seed_is_set_up_like_its_kernel_run():
+    """Unpaired, seed i takes what kernel run i's probe measured (modulo the
+    runs): the seeds spread as the host's state did, not at its mean."""
+    text = scenario_text(top="", period_us="10000", quota_us="10000")
+    host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0, "uptime_s": 1.0}
+    kernel = [{"host": {**host, "work_speed": speed}} for speed in (0.5, 1.0)]
+    runs = throttlelab.compare.simulator_runs(text, kernel, seeds=3)
+    like = lambda i, speed: simulate(text, [f"seed={i}"], json.dumps({**host, "work_speed": speed}))  # noqa: E731
+    assert [{k: v for k, v in r.items() if k != "engine"} for r in runs] == [like(1, 0.5), like(2, 1.0), like(3, 0.5)]
+
+
 @pytest.mark.parametrize(
     "kernel, sim, alike",
     [

@@ -112,6 +112,18 @@ def test_stored_rows_set_the_simulator_up_like_their_host():
     assert all(r["host"]["tick_late"] == found["tick_late"] for r in grid.stored_runs(host, found, tick_late=assumed)), "measured wins"
 
 
+def test_a_row_that_kept_each_runs_probe_gives_each_run_its_own():
+    host = {"release": "6.12.0", "hz": 250, "cgroup": "v2", "background_per_s": 1.0, "background_us": 1.0}
+    row = {"kernel_ratio": [0.5, 0.6], "uptime_s": [10.0, 20.0], "timer_offset_us": [None, None], "background_per_s": 40.0,
+           "background_us": 200.0, "work_speed": 0.7, "background_p50_us": 30.0,
+           "run_hosts": [{"background_per_s": 30.0, "background_us": 100.0, "work_speed": 0.5},
+                         {"background_per_s": 50.0, "background_us": 300.0, "work_speed": 0.9, "background_p50_us": 40.0}]}
+    runs = grid.stored_runs(host, row)
+    assert [(r["host"]["background_per_s"], r["host"]["work_speed"]) for r in runs] == [(30.0, 0.5), (50.0, 0.9)]
+    assert [r["host"].get("background_p50_us") for r in runs] == [None, 40.0], "each run's own median, none where it had none"
+    assert all("background_p50_us" not in r["host"] for r in grid.stored_runs(host, row, median=False)), "--mean-only"
+
+
 def test_a_stored_row_draws_its_own_median_or_the_mean():
     host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0, "background_p50_us": 0.5}
     row = {"kernel_ratio": [0.5, 0.6], "uptime_s": [10.0, 20.0], "timer_offset_us": [5.0, None], "background_per_s": 40.0,
@@ -135,7 +147,7 @@ def test_an_edge_row_holds_both_columns_against_the_kernel(at):
     assert len(row["sim_ratio_alone"]) == len(row["sim_ratio"]) == seeds
     plain = lambda doc: {k: v for k, v in doc.items() if k != "engine"}  # noqa: E731
     assert plain(alone[1]) == plain(simulate(text, ["seed=2"])), "alone: the scenario as it is, [machine]'s defaults"
-    assert plain(like_host[1]) == plain(simulate(text, ["seed=2"], like_host=json.dumps({**kernel[0]["host"], **grid.mean_host([d["host"] for d in kernel])})))
+    assert plain(like_host[1]) == plain(simulate(text, ["seed=2"], like_host=json.dumps(kernel[1]["host"]))), "seed 2: like run 2"
     md = grid.edge_markdown([row], 3, seeds, 0.5, kernel[0]["host"], 224)
     assert "1 of the 224 configurations measured" in md and md.count(f"\n| {config['workload']} |") == 1
 

@@ -1,9 +1,9 @@
 """``throttlelab compare``: the same scenario on the host kernel and in the simulator.
 
-The real backend runs N times; the simulator runs N seeds set up like the host
-by the core (``Host::scenario_overrides``: CONFIG_HZ, the profile of the host's kernel
-release, and the background activity the real backend's probe measured before
-each run). By default the simulator draws its own start against the tick grid
+The real backend runs N times; the simulator runs N seeds, seed i set up like
+kernel run i by the core (``Host::scenario_overrides``: CONFIG_HZ, the profile of
+the host's kernel release, and the background activity, work speed and tick
+lateness the real backend's probe measured before that run). By default the simulator draws its own start against the tick grid
 and its own period timer phases, as a user predicting a limit must: the
 comparison is of two distributions, the kernel's over runs and the simulator's
 over seeds. ``paired`` (a diagnostic) instead starts simulator run i where
@@ -166,12 +166,16 @@ def simulator_runs(
     step: Optional[Callable[[str], None]] = None,
     seeds: Optional[int] = None,
 ) -> list[dict[str, Any]]:
-    """Simulator seeds 1..``seeds`` (default: one per kernel run), set up like
-    the host on average; ``paired``: seed i started, with its period timers,
-    where kernel run i was (one seed per kernel run)."""
-    host = mean_host([d["host"] for d in kernel])
-    hosts = [run["host"] for run in kernel] if paired else [kernel[0]["host"]] * (seeds or len(kernel))
-    runs = [Run(text, [*overrides, f"seed={i + 1}"], json.dumps({**h, **host}), placed=paired) for i, h in enumerate(hosts)]
+    """Simulator seeds 1..``seeds`` (default: one per kernel run), seed i set
+    up like kernel run i (modulo the runs): the background, work speed and
+    ticks its probe measured before it, so that the seeds spread as the
+    host's state did run to run (a guest's work speed moves by a half); its
+    own phases drawn. ``paired``: seed i also started, with its period
+    timers, where kernel run i was (one seed per kernel run)."""
+    hosts = [run["host"] for run in kernel]
+    if not paired:
+        hosts = [hosts[i % len(hosts)] for i in range(seeds or len(kernel))]
+    runs = [Run(text, [*overrides, f"seed={i + 1}"], json.dumps(h), placed=paired) for i, h in enumerate(hosts)]
     with Runner() as runner:
         return runner.run_many(runs, lambda: (step or (lambda _label: None))("simulator"))
 
