@@ -166,9 +166,9 @@ def worker_ticks(text: str) -> list[tuple[int, int, int]]:
 
 def tick_latency_us(text: str) -> Optional[float]:
     """The median lateness of the worker ticks' timer (``worker_ticks``), or
-    None without such ticks."""
+    None without such ticks. Medians here are the upper one, as the probe's."""
     late = [ns for _at, _cpu, ns in worker_ticks(text)]
-    return statistics.median(late) / 1e3 if late else None
+    return statistics.median_high(late) / 1e3 if late else None
 
 
 #: A worker tick later than this is late beyond the jitter (``tick_late``):
@@ -187,14 +187,14 @@ def tick_late(text: str, tick_ns: int) -> Optional[dict[str, float]]:
     ticks = [t for t in worker_ticks(text) if t[2] < tick_ns]
     if not ticks:
         return None
-    median_ns = statistics.median(ns for *_, ns in ticks)
+    median_ns = statistics.median_high(ns for *_, ns in ticks)
     late = [(at, cpu, ns) for at, cpu, ns in ticks if ns > TICK_LATE_NS]
     if not late:
         return {"share": 0.0, "late_us": 0.0, "together": 0.0}
     late_at = {(at, cpu) for at, cpu, _ in late}
     cpus = {cpu for _, cpu, _ in ticks}
     together = sum(any((at, c) in late_at for c in cpus - {cpu}) for at, cpu, _ in late)
-    return {"share": len(late) / len(ticks), "late_us": (statistics.median(ns for *_, ns in late) - median_ns) / 1e3,
+    return {"share": len(late) / len(ticks), "late_us": (statistics.median_high(ns for *_, ns in late) - median_ns) / 1e3,
             "together": together / len(late)}
 
 

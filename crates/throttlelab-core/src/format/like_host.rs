@@ -9,7 +9,7 @@
 use crate::format::error::ScenarioError;
 use crate::vocab::output::Host;
 use crate::vocab::profile::Profile;
-use crate::format::scenario::{measured_background_p50_us, Scenario};
+use crate::format::scenario::{measured_background_p50_us, Scenario, DEFAULT_TICK_JITTER_US};
 use crate::format::validate::MAX_WORK_SPEED_CV;
 use toml::Value;
 
@@ -53,7 +53,8 @@ impl Host {
             // Within a tick with the jitter (validate.rs): a tick late past
             // the next one's expiry is one tick the later.
             let tick_us = self.hz.map_or(f64::INFINITY, |hz| 1e6 / hz as f64);
-            let jitter_us = 2.0 * self.tick_latency_us.unwrap_or(0.0);
+            // Unmeasured (a guest), the scenario keeps its jitter: the default's.
+            let jitter_us = self.tick_latency_us.map_or(DEFAULT_TICK_JITTER_US, |latency_us| 2.0 * latency_us);
             let late_us = late.late_us.min(tick_us - jitter_us - 1.0);
             if late_us > 0.0 {
                 set.push(format!("machine.tick_late_share={}", float(late.share.min(0.99))));
@@ -139,6 +140,8 @@ mod tests {
         // HZ=1000: a tick of 1000 us, less the jitter of 90 us.
         let s = like(&Host { tick_late: late(0.1, 3400.0), ..host() }, false);
         assert_eq!(s.machine.tick_late_us, Some(909.0), "later than the next tick: within it");
+        let s = like(&Host { tick_late: late(0.1, 3400.0), tick_latency_us: None, ..host() }, false);
+        assert_eq!(s.machine.tick_late_us, Some(1000.0 - DEFAULT_TICK_JITTER_US - 1.0), "the jitter unmeasured: the default's kept");
         let s = like(&Host { tick_late: late(0.0, 3400.0), ..host() }, false);
         assert_eq!(s.machine.tick_late_share, None, "a share of 0: none");
     }

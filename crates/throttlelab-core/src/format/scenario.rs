@@ -263,8 +263,10 @@ fn default_smt() -> usize {
 fn default_work_speed() -> f64 {
     1.0
 }
+/// `machine.tick_jitter_us` when a scenario does not set it.
+pub const DEFAULT_TICK_JITTER_US: f64 = 20.0;
 fn default_tick_jitter_us() -> f64 {
-    20.0
+    DEFAULT_TICK_JITTER_US
 }
 fn default_timer_jitter_us() -> f64 {
     20.0
