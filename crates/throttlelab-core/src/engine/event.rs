@@ -270,9 +270,10 @@ thread_local! {
 /// buckets `cursor..cursor + BUCKETS`; an event beyond them is pushed into
 /// `far` or `slots` and stays there until it is popped (no cascading: each
 /// pop compares the wheel's least with the heap's top and the tree's root,
-/// and the keys give the order, not the structure). The cursor is the wheel's
-/// first bucket that held an entry at the last pop; an event pushed before
-/// it goes into it (it is the least there).
+/// and the keys give the order, not the structure). The cursor is the
+/// bucket of the last event popped, or the wheel's first bucket that held an
+/// entry at the last pop if later; an event pushed before it goes into it
+/// (it is the least there).
 ///
 /// A slot armed within reach pushes an entry with the leaf's next `gen`;
 /// the entry of an earlier arming, or of one cancelled, stays in its bucket
@@ -461,6 +462,11 @@ impl EventQueue {
     /// Pop the next event if it runs at or before `end`.
     pub fn pop_until(&mut self, end: Time) -> Option<(Time, Event)> {
         let (source, k) = self.next().filter(|&(_, k)| time_of(k) <= end)?;
+        // Every pending event is at or after this one: the wheel reaches
+        // from here (else, emptied, it would keep reaching from its last
+        // entry's bucket, and events nearer than the wheel's reach would go
+        // far).
+        self.cursor = self.cursor.max(time_of(k) >> self.shift);
         let ev = match source {
             Source::Wheel(i, j) => {
                 let e = self.buckets[i].swap_remove(j);
