@@ -155,7 +155,7 @@ impl<'s> Sim<'s> {
             now: 0,
             end: scenario.duration_ns(),
             seed: scenario.seed,
-            events: EventQueue::new(nr_cpus, tun.tick_ns),
+            events: EventQueue::new(nr_cpus),
             rqs: (0..nr_cpus).map(|_| Rq::default()).collect(),
             cfs_rqs: Vec::new(),
             ses: Vec::new(),
