@@ -169,12 +169,13 @@ def test_service_latency(write_scenario):
 
 @needs_real
 def test_finite_tasks_end_the_run_without_duration(write_scenario):
-    path = write_scenario(top="", threads="1", phases="[{ run_us = 100_000 }, { sleep_us = 50_000 }]", task="loop = 2")
+    # Busy wall time (runtime_us), not calibrated work: a calibration on a loaded
+    # CPU can make 100 ms of work take less (CI: 0.2966 s for the whole run).
+    path = write_scenario(top="", threads="1", phases="[{ runtime_us = 100_000 }, { sleep_us = 50_000 }]", task="loop = 2")
     text = Path(path).read_text().replace("duration_s = 0.5\n", "")
     Path(path).write_text(text)
     doc = real_json(path)
     spinner = doc["tasks"]["spinner"]
-    assert spinner["work_usec"] == pytest.approx(200_000, rel=0.01)
     assert 0.3 <= spinner["finished_s"] <= 0.6, spinner
     assert doc["duration_s"] == spinner["finished_s"]
 
