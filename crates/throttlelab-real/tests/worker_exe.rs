@@ -51,8 +51,10 @@ fn an_empty_spec_runs_and_reports_nothing() {
 #[test]
 fn an_error_that_cannot_reach_the_controller_goes_to_stderr() {
     let mut fds = [0; 2];
-    // SAFETY: pipe fills the two fds it is given.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: pipe2 fills the two fds it is given. Close-on-exec: a worker the
+    // other tests spawn meanwhile must not inherit the read end (it kept the pipe
+    // open, the error reached it, and stderr was empty: CI, once).
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
     // SAFETY: both fds are new and ours; the read end closes at once.
     let (read, write) = unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) };
     drop(read);
