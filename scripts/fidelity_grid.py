@@ -244,24 +244,21 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
     run's probe (``run_hosts``) gives each run its own."""
     runs = []
     for i, (ratio, uptime_s, offset_us) in enumerate(zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"])):
-        run_host = {**host, "background_per_s": row["background_per_s"], "background_us": row["background_us"], "uptime_s": uptime_s}
+        # What the probe measured: before this run, or the row's mean of them.
+        probed = row["run_hosts"][i] if "run_hosts" in row else row
+        run_host = {**host, "background_per_s": probed["background_per_s"], "background_us": probed["background_us"], "uptime_s": uptime_s}
         run_host.pop("background_p50_us", None)
         run_host.pop("work_speed_cv", None)
-        if median and row.get("background_p50_us") is not None:
-            run_host["background_p50_us"] = row["background_p50_us"]
+        if median and probed.get("background_p50_us") is not None:
+            run_host["background_p50_us"] = probed["background_p50_us"]
         run_host.pop("tick_late", None)
         if work_speed_cv is not None:
             run_host["work_speed_cv"] = work_speed_cv
         if tick_late is not None:
             run_host["tick_late"] = tick_late
         for measured_key in ("work_speed", "tick_latency_us", "work_speed_cv", "tick_late"):
-            if row.get(measured_key) is not None:
-                run_host[measured_key] = row[measured_key]
-        if "run_hosts" in row:
-            run_host.pop("background_p50_us", None)
-            run_host.update(row["run_hosts"][i])
-            if not median:
-                run_host.pop("background_p50_us", None)
+            if probed.get(measured_key) is not None:
+                run_host[measured_key] = probed[measured_key]
         if offset_us is not None:
             run_host["period_timer_offset_us"] = {"app": offset_us}
         runs.append({"host": run_host, "cgroups": {"app": {"throttled_ratio": ratio}}})

@@ -3,8 +3,9 @@
 The real backend runs N times; the simulator runs N seeds, seed i set up like
 kernel run i by the core (``Host::scenario_overrides``: CONFIG_HZ, the profile of
 the host's kernel release, and the background activity, work speed and tick
-lateness the real backend's probe measured before that run). By default the simulator draws its own start against the tick grid
-and its own period timer phases, as a user predicting a limit must: the
+lateness the real backend's probe measured before that run). By default the
+simulator draws its own start against the tick grid and its own period timer
+phases, as a user predicting a limit must: the
 comparison is of two distributions, the kernel's over runs and the simulator's
 over seeds. ``paired`` (a diagnostic) instead starts simulator run i where
 kernel run i started (`machine.uptime_s`) and puts each group's period timer
