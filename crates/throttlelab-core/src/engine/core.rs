@@ -17,7 +17,9 @@ impl Sim<'_> {
         self.rqs[cpu].need_resched = false;
         self.account_thread_time(cpu);
         if self.profile.has_sis_util() {
-            // Only SIS_UTIL's wake-ups read the utilization.
+            // Only SIS_UTIL reads the utilization: its idle ticks since the
+            // last switch write their hint before this one changes it.
+            self.update_idle_cpu_scan();
             let util = self.cpu_util(cpu);
             let rq = &mut self.rqs[cpu];
             (rq.util_avg, rq.util_at) = (util, self.now);
@@ -46,6 +48,11 @@ impl Sim<'_> {
         rq.since = self.now;
         if self.profile.has_sis_util() {
             self.util_changed(cpu);
+            match (prev_busy, next.is_some()) {
+                (true, false) => self.idle_entered(cpu),
+                (false, true) => self.idle_left(cpu),
+                _ => {}
+            }
         }
         self.update_rq_masks(cpu);
         let rq = &mut self.rqs[cpu];

@@ -23,8 +23,6 @@ use smallvec::SmallVec;
 const MIN_SHARES: u64 = 2;
 /// PELT's half-life: 32 periods of 1024 us.
 pub(crate) const PELT_HALF_LIFE_NS: f64 = 32.0 * 1024.0 * 1000.0;
-/// `imbalance_pct` of the LLC's (MC) domain, which SIS_UTIL's scan depth uses.
-const SIS_UTIL_PCT: u64 = 117;
 /// `NICE_0_LOAD` (without the fixed-point shift).
 pub(crate) const NICE_0_LOAD: u64 = 1024;
 
@@ -532,7 +530,8 @@ impl Sim<'_> {
     /// `select_task_rq_fair` → `select_idle_sibling`, simplified (a wake-up's
     /// target is the previous CPU: the sleep's timer fires there): the
     /// previous CPU if idle; else, with SIS_UTIL, `recent_used_cpu` if idle,
-    /// then at most `nr_idle_scan` CPUs after it; without, any idle allowed
+    /// then at most `nr_idle_scan` CPUs after it (the stored hint,
+    /// `sis_util.rs`); without, any idle allowed
     /// CPU. Among the idle CPUs scanned, one on the least busy core (a wholly
     /// idle core first, as `select_idle_core` does), the first after the
     /// previous CPU among equals; none idle: the previous CPU.
@@ -550,6 +549,14 @@ impl Sim<'_> {
             }
         }
         let n = allowed.len();
+        // SIS_UTIL: `select_idle_cpu` scans at most the stored hint.
+        let scan = match self.profile.has_sis_util() {
+            true => {
+                self.update_idle_cpu_scan();
+                self.sis_util.nr_idle_scan
+            }
+            false => n,
+        };
         // Every CPU allowed, in order (a list is sorted, or a background
         // thread's, rotated to start at its home CPU): the idle mask gives the
         // idle ones in scan order, the CPUs after `prev`, then from CPU 0.
@@ -560,25 +567,12 @@ impl Sim<'_> {
         let from_list = (!all).then(|| (0..n).map(|i| (i, allowed[(start + i) % n])).filter(|&(_, c)| self.is_idle(c)));
         // Idle allowed CPUs in scan order, with their places in it.
         let mut idle = from_mask.into_iter().flatten().chain(from_list.into_iter().flatten());
-        // With none idle the scan depth does not matter (and SIS_UTIL's, a
-        // pass over every CPU, is not computed).
         let Some(first) = idle.next() else { return prev };
-        // SIS_UTIL's depth lies between bounds known without a pass over
-        // every CPU (`util_sum`); the pass is made only for a CPU between them.
-        let (scan_lo, scan_hi) = match self.profile.has_sis_util() {
-            true => {
-                let (sum_lo, sum_hi) = self.util_sum.truncated_bounds(self.now);
-                (self.idle_scan_of(sum_hi), self.idle_scan_of(sum_lo))
-            }
-            false => (n, n),
-        };
-        let exact = std::cell::OnceCell::new();
-        let scanned = |i: usize| i < scan_lo || (i < scan_hi && i < *exact.get_or_init(|| self.nr_idle_scan()));
         // The first idle CPU on the least busy core: one on a wholly idle
         // core is the least, so the scan stops there.
         let busy_siblings = |c: CpuId| self.hw.siblings(c).filter(|&s| !self.is_idle(s)).count();
         let mut best: Option<(usize, CpuId)> = None;
-        for (_, c) in std::iter::once(first).chain(idle).take_while(|&(i, _)| scanned(i)) {
+        for (_, c) in std::iter::once(first).chain(idle).take_while(|&(i, _)| i < scan) {
             let busy = busy_siblings(c);
             if best.map_or(true, |(b, _)| busy < b) {
                 best = Some((busy, c));
@@ -594,34 +588,15 @@ impl Sim<'_> {
     /// decaying toward 0 while idle, with a 32 ms half-life (`y^32 = 1/2` per
     /// 1024 us period), carried from the last switch (`schedule` stores it).
     pub(crate) fn cpu_util(&self, cpu: CpuId) -> f64 {
+        self.cpu_util_at(cpu, self.now)
+    }
+
+    /// The same at `at`, no earlier than its last switch.
+    pub(crate) fn cpu_util_at(&self, cpu: CpuId, at: Time) -> f64 {
         let rq = &self.rqs[cpu];
-        let decay = 0.5f64.powf((self.now - rq.util_at) as f64 / PELT_HALF_LIFE_NS);
+        let decay = 0.5f64.powf((at - rq.util_at) as f64 / PELT_HALF_LIFE_NS);
         let running = if rq.curr.is_some() { 1024.0 } else { 0.0 };
         rq.util_avg * decay + running * (1.0 - decay)
-    }
-
-    /// SIS_UTIL's `nr_idle_scan` (`update_idle_cpu_scan`): with `x` the LLC's
-    /// (here the machine's) utilization per CPU, `llc_weight * (1024 - x^2 *
-    /// pct^2 / (10000 * 1024)) / 1024` CPUs, in integers as the kernel
-    /// computes it (`imbalance_pct` 117): none above about 60 % on two CPUs.
-    /// The kernel refreshes it at each periodic balance; the simulator at
-    /// each wake-up.
-    fn nr_idle_scan(&self) -> usize {
-        let sum_util: u64 = (0..self.nr_cpus()).map(|c| self.cpu_util(c) as u64).sum();
-        debug_assert!({
-            let (lo, hi) = self.util_sum.truncated_bounds(self.now);
-            lo <= sum_util && sum_util <= hi
-        });
-        self.idle_scan_of(sum_util)
-    }
-
-    /// `nr_idle_scan` for the CPUs' truncated utilization sum `sum_util`
-    /// (smaller for a larger sum).
-    fn idle_scan_of(&self, sum_util: u64) -> usize {
-        let llc_weight = self.nr_cpus() as u64;
-        let x = sum_util / llc_weight;
-        let tmp = (x * x * SIS_UTIL_PCT * SIS_UTIL_PCT / (10_000 * 1024)).min(1024);
-        ((1024 - tmp) * llc_weight / 1024) as usize
     }
 
     /// `check_preempt_wakeup_fair`: compare the woken task with the running
@@ -789,27 +764,6 @@ mod tests {
 
     const TWO_CPUS: &str = "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\n[kernel]\nprofile = \"6.18\"\n";
 
-    /// Two idle CPUs with these `util_avg`s as of time 0.
-    fn with_utils(utils: [f64; 2], f: impl FnOnce(&mut Sim)) {
-        let s = load(TWO_CPUS, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
-        for (cpu, util) in utils.into_iter().enumerate() {
-            (sim.rqs[cpu].util_avg, sim.rqs[cpu].util_at) = (util, sim.now);
-            sim.util_changed(cpu);
-        }
-        f(&mut sim);
-    }
-
-    /// `update_idle_cpu_scan` on two CPUs: both scanned when idle, one at half
-    /// the LLC's capacity, none from about 60 % on (integer truncation).
-    #[test]
-    fn sis_util_scans_less_as_the_llc_fills() {
-        with_utils([0.0, 0.0], |sim| assert_eq!(sim.nr_idle_scan(), 2));
-        with_utils([1024.0, 0.0], |sim| assert_eq!(sim.nr_idle_scan(), 1)); // x = 512: y = 674
-        with_utils([1024.0, 214.0], |sim| assert_eq!(sim.nr_idle_scan(), 1)); // x = 619: y = 512
-        with_utils([1024.0, 216.0], |sim| assert_eq!(sim.nr_idle_scan(), 0)); // x = 620: y = 511
-    }
-
     /// Two threads of one group on one CPU: `a` runs alone from 0, `b` (which
     /// ran before, so no initial placement) wakes at `wake_ns`. No tick runs
     /// in between, so the enqueue's `update_curr` is `a`'s first since it
@@ -899,9 +853,10 @@ mod tests {
     /// An idle CPU's `util_avg` halves every 32 PELT periods of 1024 us.
     #[test]
     fn util_avg_halves_in_32_periods_idle() {
-        with_utils([1024.0, 0.0], |sim| {
-            sim.now += 32 * 1_024_000;
-            assert!((sim.cpu_util(0) - 512.0).abs() < 1e-9);
-        });
+        let s = load(TWO_CPUS, &[]).unwrap();
+        let mut sim = Sim::new(&s, SimOptions::default());
+        (sim.rqs[0].util_avg, sim.rqs[0].util_at) = (1024.0, sim.now);
+        sim.now += 32 * 1_024_000;
+        assert!((sim.cpu_util(0) - 512.0).abs() < 1e-9);
     }
 }

@@ -13,6 +13,7 @@ pub mod fair;
 pub mod hard_limits;
 pub mod rq;
 pub mod sim;
+pub mod sis_util;
 pub mod smt;
 pub mod stop;
 pub mod tick;

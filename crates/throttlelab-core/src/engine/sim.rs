@@ -12,6 +12,7 @@ use crate::engine::rq::{Features, Rq, TaskGroup, Thread, Tunables};
 use crate::engine::smt::{self, Smt};
 use crate::engine::stop::StopAt;
 use crate::engine::tick::{TickGrid, TickLate};
+use crate::engine::sis_util::SisUtil;
 use crate::engine::util_sum::UtilSum;
 use crate::engine::workload::{Driver, Service};
 use crate::format::scenario::Scenario;
@@ -69,6 +70,8 @@ pub struct Sim<'s> {
     pub(crate) overload_mask: Vec<u64>,
     /// The CPUs' utilization sum in closed form, for SIS_UTIL's scan depth.
     pub(crate) util_sum: UtilSum,
+    /// SIS_UTIL's stored scan depth and the idle ticks that write it.
+    pub(crate) sis_util: SisUtil,
     /// `rd->overloaded`: set when a CPU gets a second runnable task, cleared
     /// only by a balance that finds none with two.
     pub(crate) rd_overloaded: bool,
@@ -167,6 +170,7 @@ impl<'s> Sim<'s> {
             idle_mask: (0..nr_cpus.div_ceil(64)).map(|w| if (w + 1) * 64 <= nr_cpus { u64::MAX } else { (1u64 << (nr_cpus % 64)) - 1 }).collect(),
             overload_mask: vec![0; nr_cpus.div_ceil(64)],
             util_sum: UtilSum::new(nr_cpus),
+            sis_util: SisUtil::new(nr_cpus),
             rd_overloaded: false,
             newidle: NewidleStats::default(),
             finite_left: 0,

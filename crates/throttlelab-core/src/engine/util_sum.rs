@@ -1,4 +1,4 @@
-//! SIS_UTIL's scan depth without a pass over every CPU on each wake-up.
+//! SIS_UTIL's scan depth without a pass over every CPU at each write.
 //!
 //! `nr_idle_scan` sums every CPU's `util_avg` (each truncated to an integer).
 //! A CPU's PELT signal moves as `2^(-t/H)` from its last switch, so the sum
@@ -6,9 +6,9 @@
 //! `1024 * running + 2^(-(now - r) / H) * K`, where `K` sums each CPU's
 //! `(util_avg - 1024 * running) * 2^((util_at - r) / H)` for a reference time
 //! `r`. Truncation takes less than one from each CPU, so the truncated sum,
-//! hence the scan depth, lies in a narrow range known in O(1); a wake-up
-//! computes the exact depth (the pass over every CPU) only when its choice
-//! depends on where in that range the depth is.
+//! hence the scan depth, lies in a narrow range known in O(1); a write
+//! (`sis_util.rs`) computes the exact depth (the pass over every CPU) only
+//! when the depth differs within that range.
 
 use crate::engine::fair::PELT_HALF_LIFE_NS;
 use crate::engine::sim::Sim;
