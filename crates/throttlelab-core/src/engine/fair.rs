@@ -572,7 +572,9 @@ impl Sim<'_> {
         // core is the least, so the scan stops there.
         let busy_siblings = |c: CpuId| self.hw.siblings(c).filter(|&s| !self.is_idle(s)).count();
         let mut best: Option<(usize, CpuId)> = None;
-        for (_, c) in std::iter::once(first).chain(idle).take_while(|&(i, _)| i < scan) {
+        // `idle` by reference: chained by value, its state (the two sources' iterators)
+        // was copied into the chain on every wake-up that scans.
+        for (_, c) in std::iter::once(first).chain(&mut idle).take_while(|&(i, _)| i < scan) {
             let busy = busy_siblings(c);
             if best.map_or(true, |(b, _)| busy < b) {
                 best = Some((busy, c));

@@ -132,4 +132,21 @@ mod tests {
         assert_eq!(p.window_entry(40), None, "a gap");
         assert_eq!(p.window_entry(42), Some(1.0));
     }
+
+    #[test]
+    fn a_cursor_finds_what_the_search_finds() {
+        // Windows, gaps and an empty window (no slices), taken in order, again from
+        // the start (the next loop), backwards, and from a cursor past the end.
+        let t = task(vec![[0.0, 0.2, 0.5], [0.5, 0.5, 1.0], [1.0, 1.1, 2.0], [1.1, 1.3, 0.3]]);
+        let p = TaskPhases::of(&t, 2);
+        let n = p.len();
+        let order: Vec<usize> = (0..n).chain(0..n).chain((0..n).rev()).chain([n - 1, 0, 7, 3]).collect();
+        let mut cursor = 0;
+        for i in order {
+            assert_eq!(p.get_from(i, &mut cursor), p.get(i), "phase {i}");
+            assert_eq!(p.window_entry_from(i, &mut cursor), p.window_entry(i), "phase {i}");
+        }
+        let mut far = usize::MAX - 1;
+        assert_eq!(p.get_from(1, &mut far), p.get(1));
+    }
 }

@@ -40,6 +40,9 @@ pub struct Program {
     loops: i64,
     loops_done: i64,
     phase: usize,
+    /// The stretch of trace windows that holds `phase` (a cursor for
+    /// [`TaskPhases::get_from`]: the phases are taken in order).
+    stretch: usize,
     /// The step given for `phase` is under way: the next call ends it.
     pending: bool,
     /// Its first call: what rt-app's timers count from.
@@ -68,6 +71,7 @@ impl Program {
             loops,
             loops_done: 0,
             phase: 0,
+            stretch: 0,
             pending: false,
             started_at: None,
             timers: vec![None; timers],
@@ -105,7 +109,7 @@ impl Program {
         let started = *self.started_at.get_or_insert(now);
         if std::mem::take(&mut self.pending) {
             // Woken for a request: it arrived at its time, or with the wake.
-            match self.phases.get(self.phase) {
+            match self.phases.get_from(self.phase, &mut self.stretch) {
                 Phase::SleepUntil(at) => self.request = Some(Request { arrived_ns: at, started_ns: now }),
                 Phase::Wait => self.request = Some(Request { arrived_ns: now, started_ns: now }),
                 _ => {}
@@ -120,7 +124,7 @@ impl Program {
                     return Step::Done;
                 }
             }
-            let phase = self.phases.get(self.phase);
+            let phase = self.phases.get_from(self.phase, &mut self.stretch);
             if phase.blocks() {
                 // The request it was woken for is answered: a captured
                 // thread blocked here, after sending its response.
@@ -134,7 +138,7 @@ impl Program {
             }
             let step = match phase {
                 Phase::Run(0) | Phase::Runtime(0) | Phase::Sleep(0) => None,
-                Phase::Run(work_ns) => Some(Step::Run { work_ns, window_rate: self.phases.window_entry(self.phase) }),
+                Phase::Run(work_ns) => Some(Step::Run { work_ns, window_rate: self.phases.window_entry_from(self.phase, &mut self.stretch) }),
                 Phase::Runtime(wall_ns) => Some(Step::Busy { wall_ns }),
                 Phase::Sleep(ns) => Some(Step::SleepUntil { at: now + ns, catch_up: false }),
                 Phase::CatchUp(_) => {

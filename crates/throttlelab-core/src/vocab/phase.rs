@@ -115,6 +115,27 @@ pub struct Stretch {
     pub(crate) sleep_ns: u64,
 }
 
+/// Index of the first phase of stretch `k`.
+fn stretch_start(s: &[Stretch], k: usize) -> usize {
+    if k == 0 { 0 } else { s[k - 1].end }
+}
+
+/// The stretch holding phase `i`: the first whose `end` is above `i`. A thread
+/// takes its phases in order, so `cursor` (the stretch of the phase asked for
+/// before) usually holds `i` or is just before the one that does; otherwise a
+/// binary search over the stretches. Leaves `cursor` at the answer.
+#[inline]
+fn stretch_of(s: &[Stretch], i: usize, cursor: &mut usize) -> usize {
+    let holds = |k: usize| k < s.len() && stretch_start(s, k) <= i && i < s[k].end;
+    let k = match *cursor {
+        k if holds(k) => k,
+        k if holds(k + 1) => k + 1,
+        _ => s.partition_point(|st| st.end <= i),
+    };
+    *cursor = k;
+    k
+}
+
 /// The phase sequence a task's threads follow: its `phases` list, a
 /// captured thread's, or measurement windows expanded as 004's Algorithm 1
 /// (built from a task in `format/phases.rs`).
@@ -128,6 +149,7 @@ pub enum TaskPhases {
 
 
 impl TaskPhases {
+    #[inline]
     pub fn len(&self) -> usize {
         match self {
             TaskPhases::List(l) => l.len(),
@@ -135,11 +157,18 @@ impl TaskPhases {
         }
     }
 
+    #[inline]
     pub fn get(&self, i: usize) -> Phase {
+        self.get_from(i, &mut 0)
+    }
+
+    /// Phase `i`; `stretch` is a cursor ([`stretch_of`]), left at phase `i`'s stretch.
+    #[inline]
+    pub fn get_from(&self, i: usize, stretch: &mut usize) -> Phase {
         match self {
             TaskPhases::List(l) => l[i],
             TaskPhases::Windows(s) => {
-                let k = s.partition_point(|st| st.end <= i);
+                let k = stretch_of(s, i, stretch);
                 if i % 2 == 0 {
                     Phase::Run(s[k].run_ns)
                 } else {
@@ -151,11 +180,16 @@ impl TaskPhases {
 
     /// If phase `i` opens a window (not a gap), each thread's CPU rate in it.
     pub fn window_entry(&self, i: usize) -> Option<f64> {
+        self.window_entry_from(i, &mut 0)
+    }
+
+    /// [`TaskPhases::window_entry`], with a cursor as [`TaskPhases::get_from`]'s.
+    #[inline]
+    pub fn window_entry_from(&self, i: usize, stretch: &mut usize) -> Option<f64> {
         let TaskPhases::Windows(s) = self else { return None };
-        let k = s.partition_point(|st| st.end <= i);
-        let start = if k == 0 { 0 } else { s[k - 1].end };
+        let k = stretch_of(s, i, stretch);
         let st = s[k];
-        (i == start && st.run_ns > 0).then(|| st.run_ns as f64 / (st.run_ns + st.sleep_ns) as f64)
+        (i == stretch_start(s, k) && st.run_ns > 0).then(|| st.run_ns as f64 / (st.run_ns + st.sleep_ns) as f64)
     }
 
     /// Whether the threads are woken from outside the workload
