@@ -164,10 +164,10 @@ def worker_ticks(text: str) -> list[tuple[int, int, int]]:
     return ticks
 
 
-def tick_latency_us(text: str) -> Optional[float]:
+def tick_latency_us(ticks: list[tuple[int, int, int]]) -> Optional[float]:
     """The median lateness of the worker ticks' timer (``worker_ticks``), or
     None without such ticks. Medians here are the upper one, as the probe's."""
-    late = [ns for _at, _cpu, ns in worker_ticks(text)]
+    late = [ns for _at, _cpu, ns in ticks]
     return statistics.median_high(late) / 1e3 if late else None
 
 
@@ -176,7 +176,7 @@ def tick_latency_us(text: str) -> Optional[float]:
 TICK_LATE_NS = _native.TICK_LATE_NS
 
 
-def tick_late(text: str, tick_ns: int) -> Optional[dict[str, float]]:
+def tick_late(ticks: list[tuple[int, int, int]], tick_ns: int) -> Optional[dict[str, float]]:
     """The worker ticks later than ``TICK_LATE_NS`` (``host.tick_late``, the
     simulator's ``machine.tick_late_*``): their share, how late beyond the
     ticks' median they ran (the median of them; the simulator adds the
@@ -184,7 +184,7 @@ def tick_late(text: str, tick_ns: int) -> Optional[dict[str, float]]:
     late on the other CPU too. A tick a whole tick late or more ran after an
     idle stretch with its old expiry (a throttled CPU's tick stops), not late
     at all: left out. None without worker ticks."""
-    ticks = [t for t in worker_ticks(text) if t[2] < tick_ns]
+    ticks = [t for t in ticks if t[2] < tick_ns]
     if not ticks:
         return None
     median_ns = statistics.median_high(ns for *_, ns in ticks)
@@ -623,14 +623,15 @@ def pair_run(text: str, resolved: dict[str, Any], kout: dict[str, Any], trace: s
         # The guest does not probe it (docs/vm.md): its own trace's ticks say
         # it. The simulator draws lateness in [0, 2 x median), within a tick.
         hz = host.get("hz") or resolved["machine"]["hz"]
-        late = tick_latency_us(trace)
+        ticks = worker_ticks(trace)
+        late = tick_latency_us(ticks)
         if late is not None and 2 * late * hz < 1e6:
             host["tick_latency_us"] = late
         else:
             notes.append(f"the tick's lateness not modelled: {'not traced' if late is None else f'{late:.0f} us at the median'}")
         if late_ticks and host.get("tick_late") is None:
             # Nor its late ticks: the run's own (the simulator's machine.tick_late_*).
-            host["tick_late"] = tick_late(trace, round(1e9 / hz))
+            host["tick_late"] = tick_late(ticks, round(1e9 / hz))
     start_ns = round(host["uptime_s"] * 1e9)
     # The run's window, as its cpu.stat's (read at the planned end).
     end_ns = round(kout["duration_s"] * 1e9)

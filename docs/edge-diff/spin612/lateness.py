@@ -42,7 +42,7 @@ def main(dirs: list[Path]) -> None:
             late = [(t, c, u) for t, c, u in ticks if u > LATE_US]
             # Late on both CPUs: the other CPU has a tick late too, run within 250 us of it.
             both = [x for x in late if any(o[1] != x[1] and abs(o[0] - x[0]) < NEAR_NS for o in late)]
-            late_model = diff.tick_late(text, 4_000_000)
+            late_model = diff.tick_late(diff.worker_ticks(text), 4_000_000)
             probe = run["host"].get("tick_late")
             print(f"{d.name} run {n}: diff.tick_late {late_model and {k: round(v, 3) for k, v in late_model.items()}}; "
                   f"the probe's before the run {probe and {k: round(v, 3) for k, v in probe.items()}}")

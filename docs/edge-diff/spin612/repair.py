@@ -41,7 +41,7 @@ def main(d: Path, scenario: Path, show: bool) -> None:
         n = run["run"]
         trace = trace_text(d, n)
         kout = {"host": run["host"], "duration_s": resolved["duration_s"], "cgroups": {name: run["kernel"]}}
-        late = diff.tick_late(trace, round(1e9 / (run["host"].get("hz") or 250)))
+        late = diff.tick_late(diff.worker_ticks(trace), round(1e9 / (run["host"].get("hz") or 250)))
         print(f"run {n}: late ticks {late and {k: round(v, 3) for k, v in late.items()}}; kernel throttled {run['kernel']['nr_throttled']}/{run['kernel']['nr_periods']}")
         start_ns = round(run["host"]["uptime_s"] * 1e9)
         late_at = [(at - start_ns, cpu, ns) for at, cpu, ns in diff.worker_ticks(trace) if diff.TICK_LATE_NS < ns < 4_000_000]
