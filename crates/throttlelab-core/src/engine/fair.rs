@@ -14,6 +14,7 @@
 //! - load balancing is limited to wake-up placement and pulling by CPUs that
 //!   go idle.
 
+use crate::engine::event::Queue;
 use crate::engine::sim::Sim;
 use crate::vocab::noise::{self, Stream};
 use crate::vocab::types::{CfsRqId, CpuId, SeId, ThreadId, Time, NSEC_PER_USEC};
@@ -150,7 +151,7 @@ impl Hierarchy {
         self.0
     }
 
-    pub(crate) fn next(&mut self, sim: &Sim) -> Option<SeId> {
+    pub(crate) fn next<Q: Queue>(&mut self, sim: &Sim<'_, Q>) -> Option<SeId> {
         let se = self.0?;
         self.0 = sim.ses[se].parent;
         Some(se)
@@ -176,7 +177,7 @@ fn div_rem(n: u128, d: u64) -> (u128, u64) {
     }
 }
 
-impl Sim<'_> {
+impl<Q: Queue> Sim<'_, Q> {
     pub(crate) fn cfs_rq_id(&self, tg: usize, cpu: CpuId) -> CfsRqId {
         tg * self.nr_cpus() + cpu
     }
@@ -792,7 +793,7 @@ mod tests {
     /// Two idle CPUs with these `util_avg`s as of time 0.
     fn with_utils(utils: [f64; 2], f: impl FnOnce(&mut Sim)) {
         let s = load(TWO_CPUS, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
+        let mut sim = Sim::build(&s, SimOptions::default());
         for (cpu, util) in utils.into_iter().enumerate() {
             (sim.rqs[cpu].util_avg, sim.rqs[cpu].util_at) = (util, sim.now);
             sim.util_changed(cpu);
@@ -819,7 +820,7 @@ mod tests {
                     [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 2\n\
                     phases = [{ run_us = 100000 }]\n";
         let s = load(text, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
+        let mut sim: Sim = Sim::build(&s, SimOptions::default());
         sim.try_to_wake_up(0);
         sim.schedule(0);
         assert_eq!(sim.rqs[0].curr, Some(0));
@@ -856,7 +857,7 @@ mod tests {
              phases = [{{ run_us = 100000 }}]\n"
         );
         let s = load(&text, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
+        let mut sim: Sim = Sim::build(&s, SimOptions::default());
         // The task's threads follow the machine's background threads.
         let [a, b, c] = [0, 1, 2].map(|k| sim.task_threads[0] + k);
         for (t, cpu) in [(a, 0), (b, 0), (c, 1)] {
