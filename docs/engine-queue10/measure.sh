@@ -1,7 +1,8 @@
 #!/bin/bash
 # issue 36 / queue10, one tl-measure hold: main (5dafc83: its python/throttlelab from
-# `git archive 5dafc83` with the _native.abi3.so built from 5dafc83 in the queue10 worktree
-# before the change was applied, copied to /tmp/queue10-base/site) against the branch
+# `git archive 5dafc83` with the _native.abi3.so, throttlelab-real and throttlelab-worker built
+# by `pip install -e` in the queue10 worktree with crates/ checked out at 5dafc83, copied to
+# /tmp/queue10-base/site; sha256 of _native in /tmp/queue10-base/native.sha256) against the branch
 # (queue10, /work/venvs/queue10), alternately, 3 rounds: the busy built-ins (bench --json
 # --runs 5), `advise request-service --max-throttled 5% --json` and `reproduce --all --json`,
 # wall clock; every advise output compared with main's first, every reproduce output with
