@@ -5,14 +5,14 @@
 //! `cfs_bandwidth.rs`.
 
 use crate::engine::cfs_bandwidth::{CFS_BANDWIDTH_SLACK_PERIOD, MIN_BANDWIDTH_EXPIRATION};
-use crate::engine::event::{Event, Irq};
+use crate::engine::event::{Event, Irq, Queue};
 use crate::engine::fair::CfsRq;
 use crate::engine::sim::Sim;
 use crate::vocab::noise::Stream;
 use crate::vocab::trace::TraceKind;
 use crate::vocab::types::{CfsRqId, CpuId, Quota, Time, NSEC_PER_USEC};
 
-impl Sim<'_> {
+impl<Q: Queue> Sim<'_, Q> {
     /// `__refill_cfs_bandwidth_runtime` of group `tg`, traced.
     fn refill_cfs_bandwidth_runtime(&mut self, tg: usize) {
         if self.tgs[tg].cfs_b.refill_runtime(self.now, self.profile.has_expiry()) {

@@ -3,11 +3,12 @@
 
 use crate::vocab::output::{CgroupStats, Engine, Output, Requests, TaskStats};
 use crate::format::phases::TaskPhases;
+use crate::engine::event::Queue;
 use crate::engine::sim::Sim;
 use crate::engine::workload::Driver;
 use std::collections::BTreeMap;
 
-pub(crate) fn collect(sim: &Sim, end_ns: u64, events: u64, wall_s: f64) -> Output {
+pub(crate) fn collect<Q: Queue>(sim: &Sim<'_, Q>, end_ns: u64, events: u64, wall_s: f64) -> Output {
     let s = sim.scenario;
     let mut cgroups = BTreeMap::new();
     for (i, c) in s.cgroups.iter().enumerate() {

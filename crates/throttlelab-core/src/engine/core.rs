@@ -4,12 +4,13 @@
 //! `bandwidth` and `deadline`.
 
 use crate::engine::rq::ThreadState;
+use crate::engine::event::Queue;
 use crate::engine::sim::Sim;
 use crate::vocab::trace::TraceKind;
 use crate::vocab::types::{CpuId, ThreadId};
 use smallvec::SmallVec;
 
-impl Sim<'_> {
+impl<Q: Queue> Sim<'_, Q> {
     /// `__schedule`: put the running thread back, pick the next one, pull
     /// work from a busy CPU when there is none.
     pub(crate) fn schedule(&mut self, cpu: CpuId) {

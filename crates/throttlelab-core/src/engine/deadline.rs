@@ -22,7 +22,7 @@
 //! Approximation (docs/engine.md): runtime is enforced at the exact instant
 //! (as with HRTICK) rather than at the next tick.
 
-use crate::engine::event::Event;
+use crate::engine::event::{Event, Queue};
 use crate::vocab::dl::{dl_runtime_at_rate, to_ratio};
 use crate::engine::rq::ThreadState;
 use crate::engine::sim::Sim;
@@ -92,7 +92,7 @@ impl DlEntity {
     }
 }
 
-impl Sim<'_> {
+impl<Q: Queue> Sim<'_, Q> {
     /// Whether `tid` is scheduled by the deadline class now.
     pub(crate) fn is_dl(&self, tid: ThreadId) -> bool {
         self.threads[tid].dl.as_ref().is_some_and(|d| d.admitted)

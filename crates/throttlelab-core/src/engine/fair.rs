@@ -14,6 +14,7 @@
 //! - load balancing is limited to wake-up placement and pulling by CPUs that
 //!   go idle.
 
+use crate::engine::event::Queue;
 use crate::engine::sim::Sim;
 use crate::vocab::noise::{self, Stream};
 use crate::vocab::types::{CfsRqId, CpuId, SeId, ThreadId, Time, NSEC_PER_USEC};
@@ -148,7 +149,7 @@ impl Hierarchy {
         self.0
     }
 
-    pub(crate) fn next(&mut self, sim: &Sim) -> Option<SeId> {
+    pub(crate) fn next<Q: Queue>(&mut self, sim: &Sim<'_, Q>) -> Option<SeId> {
         let se = self.0?;
         self.0 = sim.ses[se].parent;
         Some(se)
@@ -174,7 +175,7 @@ fn div_rem(n: u128, d: u64) -> (u128, u64) {
     }
 }
 
-impl Sim<'_> {
+impl<Q: Queue> Sim<'_, Q> {
     pub(crate) fn cfs_rq_id(&self, tg: usize, cpu: CpuId) -> CfsRqId {
         tg * self.nr_cpus() + cpu
     }
@@ -775,7 +776,7 @@ mod tests {
                     [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 2\n\
                     phases = [{ run_us = 100000 }]\n";
         let s = load(text, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
+        let mut sim: Sim = Sim::build(&s, SimOptions::default());
         sim.try_to_wake_up(0);
         sim.schedule(0);
         assert_eq!(sim.rqs[0].curr, Some(0));
@@ -812,7 +813,7 @@ mod tests {
              phases = [{{ run_us = 100000 }}]\n"
         );
         let s = load(&text, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
+        let mut sim: Sim = Sim::build(&s, SimOptions::default());
         // The task's threads follow the machine's background threads.
         let [a, b, c] = [0, 1, 2].map(|k| sim.task_threads[0] + k);
         for (t, cpu) in [(a, 0), (b, 0), (c, 1)] {
@@ -856,7 +857,7 @@ mod tests {
     #[test]
     fn util_avg_halves_in_32_periods_idle() {
         let s = load(TWO_CPUS, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
+        let mut sim: Sim = Sim::build(&s, SimOptions::default());
         (sim.rqs[0].util_avg, sim.rqs[0].util_at) = (1024.0, sim.now);
         sim.now += 32 * 1_024_000;
         assert!((sim.cpu_util(0) - 512.0).abs() < 1e-9);

@@ -11,11 +11,12 @@
 //! the lock of the cost model, which the walks hold while they take the
 //! runqueue locks.
 
+use crate::engine::event::Queue;
 use crate::engine::sim::Sim;
 use crate::vocab::trace::TraceKind;
 use crate::vocab::types::CfsRqId;
 
-impl Sim<'_> {
+impl<Q: Queue> Sim<'_, Q> {
     /// `balance_runtime` / `do_balance_runtime`: walk the other CPUs and take
     /// 1/n of each one's unused runtime, but no more than makes this
     /// runqueue's runtime a whole period; stop there. Every CPU visited costs
@@ -125,7 +126,7 @@ quota_us = 100000
     #[test]
     fn each_runqueue_starts_with_its_share_of_the_quota() {
         let s = load(FOUR_CPUS, &[]).unwrap();
-        let sim = Sim::new(&s, SimOptions::default());
+        let sim = Sim::build(&s, SimOptions::default());
         assert_eq!(remaining_ms(&sim), [25.0; 4]);
         assert!((0..4).all(|cpu| sim.cfs_rqs[sim.cfs_rq_id(1, cpu)].cfs_runtime == 25 * NSEC_PER_MSEC));
     }
@@ -135,7 +136,7 @@ quota_us = 100000
     #[test]
     fn borrowing_takes_one_nth_of_each_neighbours_spare_runtime() {
         let s = load(FOUR_CPUS, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
+        let mut sim = Sim::build(&s, SimOptions::default());
         pools(&mut sim, [(25, -1), (25, 25), (25, 10), (25, -2)]);
         assert!(sim.do_balance_runtime(sim.cfs_rq_id(1, 0)));
         assert_eq!(remaining_ms(&sim), [-1.0 + 6.25 + 2.5, 18.75, 7.5, -2.0]);
@@ -152,7 +153,7 @@ quota_us = 100000
     #[test]
     fn borrowing_stops_at_a_whole_period() {
         let s = load(FOUR_CPUS, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
+        let mut sim = Sim::build(&s, SimOptions::default());
         pools(&mut sim, [(98, -1), (20, 20), (0, 0), (1, 1)]);
         assert!(sim.do_balance_runtime(sim.cfs_rq_id(1, 0)));
         assert_eq!(remaining_ms(&sim), [1.0, 18.0, 0.0, 1.0]);
@@ -165,7 +166,7 @@ quota_us = 100000
     #[test]
     fn the_period_pays_each_runqueue_its_own_runtime() {
         let s = load(FOUR_CPUS, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
+        let mut sim = Sim::build(&s, SimOptions::default());
         pools(&mut sim, [(40, -3), (10, 4), (25, 25), (25, -30)]);
         for cpu in [0, 3] {
             assert!(sim.throttle_cfs_rq(sim.cfs_rq_id(1, cpu)));

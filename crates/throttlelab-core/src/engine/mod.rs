@@ -18,4 +18,5 @@ pub mod smt;
 pub mod stop;
 pub mod tick;
 pub mod util_sum;
+pub mod wheel;
 pub mod workload;

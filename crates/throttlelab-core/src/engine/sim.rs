@@ -6,7 +6,7 @@
 //! `rq`.
 
 use crate::engine::cfs_bandwidth::CfsBandwidth;
-use crate::engine::event::{Event, EventQueue, Irq, Slot};
+use crate::engine::event::{wheel_pays, Event, HeapQueue, Irq, Queue, Slot};
 use crate::engine::fair::{CfsRq, NewidleStats, Se};
 use crate::engine::rq::{Features, Rq, TaskGroup, Thread, Tunables};
 use crate::engine::smt::{self, Smt};
@@ -14,7 +14,9 @@ use crate::engine::stop::StopAt;
 use crate::engine::tick::{TickGrid, TickLate};
 use crate::engine::sis_util::SisUtil;
 use crate::engine::util_sum::UtilSum;
+use crate::engine::wheel::WheelQueue;
 use crate::engine::workload::{Driver, Service};
+use crate::format::program::Step;
 use crate::format::scenario::Scenario;
 use crate::vocab::dl::dl_capacity_bw;
 use crate::vocab::plan::Plan;
@@ -43,7 +45,9 @@ pub struct SimOptions {
     pub stop: Option<Stop>,
 }
 
-pub struct Sim<'s> {
+/// A run's state, generic over its event queue (`event::Queue`): the engine
+/// is built once per queue, so that the queue costs no dispatch per event.
+pub struct Sim<'s, Q = HeapQueue> {
     pub(crate) scenario: &'s Scenario,
     /// What it runs: the scenario with its seeded draws taken.
     pub(crate) plan: Plan,
@@ -52,7 +56,7 @@ pub struct Sim<'s> {
     pub(crate) now: Time,
     pub(crate) end: Time,
     pub(crate) seed: u64,
-    pub(crate) events: EventQueue,
+    pub(crate) events: Q,
     pub(crate) rqs: Vec<Rq>,
     pub(crate) cfs_rqs: Vec<CfsRq>,
     pub(crate) ses: Vec<Se>,
@@ -114,8 +118,46 @@ pub struct Sim<'s> {
     pub(crate) rearm_run_done: Option<CpuId>,
 }
 
+/// A run with the event queue its machine takes (`event::wheel_pays`).
+pub enum Queued<'s> {
+    Heap(Sim<'s, HeapQueue>),
+    Wheel(Sim<'s, WheelQueue>),
+}
+
 impl<'s> Sim<'s> {
-    pub fn new(scenario: &'s Scenario, options: SimOptions) -> Self {
+    /// A run of `scenario`, its event queue chosen by the machine's tick
+    /// rate; the queue changes the speed only, not the outcome.
+    pub fn new(scenario: &'s Scenario, options: SimOptions) -> Queued<'s> {
+        let tick_ns = Tunables::new(scenario).tick_ns;
+        if wheel_pays(scenario.machine.cpus, tick_ns) {
+            Queued::Wheel(Sim::build(scenario, options))
+        } else {
+            Queued::Heap(Sim::build(scenario, options))
+        }
+    }
+}
+
+impl Queued<'_> {
+    /// `Sim::run` on the chosen queue.
+    pub fn run(self) -> (Output, Option<Trace>) {
+        match self {
+            Queued::Heap(sim) => sim.run(),
+            Queued::Wheel(sim) => sim.run(),
+        }
+    }
+
+    /// `Sim::run_steps` on the chosen queue.
+    pub fn run_steps(self) -> Vec<Vec<Step>> {
+        match self {
+            Queued::Heap(sim) => sim.run_steps(),
+            Queued::Wheel(sim) => sim.run_steps(),
+        }
+    }
+}
+
+impl<'s, Q: Queue> Sim<'s, Q> {
+    /// A run of `scenario` on the queue `Q`.
+    pub fn build(scenario: &'s Scenario, options: SimOptions) -> Self {
         let nr_cpus = scenario.machine.cpus;
         let tun = Tunables::new(scenario);
         let mut tgs = vec![TaskGroup {
@@ -158,7 +200,7 @@ impl<'s> Sim<'s> {
             now: 0,
             end: scenario.duration_ns(),
             seed: scenario.seed,
-            events: EventQueue::new(nr_cpus),
+            events: Q::new(nr_cpus, tun.tick_ns),
             rqs: (0..nr_cpus).map(|_| Rq::default()).collect(),
             cfs_rqs: Vec::new(),
             ses: Vec::new(),
@@ -253,7 +295,7 @@ impl<'s> Sim<'s> {
         for cpu in 0..self.nr_cpus() {
             self.account_thread_time(cpu);
         }
-        let out = crate::engine::collect::collect(&self, end, self.events.processed, wall.elapsed().as_secs_f64());
+        let out = crate::engine::collect::collect(&self, end, self.events.processed(), wall.elapsed().as_secs_f64());
         let trace = self.trace.take().map(|mut trace| {
             trace.finish((out.duration_s * 1e9).round() as Time);
             trace

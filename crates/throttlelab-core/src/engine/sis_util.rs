@@ -16,6 +16,7 @@
 //! interval, and the busy CPUs' periodic balances (every 15 jiffies on two
 //! CPUs at HZ=250), which in the traces wrote nothing the idle ticks had not.
 
+use crate::engine::event::Queue;
 use crate::engine::sim::Sim;
 use crate::vocab::types::{CpuId, Time};
 use std::cmp::Reverse;
@@ -44,7 +45,7 @@ impl SisUtil {
     }
 }
 
-impl Sim<'_> {
+impl<Q: Queue> Sim<'_, Q> {
     /// `cpu` went idle: its tick, already armed, runs once more.
     pub(crate) fn idle_entered(&mut self, cpu: CpuId) {
         let index = self.first_tick_at_or_after(cpu, self.now + 1);
@@ -133,7 +134,7 @@ mod tests {
         let text = "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\nhz = 250\n[kernel]\nprofile = \"6.18\"\n\
                     [[task]]\nname = \"rs\"\nthreads = 4\nphases = [{ run_us = 100000 }]\n";
         let s = load(text, &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
+        let mut sim: Sim = Sim::build(&s, SimOptions::default());
         let [a, b, c, d] = [0, 1, 2, 3].map(|k| sim.task_threads[0] + k);
         for (t, cpu) in [(a, 0), (b, 0), (c, 1), (d, 0)] {
             sim.set_task_cpu(t, cpu);

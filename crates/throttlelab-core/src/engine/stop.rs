@@ -4,6 +4,7 @@
 //! count (`stop::max_nr_throttled`), because `nr_throttled` only grows and
 //! `nr_periods` ends at most at that many.
 
+use crate::engine::event::Queue;
 use crate::engine::sim::Sim;
 use crate::vocab::stop::{max_nr_throttled, Stop, Stopped};
 use crate::vocab::types::{Time, NSEC_PER_USEC};
@@ -16,7 +17,7 @@ pub(crate) struct StopAt {
     pub max_nr_throttled: u64,
 }
 
-impl Sim<'_> {
+impl<Q: Queue> Sim<'_, Q> {
     /// The most periods `tg` can count in a run ending at `end`: the period
     /// timer counts (`nr_periods += overrun`) expiries of CLOCK_MONOTONIC in
     /// (time 0, `end`], each a period after the one counted before it

@@ -4,7 +4,7 @@
 //! charged time is skipped and applied later, in one `update_curr` per level
 //! (`catch_up_ticks`), when the CPU is next touched.
 
-use crate::engine::event::{Event, Slot};
+use crate::engine::event::{Event, Queue, Slot};
 use crate::engine::fair::NICE_0_LOAD;
 use crate::vocab::noise::{self, Stream};
 use crate::engine::sim::Sim;
@@ -136,7 +136,7 @@ impl TickGrid {
     }
 }
 
-impl Sim<'_> {
+impl<Q: Queue> Sim<'_, Q> {
     /// Mark `cpu` as touched by this event: apply the ticks skipped so far.
     /// None is due while `next_tick` runs after now (its time memoised): then
     /// `catch_up_ticks` would return at its first test, busy or idle, as it

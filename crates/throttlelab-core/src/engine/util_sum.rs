@@ -11,6 +11,7 @@
 //! when the depth differs within that range.
 
 use crate::engine::fair::PELT_HALF_LIFE_NS;
+use crate::engine::event::Queue;
 use crate::engine::sim::Sim;
 use crate::vocab::types::{CpuId, Time};
 
@@ -66,7 +67,7 @@ impl UtilSum {
     }
 }
 
-impl Sim<'_> {
+impl<Q: Queue> Sim<'_, Q> {
     /// `cpu`'s `util_avg`, `util_at` or running thread changed (a switch).
     pub(crate) fn util_changed(&mut self, cpu: CpuId) {
         let sum = &mut self.util_sum;
@@ -97,7 +98,7 @@ mod tests {
     #[test]
     fn the_truncated_sum_lies_within_its_bounds() {
         let s = load("name = \"t\"\nduration_s = 1\n[machine]\ncpus = 64\n[kernel]\nprofile = \"6.18\"\n", &[]).unwrap();
-        let mut sim = Sim::new(&s, SimOptions::default());
+        let mut sim: Sim = Sim::build(&s, SimOptions::default());
         for n in 0..20_000u64 {
             let r = |k: u64, hi: u64| noise::uniform(7, Stream::Uptime, n * 4 + k, hi);
             sim.now += 1_000 + if r(0, 10) == 0 { r(1, 200_000_000) } else { r(1, 2_000_000) };

@@ -4,7 +4,7 @@
 //! driver (`advance`), which wakes or blocks it through the core.
 
 use crate::engine::deadline::DlEntity;
-use crate::engine::event::Event;
+use crate::engine::event::{Event, Queue};
 use crate::vocab::noise::{self, Arrival, Stream};
 use crate::vocab::output::{Request, Requests};
 use crate::format::program::{Program, Step};
@@ -44,7 +44,7 @@ pub struct Service {
     pub requests: Requests,
 }
 
-impl Sim<'_> {
+impl<Q: Queue> Sim<'_, Q> {
     /// The CPUs a thread of the plan may run on: shared with the thread
     /// set up before it when they are the same.
     fn plan_cpus(&self, cpus: &[CpuId]) -> Rc<[CpuId]> {
