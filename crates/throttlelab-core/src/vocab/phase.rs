@@ -135,6 +135,8 @@ impl TaskPhases {
         }
     }
 
+    /// Phase `i` (a program's step reads it twice: inlined, a list's is a load).
+    #[inline]
     pub fn get(&self, i: usize) -> Phase {
         match self {
             TaskPhases::List(l) => l[i],
