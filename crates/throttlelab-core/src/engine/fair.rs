@@ -578,7 +578,8 @@ impl Sim<'_> {
         // core is the least, so the scan stops there.
         let busy_siblings = |c: CpuId| self.hw.siblings(c).filter(|&s| !self.is_idle(s)).count();
         let mut best: Option<(usize, CpuId)> = None;
-        for (_, c) in std::iter::once(first).chain(idle).take_while(|&(i, _)| scanned(i)) {
+        // `idle` borrowed, not moved: the chained iterators are a memcpy's worth.
+        for (_, c) in std::iter::once(first).chain(idle.by_ref()).take_while(|&(i, _)| scanned(i)) {
             let busy = busy_siblings(c);
             if best.map_or(true, |(b, _)| busy < b) {
                 best = Some((busy, c));
