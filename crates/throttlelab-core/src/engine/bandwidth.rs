@@ -77,14 +77,21 @@ impl<Q: Queue> Sim<'_, Q> {
         self.cfs_rqs[rq].expire_runtime(clock, seq, self.tun.tick_ns);
     }
 
-    /// `account_cfs_rq_runtime` / `__account_cfs_rq_runtime`: charge the
-    /// local pool; when it is used up ask for more, and if there is none
-    /// make the CPU reschedule so that the hierarchy gets throttled.
-    /// `clock` is the runqueue's clock the charge is made at.
+    /// `account_cfs_rq_runtime`: inlined up to its test, as in the kernel
+    /// (about half the calls are for a runqueue without bandwidth).
+    #[inline]
     pub(crate) fn account_cfs_rq_runtime(&mut self, rq: CfsRqId, delta: u64, clock: Time) {
-        if !self.cfs_rqs[rq].runtime_enabled {
-            return;
+        if self.cfs_rqs[rq].runtime_enabled {
+            self.__account_cfs_rq_runtime(rq, delta, clock);
         }
+    }
+
+    /// `__account_cfs_rq_runtime`: charge the local pool; when it is used
+    /// up ask for more, and if there is none make the CPU reschedule so
+    /// that the hierarchy gets throttled. `clock` is the runqueue's clock
+    /// the charge is made at.
+    #[inline(never)]
+    fn __account_cfs_rq_runtime(&mut self, rq: CfsRqId, delta: u64, clock: Time) {
         self.cfs_rqs[rq].runtime_remaining -= delta as i64;
         let hard_limits = self.features.hard_limits;
         if hard_limits {

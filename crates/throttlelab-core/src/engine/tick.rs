@@ -234,13 +234,21 @@ impl<Q: Queue> Sim<'_, Q> {
         if first >= limit || self.next_tick_time(cpu) > self.now {
             return;
         }
-        // The last tick before `limit` that is due by now.
+        // The last tick before `limit` that is due by now, and when it ran:
+        // `first`'s time is the memo just read (most catch-ups skipped one
+        // tick), a later one's is computed once.
         let (after, after_at) = self.first_tick_at_or_after_timed(cpu, self.now + 1);
         let mut k = after.min(limit) - 1;
-        while k > first && self.ticks.tick_time(cpu, k) > self.now {
+        let at = loop {
+            if k == first {
+                break self.rqs[cpu].next_tick_at;
+            }
+            let at = self.ticks.tick_time(cpu, k);
+            if at <= self.now {
+                break at;
+            }
             k -= 1;
-        }
-        let at = self.ticks.tick_time(cpu, k);
+        };
         let mut h = self.hierarchy(self.threads[tid].se);
         while let Some(se) = h.next(self) {
             let rq = self.ses[se].cfs_rq;

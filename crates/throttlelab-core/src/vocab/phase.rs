@@ -157,6 +157,7 @@ impl TaskPhases {
         }
     }
 
+    /// Phase `i` (inlined: a list's is a load).
     #[inline]
     pub fn get(&self, i: usize) -> Phase {
         self.get_from(i, &mut 0)
