@@ -58,6 +58,57 @@ class Task:
             self.est -= (self.est - dequeued) >> 2
 
 
+class Tasks(dict):
+    """The tasks by pid, kept up to date by a trace's switches, wake-ups and
+    migrations (``apply``)."""
+
+    def task(self, pid: int, cpu: int, t: float) -> Task:
+        if pid not in self:
+            self[pid] = Task(cpu, t)
+        return self[pid]
+
+    def apply(self, t: float, cpu: int, ev: str, kv: dict) -> None:
+        if ev == "sched_switch":
+            prev, nxt = int(kv["prev_pid"]), int(kv["next_pid"])
+            if prev:
+                p = self.task(prev, cpu, t)
+                p.advance(t)
+                p.running = False
+                if kv["prev_state"] not in ("R", "R+"):
+                    p.queued = False
+                    p.sleep()
+            if nxt:
+                n = self.task(nxt, cpu, t)
+                n.advance(t)
+                n.running = n.queued = True
+                n.cpu = cpu
+        elif ev in ("sched_wakeup", "sched_wakeup_new"):
+            p = self.task(int(kv["pid"]), int(kv["target_cpu"]), t)
+            p.advance(t)
+            p.queued, p.cpu = True, int(kv["target_cpu"])
+        elif ev == "sched_migrate_task":
+            p = self.task(int(kv["pid"]), int(kv["dest_cpu"]), t)
+            p.advance(t)
+            p.cpu = int(kv["dest_cpu"])
+
+    def util_avgs(self, t: float) -> list[float]:
+        """Each CPU's util_avg at ``t`` (the tasks attached to it), capped."""
+        per = [0.0, 0.0]
+        for p in self.values():
+            p.advance(t)
+            per[p.cpu] += p.util
+        return [min(v, 1024.0) for v in per]
+
+
+def events(trace: Path):
+    """``(t in us, cpu, event, fields)`` of a trace's lines."""
+    with gzip.open(trace, "rt", errors="replace") as f:
+        for line in f:
+            m = LINE.match(line)
+            if m:
+                yield float(m["ts"]) * 1e6, int(m["cpu"]), m["ev"], dict(KV.findall(m["rest"]))
+
+
 def hint(sum_util: float, llc_weight: int = 2) -> int:
     x = int(sum_util) // llc_weight
     tmp = min(x * x * PCT * PCT // (10000 * 1024), 1024)
@@ -67,65 +118,31 @@ def hint(sum_util: float, llc_weight: int = 2) -> int:
 def main() -> None:
     trace, run = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
     start, dur = run["host"]["uptime_s"], run["duration_s"]
-    tasks: dict[int, Task] = {}
+    tasks = Tasks()
     agree = {"avg": Counter(), "avg+est": Counter()}
     open_lb = {}
     sums = {"avg": [], "avg+est": []}
 
-    def task(pid: int, cpu: int, t: float) -> Task:
-        if pid not in tasks:
-            tasks[pid] = Task(cpu, t)
-        return tasks[pid]
-
     def cpu_utils(t: float):
-        avg, est = [0.0, 0.0], [0, 0]
+        avg, est = tasks.util_avgs(t), [0, 0]
         for p in tasks.values():
-            p.advance(t)
-            avg[p.cpu] += p.util
             if p.queued:
                 est[p.cpu] += p.est
-        return ([min(a, 1024.0) for a in avg], [min(max(a, e), 1024.0) for a, e in zip(avg, est)])
+        return avg, [min(max(a, e), 1024.0) for a, e in zip(avg, est)]
 
-    with gzip.open(trace, "rt", errors="replace") as f:
-        for line in f:
-            m = LINE.match(line)
-            if not m:
-                continue
-            t = float(m["ts"]) * 1e6
-            cpu, ev, kv = int(m["cpu"]), m["ev"], dict(KV.findall(m["rest"]))
-            if ev == "sched_switch":
-                prev, nxt = int(kv["prev_pid"]), int(kv["next_pid"])
-                if prev:
-                    p = task(prev, cpu, t)
-                    p.advance(t)
-                    p.running = False
-                    if kv["prev_state"] not in ("R", "R+"):
-                        p.queued = False
-                        p.sleep()
-                if nxt:
-                    n = task(nxt, cpu, t)
-                    n.advance(t)
-                    n.running = n.queued = True
-                    n.cpu = cpu
-            elif ev in ("sched_wakeup", "sched_wakeup_new"):
-                p = task(int(kv["pid"]), int(kv["target_cpu"]), t)
-                p.advance(t)
-                p.queued, p.cpu = True, int(kv["target_cpu"])
-            elif ev == "sched_migrate_task":
-                p = task(int(kv["pid"]), int(kv["dest_cpu"]), t)
-                p.advance(t)
-                p.cpu = int(kv["dest_cpu"])
-            elif ev == "lb" and kv.get("w") == "2":
-                open_lb[cpu] = (t, int(kv["idle"]), cpu_utils(t))
-            elif ev == "lb_ret" and kv.get("w") == "2" and cpu in open_lb:
-                t0, idle, (avg, full) = open_lb.pop(cpu)
-                if idle == 2 or not (0.1 <= (t0 / 1e6 - start) <= dur):
-                    continue  # a newly idle balance does not write the hint
-                written = int(kv["scan"])
-                for name, utils in (("avg", avg), ("avg+est", full)):
-                    s = sum(utils)
-                    sums[name].append(s)
-                    agree[name][(hint(s), written)] += 1
+    for t, cpu, ev, kv in events(trace):
+        tasks.apply(t, cpu, ev, kv)
+        if ev == "lb" and kv.get("w") == "2":
+            open_lb[cpu] = (t, int(kv["idle"]), cpu_utils(t))
+        elif ev == "lb_ret" and kv.get("w") == "2" and cpu in open_lb:
+            t0, idle, (avg, full) = open_lb.pop(cpu)
+            if idle == 2 or not (0.1 <= (t0 / 1e6 - start) <= dur):
+                continue  # a newly idle balance does not write the hint
+            written = int(kv["scan"])
+            for name, utils in (("avg", avg), ("avg+est", full)):
+                s = sum(utils)
+                sums[name].append(s)
+                agree[name][(hint(s), written)] += 1
     for name, c in agree.items():
         n = sum(c.values())
         same = sum(v for (a, b), v in c.items() if a == b)

@@ -11,7 +11,6 @@ the hint three models give from the replayed utilization (replay_hint.py):
 - "first tick + busy": the same, and at each busy periodic balance the trace
   shows (the kernel's own times).
 """
-import gzip
 import importlib.util
 import json
 import sys
@@ -29,26 +28,15 @@ WORKER = "throttlelab-wor"
 def main() -> None:
     trace, run = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
     start = run["host"]["uptime_s"] * 1e6
-    tasks: dict[int, rh.Task] = {}
+    tasks = rh.Tasks()
     curr = {0: 0, 1: 0}
-    idle_since = {}
     kernel_hint = None
     model = {"first tick": None, "first tick + busy": None}
     pending = {}  # cpu -> jiffy boundary of its idle interval's first tick, not yet written
-    last_t = 0.0
     result = Counter()
 
-    def task(pid, cpu, t):
-        if pid not in tasks:
-            tasks[pid] = rh.Task(cpu, t)
-        return tasks[pid]
-
     def sum_at(t):
-        per = [0.0, 0.0]
-        for p in tasks.values():
-            p.advance(t)
-            per[p.cpu] += p.util
-        return sum(min(v, 1024.0) for v in per)
+        return sum(tasks.util_avgs(t))
 
     def catch_up(t):
         """Writes of the first idle tick due before t (the state is constant since the last event)."""
@@ -59,55 +47,31 @@ def main() -> None:
                     model[k] = h
                 del pending[cpu]
 
-    with gzip.open(trace, "rt", errors="replace") as f:
-        for line in f:
-            m = rh.LINE.match(line)
-            if not m:
+    for t, cpu, ev, kv in rh.events(trace):
+        catch_up(t)
+        tasks.apply(t, cpu, ev, kv)
+        if ev == "sched_switch":
+            nxt = int(kv["next_pid"])
+            if nxt:
+                pending.pop(cpu, None)
+            elif curr[cpu] != 0:
+                pending[cpu] = (t // TICK_US + 1) * TICK_US  # the next jiffy boundary
+            curr[cpu] = nxt
+        elif ev == "lb_ret" and kv.get("w") == "2":
+            kernel_hint = int(kv["scan"])
+            if kv["idle"] == "0":
+                model["first tick + busy"] = rh.hint(sum_at(t))
+        elif ev == "sched_waking" and kv.get("comm", "").startswith(WORKER) and t - start > 1e5:
+            pid = int(kv["pid"])
+            if pid not in tasks:
                 continue
-            t = float(m["ts"]) * 1e6
-            cpu, ev, kv = int(m["cpu"]), m["ev"], dict(rh.KV.findall(m["rest"]))
-            catch_up(t)
-            if ev == "sched_switch":
-                prev, nxt = int(kv["prev_pid"]), int(kv["next_pid"])
-                if prev:
-                    p = task(prev, cpu, t)
-                    p.advance(t)
-                    p.running = False
-                    if kv["prev_state"] not in ("R", "R+"):
-                        p.queued = False
-                        p.sleep()
-                if nxt:
-                    n = task(nxt, cpu, t)
-                    n.advance(t)
-                    n.running = n.queued = True
-                    n.cpu = cpu
-                    pending.pop(cpu, None)
-                elif curr[cpu] != 0:
-                    pending[cpu] = (t // TICK_US + 1) * TICK_US  # the next jiffy boundary
-                curr[cpu] = nxt
-            elif ev in ("sched_wakeup", "sched_wakeup_new"):
-                p = task(int(kv["pid"]), int(kv["target_cpu"]), t)
-                p.advance(t)
-                p.queued, p.cpu = True, int(kv["target_cpu"])
-            elif ev == "sched_migrate_task":
-                p = task(int(kv["pid"]), int(kv["dest_cpu"]), t)
-                p.advance(t)
-                p.cpu = int(kv["dest_cpu"])
-            elif ev == "lb_ret" and kv.get("w") == "2":
-                kernel_hint = int(kv["scan"])
-                if kv["idle"] == "0":
-                    model["first tick + busy"] = rh.hint(sum_at(t))
-            elif ev == "sched_waking" and kv.get("comm", "").startswith(WORKER) and t - start > 1e5:
-                pid = int(kv["pid"])
-                if pid not in tasks:
-                    continue
-                prev = tasks[pid].cpu
-                other = 1 - prev
-                if curr[prev] != 0 and curr[prev] != pid and curr[other] == 0 and kernel_hint is not None:
-                    result[("now", rh.hint(sum_at(t)) == kernel_hint)] += 1
-                    for k, v in model.items():
-                        result[(k, v == kernel_hint)] += 1
-                    result[("kernel hint", kernel_hint)] += 1
+            prev = tasks[pid].cpu
+            other = 1 - prev
+            if curr[prev] != 0 and curr[prev] != pid and curr[other] == 0 and kernel_hint is not None:
+                result[("now", rh.hint(sum_at(t)) == kernel_hint)] += 1
+                for k, v in model.items():
+                    result[(k, v == kernel_hint)] += 1
+                result[("kernel hint", kernel_hint)] += 1
     for k in ("kernel hint",):
         print(f"{trace.name}: the kernel's stored hint at these wake-ups: " + ", ".join(f"{h}: {v}" for (kk, h), v in sorted(result.items()) if kk == k))
     for k in ("now", "first tick", "first tick + busy"):
