@@ -15,27 +15,18 @@ run.
 import json
 import sys
 
-from throttlelab import compare, vm
+from throttlelab import _native, compare, vm
 
 SHAPES = [(10_000, 18_600), (2_000, 3_720), (500, 930)]
 
 
 def scenario(run_us: int, sleep_us: int, threads: int) -> str:
-    return f"""name = "cycle-{run_us}-{threads}t"
-duration_s = 2
-[machine]
-cpus = 2
-hz = 250
-[kernel]
-profile = "6.12"
-[[cgroup]]
-name = "app"
-[[task]]
-name = "rs"
-cgroup = "app"
-threads = {threads}
-phases = [{{ run_us = {run_us} }}, {{ sleep_us = {sleep_us} }}]
-"""
+    return _native.scenario_toml(f"cycle_cost.py: {threads} thread(s) of {run_us} us run, {sleep_us} us sleep, unlimited.", {
+        "name": f"cycle-{run_us}-{threads}t", "duration_s": 2,
+        "machine": {"cpus": 2, "hz": 250}, "kernel": {"profile": "6.12"},
+        "cgroup": [{"name": "app"}],
+        "task": [{"name": "rs", "cgroup": "app", "threads": threads, "phases": [{"run_us": run_us}, {"sleep_us": sleep_us}]}],
+    })
 
 
 def main() -> None:
