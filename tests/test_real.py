@@ -161,8 +161,13 @@ def test_service_latency(write_scenario):
     doc = real_json(write_scenario(threads="0", task=service), "duration_s=1")
     api = doc["tasks"]["api"]
     assert 100 <= api["requests"] <= 300, api
-    lat = api["latency_us"]
-    assert 1_000 <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"], lat
+    lat, svc = api["latency_us"], api["service_latency_us"]
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"], lat
+    # Each request's latency holds its service (from a worker taking it up), so
+    # each percentile of the one is at least the same percentile of the other. Not
+    # 1 ms of work against the clock: the work's calibration, on a host busy with
+    # other tests, can make it run faster (a p50 of 853 us was seen).
+    assert svc["p50"] > 0 and all(lat[p] >= svc[p] for p in ("p50", "p90", "p99", "max")), (lat, svc)
     assert api["threads"] == 2 and api["finished_s"] is None
     assert doc["tasks"]["spinner"]["threads"] == 0
 
