@@ -191,7 +191,7 @@ impl<Q: Queue> Sim<'_, Q> {
 
     /// The same, and when that tick runs. When `next_tick` itself runs at or
     /// after `t` (its time memoised), it is the answer, with no hashing.
-    fn first_tick_at_or_after_timed(&self, cpu: CpuId, t: Time) -> (u64, Time) {
+    pub(crate) fn first_tick_at_or_after_timed(&self, cpu: CpuId, t: Time) -> (u64, Time) {
         let rq = &self.rqs[cpu];
         if rq.next_tick_at >= t {
             // A memo of 0 (not computed) only passes for t = 0, where every
