@@ -591,13 +591,8 @@ impl<Q: Queue> Sim<'_, Q> {
     /// decaying toward 0 while idle, with a 32 ms half-life (`y^32 = 1/2` per
     /// 1024 us period), carried from the last switch (`schedule` stores it).
     pub(crate) fn cpu_util(&self, cpu: CpuId) -> f64 {
-        self.cpu_util_at(cpu, self.now)
-    }
-
-    /// The same at `at`, no earlier than its last switch.
-    pub(crate) fn cpu_util_at(&self, cpu: CpuId, at: Time) -> f64 {
         let rq = &self.rqs[cpu];
-        let decay = 0.5f64.powf((at - rq.util_at) as f64 / PELT_HALF_LIFE_NS);
+        let decay = 0.5f64.powf((self.now - rq.util_at) as f64 / PELT_HALF_LIFE_NS);
         let running = if rq.curr.is_some() { 1024.0 } else { 0.0 };
         rq.util_avg * decay + running * (1.0 - decay)
     }

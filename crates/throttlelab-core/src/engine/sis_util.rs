@@ -86,24 +86,17 @@ impl<Q: Queue> Sim<'_, Q> {
         }
     }
 
-    /// `update_idle_cpu_scan`'s depth from the CPUs' `util_avg`s (each
-    /// truncated) summed at `at`, as `update_sd_lb_stats` sums them. The sum
-    /// lies between bounds known without a pass over every CPU (`util_sum`);
-    /// the pass is made only when the depth differs between them.
+    /// `update_idle_cpu_scan`'s depth from the CPUs' `util_avg`s summed at
+    /// `at`, as `update_sd_lb_stats` sums them, in O(1) (`util_sum`). The
+    /// kernel sums integers; the simulator's PELT is continuous, and its sum
+    /// is truncated once, not per CPU (less than a unit per CPU apart).
     pub(crate) fn nr_idle_scan_at(&self, at: Time) -> usize {
-        let llc_weight = self.nr_cpus() as u64;
-        let (lo, hi) = self.util_sum.truncated_bounds(at);
-        let (shallow, deep) = (idle_scan_of(hi, llc_weight), idle_scan_of(lo, llc_weight));
-        if shallow == deep {
-            return shallow;
-        }
-        let sum_util: u64 = (0..self.nr_cpus()).map(|c| self.cpu_util_at(c, at) as u64).sum();
-        debug_assert!(lo <= sum_util && sum_util <= hi);
-        idle_scan_of(sum_util, llc_weight)
+        let sum_util = self.util_sum.sum(at).floor().max(0.0) as u64;
+        idle_scan_of(sum_util, self.nr_cpus() as u64)
     }
 }
 
-/// `nr_idle_scan` for the LLC's truncated utilization sum `sum_util`: with
+/// `nr_idle_scan` for the LLC's utilization sum `sum_util` (an integer): with
 /// `x` the utilization per CPU, `llc_weight * (1024 - x^2 * pct^2 / (10000 *
 /// 1024)) / 1024` CPUs, in integers as the kernel computes it: none above
 /// about 60 % on two CPUs.

@@ -1,14 +1,10 @@
 //! SIS_UTIL's scan depth without a pass over every CPU at each write.
 //!
-//! `nr_idle_scan` sums every CPU's `util_avg` (each truncated to an integer).
-//! A CPU's PELT signal moves as `2^(-t/H)` from its last switch, so the sum
-//! before truncation has a closed form, kept up to date at each switch:
-//! `1024 * running + 2^(-(now - r) / H) * K`, where `K` sums each CPU's
-//! `(util_avg - 1024 * running) * 2^((util_at - r) / H)` for a reference time
-//! `r`. Truncation takes less than one from each CPU, so the truncated sum,
-//! hence the scan depth, lies in a narrow range known in O(1); a write
-//! (`sis_util.rs`) computes the exact depth (the pass over every CPU) only
-//! when the depth differs within that range.
+//! `nr_idle_scan` sums every CPU's `util_avg`. A CPU's PELT signal moves as
+//! `2^(-t/H)` from its last switch, so the sum has a closed form, kept up to
+//! date at each switch: `1024 * running + 2^(-(now - r) / H) * K`, where `K`
+//! sums each CPU's `(util_avg - 1024 * running) * 2^((util_at - r) / H)` for
+//! a reference time `r`; a write (`sis_util.rs`) reads it in O(1).
 
 use crate::engine::fair::PELT_HALF_LIFE_NS;
 use crate::engine::event::Queue;
@@ -20,11 +16,11 @@ use crate::vocab::types::{CpuId, Time};
 const REBASE_NS: Time = 2 * PELT_HALF_LIFE_NS as Time;
 /// ... or after this many updates, which bound the error `K` accumulates.
 const REBASE_UPDATES: u32 = 1 << 20;
-/// Slack on the untruncated sum for floating-point rounding: the error is
-/// below 1e-3 with the bounds above (terms of at most 4096, at most 2^20
-/// additions to a sum of at most 4096 per CPU, 256 CPUs: 2^20 * 2 * 4096 *
-/// 257 * 2^-53 = 2.4e-4).
-const ROUNDING_SLACK: f64 = 1.0;
+/// The closed form's floating-point error is below this with the bounds
+/// above (terms of at most 4096, at most 2^20 additions to a sum of at most
+/// 4096 per CPU, 256 CPUs: 2^20 * 2 * 4096 * 257 * 2^-53 = 2.4e-4).
+#[cfg(test)]
+const ROUNDING_ERROR: f64 = 1e-3;
 
 /// The closed form of the CPUs' utilization sum.
 #[derive(Debug, Default)]
@@ -57,13 +53,10 @@ impl UtilSum {
         self.updates += 1;
     }
 
-    /// The range of `sum(floor(cpu_util(c)))` over the CPUs at `now`.
-    pub fn truncated_bounds(&self, now: Time) -> (u64, u64) {
+    /// `sum(cpu_util(c))` over the CPUs at `now`, untruncated.
+    pub fn sum(&self, now: Time) -> f64 {
         let decay = 0.5f64.powf((now - self.at) as f64 / PELT_HALF_LIFE_NS);
-        let sum = 1024.0 * self.running as f64 + decay * self.k;
-        let lo = (sum - ROUNDING_SLACK - self.terms.len() as f64).ceil().max(0.0) as u64;
-        let hi = (sum + ROUNDING_SLACK).floor().max(0.0) as u64;
-        (lo, hi)
+        1024.0 * self.running as f64 + decay * self.k
     }
 }
 
@@ -92,11 +85,10 @@ mod tests {
     use crate::{load, Sim, SimOptions};
 
     /// On 64 CPUs switching at random times (gaps from 1 us to 200 ms, so
-    /// across rebases), between running and idle, the truncated sum of
-    /// `cpu_util` always lies within the bounds, and they are at most two
-    /// CPUs' worth of rounding apart.
+    /// across rebases), between running and idle, the closed form is the sum
+    /// of `cpu_util` within its rounding error.
     #[test]
-    fn the_truncated_sum_lies_within_its_bounds() {
+    fn the_closed_form_is_the_sum() {
         let s = load("name = \"t\"\nduration_s = 1\n[machine]\ncpus = 64\n[kernel]\nprofile = \"6.18\"\n", &[]).unwrap();
         let mut sim: Sim = Sim::build(&s, SimOptions::default());
         for n in 0..20_000u64 {
@@ -108,10 +100,9 @@ mod tests {
             (rq.util_avg, rq.util_at) = (util, sim.now);
             rq.curr = (r(3, 3) > 0).then_some(0);
             sim.util_changed(cpu);
-            let exact: u64 = (0..64).map(|c| sim.cpu_util(c) as u64).sum();
-            let (lo, hi) = sim.util_sum.truncated_bounds(sim.now);
-            assert!(lo <= exact && exact <= hi, "{lo} <= {exact} <= {hi} at step {n}");
-            assert!(hi - lo <= 64 + 2, "{lo}..{hi}");
+            let exact: f64 = (0..64).map(|c| sim.cpu_util(c)).sum();
+            let closed = sim.util_sum.sum(sim.now);
+            assert!((closed - exact).abs() < super::ROUNDING_ERROR, "{closed} against {exact} at step {n}");
         }
     }
 }
