@@ -262,8 +262,11 @@ def test_a_real_probe_reports_this_host():
     # Two CPUs spun for 0.5 s each: a count of preemptions, each some time lost.
     assert host["background_per_s"] >= 0 and (host["background_us"] > 0) == (host["background_per_s"] > 0)
     assert 0.5 < host["work_speed"] < 1.1, host
-    # 0.5 s of 10 ms blocks on each CPU: a spread, small against the speed.
-    assert 0 < host["work_speed_cv"] < 0.1, host
+    # 0.5 s of 10 ms blocks on each CPU: a spread (how it is computed: probe.rs's
+    # unit test). How small it is is the host's: 0.32 was seen with other tests
+    # busy on the other CPU (a hyperthread's sibling slows the loop), so it is a
+    # measurement, not a property.
+    assert 0 < host["work_speed_cv"] < 1, host
     assert "period_timer_offset_us" not in host, "no cgroups, no period timers"
     resolved = json.loads(_native.validate(scenario_text(), _native.like_host_overrides(json.dumps(host))))
     assert (resolved["machine"]["background_per_s"], resolved["machine"]["background_us"]) == (host["background_per_s"], host["background_us"])
