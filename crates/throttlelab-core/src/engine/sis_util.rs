@@ -19,29 +19,26 @@
 use crate::engine::event::Queue;
 use crate::engine::sim::Sim;
 use crate::vocab::types::{CpuId, Time};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// `imbalance_pct` of the LLC's (MC) domain, which the scan depth uses.
 const SIS_UTIL_PCT: u64 = 117;
 
 /// The LLC's stored hint and the idle ticks that will write it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SisUtil {
     /// `nr_idle_scan` as last written: at the start, what the idle machine
     /// before the run wrote (every CPU).
     pub nr_idle_scan: usize,
     /// Per CPU, when the first tick of its idle interval runs, until it has
-    /// run or the CPU has left idle.
-    first_idle_tick: Vec<Option<Time>>,
-    /// Those ticks, soonest first; an entry no longer in `first_idle_tick`
-    /// is stale and skipped.
-    due: BinaryHeap<Reverse<(Time, CpuId)>>,
+    /// run or the CPU has left idle (`Time::MAX`: none).
+    first_idle_tick: Vec<Time>,
+    /// The soonest of them, or earlier (a CPU that left idle leaves it).
+    next_due: Time,
 }
 
 impl SisUtil {
     pub fn new(nr_cpus: usize) -> Self {
-        SisUtil { nr_idle_scan: nr_cpus, first_idle_tick: vec![None; nr_cpus], ..SisUtil::default() }
+        SisUtil { nr_idle_scan: nr_cpus, first_idle_tick: vec![Time::MAX; nr_cpus], next_due: Time::MAX }
     }
 }
 
@@ -49,13 +46,13 @@ impl<Q: Queue> Sim<'_, Q> {
     /// `cpu` went idle: its tick, already armed, runs once more.
     pub(crate) fn idle_entered(&mut self, cpu: CpuId) {
         let (_, at) = self.first_tick_at_or_after_timed(cpu, self.now + 1);
-        self.sis_util.first_idle_tick[cpu] = Some(at);
-        self.sis_util.due.push(Reverse((at, cpu)));
+        self.sis_util.first_idle_tick[cpu] = at;
+        self.sis_util.next_due = self.sis_util.next_due.min(at);
     }
 
     /// `cpu` runs again: no idle tick of its is due.
     pub(crate) fn idle_left(&mut self, cpu: CpuId) {
-        self.sis_util.first_idle_tick[cpu] = None;
+        self.sis_util.first_idle_tick[cpu] = Time::MAX;
     }
 
     /// The idle ticks that ran since the last switch write the hint; the last
@@ -64,23 +61,25 @@ impl<Q: Queue> Sim<'_, Q> {
     /// Inlined up to its test: most switches find no idle tick due.
     #[inline]
     pub(crate) fn update_idle_cpu_scan(&mut self) {
-        if self.sis_util.due.peek().is_some_and(|&Reverse((at, _))| at <= self.now) {
+        if self.sis_util.next_due <= self.now {
             self.write_idle_cpu_scan();
         }
     }
 
+    /// The ticks due by now: each written in turn, so the last of them is
+    /// what stays; a pass over the CPUs, once per due time passed.
     fn write_idle_cpu_scan(&mut self) {
-        let mut last = None;
-        while let Some(&Reverse((at, cpu))) = self.sis_util.due.peek() {
-            if at > self.now {
-                break;
-            }
-            self.sis_util.due.pop();
-            if self.sis_util.first_idle_tick[cpu] == Some(at) {
-                self.sis_util.first_idle_tick[cpu] = None;
-                last = Some(at);
+        let now = self.now;
+        let (mut last, mut next) = (None, Time::MAX);
+        for at in self.sis_util.first_idle_tick.iter_mut() {
+            if *at <= now {
+                last = last.max(Some(*at));
+                *at = Time::MAX;
+            } else {
+                next = next.min(*at);
             }
         }
+        self.sis_util.next_due = next;
         if let Some(at) = last {
             self.sis_util.nr_idle_scan = self.nr_idle_scan_at(at);
         }
