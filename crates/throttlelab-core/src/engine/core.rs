@@ -49,11 +49,6 @@ impl<Q: Queue> Sim<'_, Q> {
         rq.since = self.now;
         if self.profile.has_sis_util() {
             self.util_changed(cpu);
-            match (prev_busy, next.is_some()) {
-                (true, false) => self.idle_entered(cpu),
-                (false, true) => self.idle_left(cpu),
-                _ => {}
-            }
         }
         self.update_rq_masks(cpu);
         let rq = &mut self.rqs[cpu];
@@ -67,6 +62,12 @@ impl<Q: Queue> Sim<'_, Q> {
         }
         if prev_busy != next.is_some() {
             self.core_load_changed(cpu, next.is_some());
+            if self.profile.has_sis_util() {
+                match next {
+                    Some(_) => self.idle_left(cpu),
+                    None => self.idle_entered(cpu),
+                }
+            }
         }
         self.arm_run_done(cpu);
         if let Some(t) = next {
