@@ -231,7 +231,7 @@ def assumed_problem(overrides: list[str], regrade: Path | None) -> str | None:
 
 
 def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: float | None = None,
-                tick_late: dict | None = None) -> list[dict]:
+                tick_late: dict | None = None, forget_tick_late: bool = False) -> list[dict]:
     """A stored row's kernel runs, as far as the simulator's setup needs them:
     each run's host (the configuration's mean background and work speed, its
     start, its timer; a row from before the probe timed the work takes the
@@ -240,7 +240,8 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
     preemption at the mean, whatever the grid's host says. A row from before
     the probe measured the work's spread run to run takes ``work_speed_cv``
     (``--work-speed-cv``), or none; one from before it looked for late
-    ticks, ``tick_late`` (``--tick-late``), or none. A row that kept each
+    ticks, ``tick_late`` (``--tick-late``), or none; so does every row with
+    ``forget_tick_late`` (``--forget-tick-late``). A row that kept each
     run's probe (``run_hosts``) gives each run its own."""
     runs = []
     for i, (ratio, uptime_s, offset_us) in enumerate(zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"])):
@@ -256,7 +257,7 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
             run_host["work_speed_cv"] = work_speed_cv
         if tick_late is not None:
             run_host["tick_late"] = tick_late
-        for measured_key in ("work_speed", "tick_latency_us", "work_speed_cv", "tick_late"):
+        for measured_key in ("work_speed", "tick_latency_us", "work_speed_cv") + (() if forget_tick_late else ("tick_late",)):
             if probed.get(measured_key) is not None:
                 run_host[measured_key] = probed[measured_key]
         if offset_us is not None:
@@ -462,6 +463,10 @@ def main() -> None:
     parser.add_argument("--tick-late", metavar="SHARE,LATE_US,TOGETHER",
                         help="With --regrade: the late ticks (host.tick_late, machine.tick_late_*) for rows whose probe "
                              "did not look for them (measured before it did).")
+    parser.add_argument("--forget-tick-late", action="store_true",
+                        help="With --regrade: leave out the rows' own late ticks (host.tick_late), measured by a probe "
+                             "from before probe11 that took a wake-up's or a preemption's charge of its spinner for a "
+                             "late tick (docs/fidelity.md); --tick-late, if given, stands in.")
     parser.add_argument("--kernel", metavar="RELEASE|PATH", help="Measure this kernel under QEMU instead of the host's.")
     parser.add_argument("--accel", choices=vm.ACCELS, default="auto")
     parser.add_argument("--cgroup", choices=vm.CGROUP_VERSIONS, default="v2", help="With --kernel: the guest's hierarchy.")
@@ -507,7 +512,7 @@ def main() -> None:
             text = scenario_text(config, args.duration_s)
             stored_row = by_key[key(config)]
             kernel = stored_runs(host, stored_row, median=not args.mean_only, work_speed_cv=args.work_speed_cv,
-                                 tick_late=tick_late)
+                                 tick_late=tick_late, forget_tick_late=args.forget_tick_late)
             measurement = {k: v for k, v in stored_row.items() if k in KERNEL_KEYS}
             unpaired = simulator_runs(text, kernel, seeds=args.seeds)
             if args.grid == "edge":
@@ -527,6 +532,9 @@ def main() -> None:
         text += (f"\nRows measured before the probe looked for late ticks assume `machine.tick_late_share = "
                  f"{tick_late['share']:g}`, `tick_late_us = {tick_late['late_us']:g}`, `tick_late_together = "
                  f"{tick_late['together']:g}` (`--tick-late`).\n")
+    if args.forget_tick_late:
+        text += ("\nThe rows' own late ticks, measured by the probe before probe11 (which took a wake-up's or a "
+                 "preemption's charge for a late tick), are left out (`--forget-tick-late`).\n")
     args.out.write_text(text)
     save(args.out.with_suffix(".json"), {"host": host, "rows": rows})
     print(f"wrote {args.out}")

@@ -221,77 +221,102 @@ pub fn background(cpus: &[usize], duration_ns: u64, stop: &(dyn Fn() -> bool + S
 /// How long the probe watches the tick's charges (after its spin).
 const TICK_PROBE_NS: u64 = 300_000_000;
 
-/// A spinner on `cpu` that reads its own `se.sum_exec_runtime` (the first
-/// field of `/proc/thread-self/schedstat`, which the read does not update)
-/// as fast as it can for `duration_ns`: the CLOCK_MONOTONIC times at which
-/// it moved. Alone on its CPU, it moves at each tick (`task_tick_fair` ->
-/// `update_curr`) and at each preemption, so these are when the ticks ran,
-/// to a read's time. Empty without schedstat.
-fn tick_charges_on(cpu: usize, duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Vec<u64>, String> {
+/// A charge of a probe's spinner: when its `se.sum_exec_runtime` was seen to
+/// move, and whether it was switched out since the read before (schedstat's
+/// `pcount` moved: the read after it runs when the spinner is back, off any
+/// grid, and the tick it missed charged another task).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Charge {
+    at_ns: u64,
+    switched: bool,
+}
+
+/// A spinner on `cpu` that reads its own `se.sum_exec_runtime` and `pcount`
+/// (the first and third fields of `/proc/thread-self/schedstat`, which the
+/// read does not update) as fast as it can for `duration_ns`: the
+/// CLOCK_MONOTONIC times at which the sum moved. Alone on its CPU, it moves at
+/// each tick (`task_tick_fair` -> `update_curr`); also at each preemption
+/// (`put_prev_entity`) and at each wake-up of another task onto the CPU
+/// (`check_preempt_wakeup_fair` -> `update_curr`), which are no ticks. Empty
+/// without schedstat.
+fn tick_charges_on(cpu: usize, duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Vec<Charge>, String> {
     use std::os::unix::fs::FileExt;
     set_affinity(&Some(vec![cpu]))?;
     let Ok(file) = fs::File::open("/proc/thread-self/schedstat") else { return Ok(Vec::new()) };
-    let read = || -> Option<u64> {
+    let read = || -> Option<(u64, u64)> {
         let mut buf = [0u8; 96];
         let n = file.read_at(&mut buf, 0).ok()?;
-        std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().next()?.parse().ok()
+        let mut fields = std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().map(|f| f.parse().ok());
+        Some((fields.next()??, fields.nth(1)??))
     };
     // A tick a millisecond: room for every one, allocated before the clock starts.
     let mut moved = Vec::with_capacity((duration_ns / 1_000_000) as usize + 16);
     let start = now_ns();
     let mut last = read();
     while now_ns() < start + duration_ns && !stop() {
-        let sum = read();
-        if sum != last {
-            moved.push(now_ns());
-            last = sum;
+        let now = read();
+        if now.map(|n| n.0) != last.map(|l| l.0) {
+            let switched = now.map(|n| n.1) != last.map(|l| l.1);
+            moved.push(Charge { at_ns: now_ns(), switched });
         }
+        last = now;
     }
     Ok(moved)
 }
 
-/// The late ticks among each CPU's charge times (`tick_charges_on`): the
-/// tick is the median gap between charges, rounded to a CONFIG_HZ's; every
-/// CPU's ticks expire on one grid (6.5+ aligns them, no `skew_tick`), whose
-/// phase is the start of the densest `TickLateness::LATE_NS` of the charges' offsets
-/// within a tick; a charge is that much late. Their share of all charges,
-/// how late beyond the charges' median (the median of them), and the share
-/// of them whose tick (the same grid index) was late on another CPU too
-/// (all 0 where none was late: looked for, not found). None with too few
-/// charges to tell the tick.
-fn tick_late(charges: &[Vec<u64>]) -> Option<TickLateness> {
-    let mut gaps: Vec<u64> = charges.iter().flat_map(|c| c.windows(2).map(|w| w[1] - w[0])).collect();
+/// The late ticks among each CPU's charges (`tick_charges_on`): the tick is
+/// the median gap between charges, rounded to a CONFIG_HZ's; every CPU's
+/// ticks expire on one grid (6.5+ aligns them, no `skew_tick`), whose phase
+/// is the start of the densest `TickLateness::LATE_NS` of the charges'
+/// offsets within a tick. A tick is late when its charge is that far off
+/// the grid and no charge fell on the grid at its index: a charge off the
+/// grid beside an on-time tick is a wake-up's or a switch's (docs/fidelity.md,
+/// probe11), and a charge read after a switch is when the spinner ran again.
+/// Their share of the ticks, how late beyond the ticks' median (the median of
+/// them), and the share of them whose tick (the same grid index) was late on
+/// another CPU too (all 0 where none was late: looked for, not found). None
+/// with too few charges to tell the tick.
+fn tick_late(charges: &[Vec<Charge>]) -> Option<TickLateness> {
+    let mut gaps: Vec<u64> = charges.iter().flat_map(|c| c.windows(2).map(|w| w[1].at_ns - w[0].at_ns)).collect();
     if gaps.len() < 10 {
         return None;
     }
     gaps.sort_unstable();
     let gap = gaps[gaps.len() / 2];
     let tick_ns = [100u64, 250, 300, 1000].map(|hz| 1_000_000_000 / hz).into_iter().min_by_key(|t| t.abs_diff(gap))?;
-    let mut offsets: Vec<u64> = charges.iter().flatten().map(|t| t % tick_ns).collect();
+    let mut offsets: Vec<u64> = charges.iter().flatten().map(|c| c.at_ns % tick_ns).collect();
     offsets.sort_unstable();
     // The densest window, wrapping around the tick: its first offset is the grid's phase.
     let within = |i: usize| offsets.iter().filter(|&&o| (o + tick_ns - offsets[i]) % tick_ns < TickLateness::LATE_NS).count();
     let phase = offsets[(0..offsets.len()).max_by_key(|&i| (within(i), std::cmp::Reverse(i)))?];
     let late_of = |t: u64| (t + tick_ns - phase) % tick_ns;
-    let mut all: Vec<u64> = charges.iter().flatten().map(|&t| late_of(t)).collect();
-    all.sort_unstable();
-    // (CPU, grid index) of each late tick.
-    let late: Vec<(usize, u64, u64)> = charges
-        .iter()
-        .enumerate()
-        .flat_map(|(cpu, c)| c.iter().map(move |&t| (cpu, t)))
-        .filter_map(|(cpu, t)| (late_of(t) > TickLateness::LATE_NS).then(|| (cpu, t.saturating_sub(phase) / tick_ns, late_of(t))))
-        .collect();
+    let index_of = |t: u64| t.saturating_sub(phase) / tick_ns;
+    // Each CPU's ticks: its charges on the grid, and those off it at an index without one.
+    let mut ticks: Vec<(usize, u64, u64)> = Vec::new();
+    for (cpu, c) in charges.iter().enumerate() {
+        let on_grid: std::collections::HashSet<u64> =
+            c.iter().filter(|c| late_of(c.at_ns) <= TickLateness::LATE_NS).map(|c| index_of(c.at_ns)).collect();
+        ticks.extend(
+            c.iter()
+                .filter(|c| !c.switched && (late_of(c.at_ns) <= TickLateness::LATE_NS || !on_grid.contains(&index_of(c.at_ns))))
+                .map(|c| (cpu, index_of(c.at_ns), late_of(c.at_ns))),
+        );
+    }
+    if ticks.is_empty() {
+        return None;
+    }
+    let late: Vec<(usize, u64, u64)> = ticks.iter().copied().filter(|&(_, _, ns)| ns > TickLateness::LATE_NS).collect();
     if late.is_empty() {
         return Some(TickLateness { share: 0.0, late_us: 0.0, together: 0.0 });
     }
     let together = late.iter().filter(|&&(cpu, k, _)| late.iter().any(|&(c, j, _)| c != cpu && j == k)).count();
-    let mut late_ns: Vec<u64> = late.iter().map(|&(_, _, ns)| ns).collect();
-    late_ns.sort_unstable();
-    let median = |v: &[u64]| v[v.len() / 2] as f64;
+    let median = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() / 2] as f64
+    };
     Some(TickLateness {
-        share: late.len() as f64 / all.len() as f64,
-        late_us: (median(&late_ns) - median(&all)) / 1e3,
+        share: late.len() as f64 / ticks.len() as f64,
+        late_us: (median(late.iter().map(|&(_, _, ns)| ns).collect()) - median(ticks.iter().map(|&(_, _, ns)| ns).collect())) / 1e3,
         together: together as f64 / late.len() as f64,
     })
 }
@@ -442,19 +467,35 @@ mod tests {
     #[test]
     fn late_ticks_are_charges_far_from_the_grid_together_by_index() {
         const MS: u64 = 1_000_000;
+        let at = |ns: &[u64]| -> Vec<Charge> { ns.iter().map(|&at_ns| Charge { at_ns, switched: false }).collect() };
         // HZ=250, the grid at 7 ms + k x 4 ms, ticks 50 us late; ticks 10-19
         // on both CPUs and 30-34 on CPU 1 alone 3.4 ms late.
         let cpu = |alone: std::ops::Range<u64>| -> Vec<u64> {
             (0..100u64).map(|k| 7 * MS + k * 4 * MS + if (10..20).contains(&k) || alone.contains(&k) { 3_450_000 } else { 50_000 }).collect()
         };
-        let late = tick_late(&[cpu(0..0), cpu(30..35)]).unwrap();
+        let late = tick_late(&[at(&cpu(0..0)), at(&cpu(30..35))]).unwrap();
         assert_eq!(late.share, 25.0 / 200.0);
         assert_eq!(late.late_us, 3_400.0, "beyond the median");
         assert_eq!(late.together, 20.0 / 25.0);
         // None late: a share of 0; too few charges to tell the tick: none.
         let on_time: Vec<u64> = (0..100u64).map(|k| 7 * MS + k * 4 * MS + 30_000).collect();
-        assert_eq!(tick_late(&[on_time.clone(), on_time]), Some(TickLateness { share: 0.0, late_us: 0.0, together: 0.0 }));
-        assert_eq!(tick_late(&[vec![MS, 5 * MS]]), None);
+        assert_eq!(tick_late(&[at(&on_time), at(&on_time)]), Some(TickLateness { share: 0.0, late_us: 0.0, together: 0.0 }));
+        assert_eq!(tick_late(&[at(&[MS, 5 * MS])]), None);
+    }
+
+    #[test]
+    fn charges_beside_an_on_time_tick_or_after_a_switch_are_no_late_ticks() {
+        const MS: u64 = 1_000_000;
+        let on_time = |k: u64| Charge { at_ns: 7 * MS + k * 4 * MS + 30_000, switched: false };
+        // Every tick on time; a wake-up onto the CPU charges the spinner 2 ms
+        // after ticks 20-29 (the tick at that index is there), and the reads
+        // after 10 preemptions come back 1.5 ms after ticks 40-49, whose own
+        // charge went to the task that preempted.
+        let mut c: Vec<Charge> = (0..100u64).filter(|k| !(40..50).contains(k)).map(on_time).collect();
+        c.extend((20..30u64).map(|k| Charge { at_ns: on_time(k).at_ns + 2 * MS, ..on_time(k) }));
+        c.extend((40..50u64).map(|k| Charge { at_ns: on_time(k).at_ns + 1_500_000, switched: true }));
+        c.sort_by_key(|c| c.at_ns);
+        assert_eq!(tick_late(&[c.clone(), c]), Some(TickLateness { share: 0.0, late_us: 0.0, together: 0.0 }));
     }
 
     #[test]
