@@ -12,16 +12,13 @@
 Then the wake-ups whose waking CPU was not the task's CPU, and how many of
 those followed an "asleep" migration.
 """
-import gzip
 import json
-import re
 import sys
 from collections import Counter
 from pathlib import Path
 
-LINE = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>\d+\.\d+):\s+(?P<ev>[\w]+):\s*(?P<rest>.*)$")
-KV = re.compile(r"(\w+)=(\S+)")
-WORKER = "throttlelab-wor"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernel_wakes import WORKER, events  # noqa: E402 (the trace reader)
 
 
 def main() -> None:
@@ -31,37 +28,31 @@ def main() -> None:
     moved_asleep = set()
     mig = Counter()
     wakes = Counter()
-    with gzip.open(trace, "rt", errors="replace") as f:
-        for line in f:
-            m = LINE.match(line)
-            if not m:
-                continue
-            t = (float(m["ts"]) - start) * 1e3
-            kv = dict(KV.findall(m["rest"]))
-            ev, cpu = m["ev"], int(m["cpu"])
-            inrun = 100 <= t <= dur * 1e3
-            if ev == "sched_switch":
-                if kv["prev_comm"].startswith(WORKER):
-                    state[int(kv["prev_pid"])] = "asleep" if kv["prev_state"] in ("S", "D") else "runnable"
-                if kv["next_comm"].startswith(WORKER):
-                    state[int(kv["next_pid"])] = "running"
-            elif ev == "sched_waking" and kv.get("comm", "").startswith(WORKER):
-                pid = int(kv["pid"])
-                state[pid] = "waking"
-                if inrun:
-                    other = int(kv["target_cpu"]) != cpu  # target_cpu here: task_cpu before select
-                    wakes[("woken from another CPU" if other else "woken from its CPU",
-                           "after an asleep migration" if pid in moved_asleep else "")] += 1
-                moved_asleep.discard(pid)
-            elif ev == "sched_wakeup" and kv.get("comm", "").startswith(WORKER):
-                state[int(kv["pid"])] = "runnable"
-            elif ev == "sched_migrate_task" and kv.get("comm", "").startswith(WORKER):
-                pid = int(kv["pid"])
-                s = state.get(pid, "?")
-                if s == "asleep":
-                    moved_asleep.add(pid)
-                if inrun:
-                    mig["at wake-up" if s == "waking" else s] += 1
+    for ts, cpu, ev, kv, _rest in events(trace):
+        t = (ts - start) * 1e3
+        inrun = 100 <= t <= dur * 1e3
+        if ev == "sched_switch":
+            if kv["prev_comm"].startswith(WORKER):
+                state[int(kv["prev_pid"])] = "asleep" if kv["prev_state"] in ("S", "D") else "runnable"
+            if kv["next_comm"].startswith(WORKER):
+                state[int(kv["next_pid"])] = "running"
+        elif ev == "sched_waking" and kv.get("comm", "").startswith(WORKER):
+            pid = int(kv["pid"])
+            state[pid] = "waking"
+            if inrun:
+                other = int(kv["target_cpu"]) != cpu  # target_cpu here: task_cpu before select
+                wakes[("woken from another CPU" if other else "woken from its CPU",
+                       "after an asleep migration" if pid in moved_asleep else "")] += 1
+            moved_asleep.discard(pid)
+        elif ev == "sched_wakeup" and kv.get("comm", "").startswith(WORKER):
+            state[int(kv["pid"])] = "runnable"
+        elif ev == "sched_migrate_task" and kv.get("comm", "").startswith(WORKER):
+            pid = int(kv["pid"])
+            s = state.get(pid, "?")
+            if s == "asleep":
+                moved_asleep.add(pid)
+            if inrun:
+                mig["at wake-up" if s == "waking" else s] += 1
     print(f"{trace}: worker migrations after 100 ms: " + ", ".join(f"{k} {v}" for k, v in sorted(mig.items())))
     print("  wake-ups: " + ", ".join(f"{a}{' ' + b if b else ''} {v}" for (a, b), v in sorted(wakes.items())))
 

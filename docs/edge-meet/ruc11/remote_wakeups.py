@@ -10,16 +10,13 @@ the waking CPU, so it dropped those:
 Counts, after the first 100 ms: wake-ups by where select_task_rq_fair sent
 them (the waking CPU, or another) and on which CPU sched_wakeup came.
 """
-import gzip
 import json
-import re
 import sys
 from collections import Counter
 from pathlib import Path
 
-LINE = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>\d+\.\d+):\s+(?P<ev>[\w]+):\s*(?P<rest>.*)$")
-KV = re.compile(r"(\w+)=(\S+)")
-WORKER = "throttlelab-wor"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernel_wakes import WORKER, events  # noqa: E402 (the trace reader)
 
 
 def main() -> None:
@@ -27,22 +24,16 @@ def main() -> None:
     start, dur = run["host"]["uptime_s"], run["duration_s"]
     open_ = {}
     c = Counter()
-    with gzip.open(trace, "rt", errors="replace") as f:
-        for line in f:
-            m = LINE.match(line)
-            if not m:
-                continue
-            t = (float(m["ts"]) - start) * 1e3
-            kv = dict(KV.findall(m["rest"]))
-            ev, cpu = m["ev"], int(m["cpu"])
-            if ev == "sched_waking" and kv.get("comm", "").startswith(WORKER):
-                open_[int(kv["pid"])] = (t, cpu)
-            elif ev == "sched_wakeup" and int(kv.get("pid", -1)) in open_:
-                t0, waker = open_.pop(int(kv["pid"]))
-                if 100 <= t0 <= dur * 1e3:
-                    target = int(kv["target_cpu"])
-                    c[("placed on the waking CPU" if target == waker else "placed on another CPU",
-                       "sched_wakeup on the waking CPU" if cpu == waker else "sched_wakeup on the target CPU")] += 1
+    for ts, cpu, ev, kv, _rest in events(trace):
+        t = (ts - start) * 1e3
+        if ev == "sched_waking" and kv.get("comm", "").startswith(WORKER):
+            open_[int(kv["pid"])] = (t, cpu)
+        elif ev == "sched_wakeup" and int(kv.get("pid", -1)) in open_:
+            t0, waker = open_.pop(int(kv["pid"]))
+            if 100 <= t0 <= dur * 1e3:
+                target = int(kv["target_cpu"])
+                c[("placed on the waking CPU" if target == waker else "placed on another CPU",
+                   "sched_wakeup on the waking CPU" if cpu == waker else "sched_wakeup on the target CPU")] += 1
     print(f"{trace}: " + "; ".join(f"{a}, {b}: {v}" for (a, b), v in sorted(c.items())))
 
 
