@@ -105,8 +105,11 @@ def main() -> None:
             w["chosen"] = int(f["cpu"])
             w["recent_after"] = int(f["recent"])
             w["in_select"] = False
-        elif ev == "sched_wakeup" and cpu in wake_open and int(f["pid"]) == wake_open[cpu]["pid"]:
-            w = wake_open.pop(cpu)
+        elif ev == "sched_wakeup" and any(w["pid"] == int(f["pid"]) for w in wake_open.values()):
+            # Not always on the waking CPU: a wake-up onto another idle CPU of
+            # the LLC is queued on its wake list (TTWU_QUEUE, ttwu_queue_cond),
+            # and sched_wakeup comes from there (ruc11; before, those were dropped).
+            w = wake_open.pop(next(c for c, w in wake_open.items() if w["pid"] == int(f["pid"])))
             w["target"] = int(f["target_cpu"])
             wakes.append(w)
     # The wake-ups, after the first 100 ms (the threads' start), within the run.
