@@ -203,6 +203,22 @@ impl<Q: Queue> Sim<'_, Q> {
     }
 }
 
+/// One of two iterators of the same items, chosen once.
+pub(crate) enum OneOf<A, B> {
+    A(A),
+    B(B),
+}
+
+impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for OneOf<A, B> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        match self {
+            OneOf::A(a) => a.next(),
+            OneOf::B(b) => b.next(),
+        }
+    }
+}
+
 /// Set or clear `cpu`'s bit in a CPU mask: one bounds-checked word, no branch.
 fn set_bit(mask: &mut [u64], cpu: CpuId, on: bool) {
     let word = &mut mask[cpu / 64];
