@@ -86,6 +86,11 @@ impl TickGrid {
     }
 
     /// Time of tick `index` on `cpu`: its expiry plus a seeded interrupt latency.
+    /// Out of line: the searches below are inlined into their callers, and
+    /// most of their calls end before a draw (a tick expiring at or after
+    /// the time sought needs none), so the draw's ~60 instructions are not
+    /// copied into every caller.
+    #[inline(never)]
     pub fn tick_time(&self, cpu: CpuId, index: u64) -> Time {
         self.base(cpu) + index * self.tick_ns + self.noise.uniform(Stream::Tick(cpu), index, self.jitter_ns) + self.late.of(self.noise, cpu, index)
     }
@@ -102,6 +107,7 @@ impl TickGrid {
 
     /// The first tick index on `cpu` that runs at or after `t`, from index
     /// `from`, and when it runs.
+    #[inline]
     pub fn first_at_or_after(&self, cpu: CpuId, t: Time, from: u64) -> (u64, Time) {
         let mut k = self.first_candidate(cpu, t, from);
         loop {
@@ -116,6 +122,7 @@ impl TickGrid {
     /// The same index, without when it runs: a tick that expires at or
     /// after `t` runs at or after it whatever its latency, so it takes no
     /// draw.
+    #[inline]
     pub fn first_index_at_or_after(&self, cpu: CpuId, t: Time, from: u64) -> u64 {
         let mut k = self.first_candidate(cpu, t, from);
         while self.base(cpu) + k * self.tick_ns < t && self.tick_time(cpu, k) < t {
