@@ -10,13 +10,4 @@
 #   mkdir -p /tmp/const11-base/src && git archive f8c94ea | tar -x -C /tmp/const11-base/src
 #   cd /tmp/const11-base/src && CARGO_TARGET_DIR=/tmp/const11-base/target /work/venvs/const11/bin/pip \
 #     install --no-deps --target /tmp/const11-base/site -c constraints.txt --no-build-isolation .
-set -u
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-test -f /tmp/const11-base/site/throttlelab/__init__.py || { echo "main's package missing: /tmp/const11-base/site (see this script's head)"; exit 1; }
-echo "== build $(git -C $root log --oneline -1 | cut -c1-60) $(date -u +%T)"
-(cd $root && /work/venvs/const11/bin/pip install -q -c constraints.txt --no-build-isolation -e '.[test]') || exit 1
-echo "== built $(date -u +%T)"
-sleep 30
-cd /tmp && "$root/scripts/advise_reproduce_ab.sh" const11 /tmp/const11-base/site /work/venvs/const11 3
-echo "== done $(date -u +%T)"
+exec "$(dirname "$0")/../../scripts/branch_hold.sh" const11 /tmp/const11-base/site /work/venvs/const11 3
