@@ -10,13 +10,4 @@
 #   mkdir -p /tmp/tick10-base/src && git archive 5dafc83 | tar -x -C /tmp/tick10-base/src
 #   cd /tmp/tick10-base/src && CARGO_TARGET_DIR=/tmp/tick10-base/target /work/venvs/tick10/bin/pip \
 #     install --no-deps --target /tmp/tick10-base/site -c constraints.txt --no-build-isolation .
-set -u
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-test -f /tmp/tick10-base/site/throttlelab/__init__.py || { echo "main's package missing: /tmp/tick10-base/site (see this script's head)"; exit 1; }
-echo "== build $(git -C $root log --oneline -1 | cut -c1-60) $(date -u +%T)"
-(cd $root && /work/venvs/tick10/bin/pip install -q -c constraints.txt --no-build-isolation -e '.[test]') || exit 1
-echo "== built $(date -u +%T)"
-sleep 30
-cd /tmp && "$root/scripts/advise_reproduce_ab.sh" tick10 /tmp/tick10-base/site /work/venvs/tick10 3
-echo "== done $(date -u +%T)"
+exec "$(dirname "$0")/../../scripts/branch_hold.sh" tick10 /tmp/tick10-base/site /work/venvs/tick10 3

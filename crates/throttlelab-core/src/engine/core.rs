@@ -103,8 +103,11 @@ impl<Q: Queue> Sim<'_, Q> {
     }
 
     pub(crate) fn is_idle(&self, cpu: CpuId) -> bool {
+        // The root count first, unconditionally: `update_rq_masks` reads it
+        // for `is_overloaded` too, and the compiler then loads it once.
+        let h_nr_running = self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running;
         let rq = &self.rqs[cpu];
-        rq.curr.is_none() && rq.dl.is_none() && self.cfs_rqs[self.cfs_rq_id(0, cpu)].h_nr_running == 0
+        h_nr_running == 0 && rq.curr.is_none() && rq.dl.is_none()
     }
 
     /// Whether more than one task is runnable on `cpu` (`rq->nr_running > 1`,
@@ -122,12 +125,11 @@ impl<Q: Queue> Sim<'_, Q> {
     /// Bring `cpu`'s bits in the idle and overload masks up to date: after
     /// its running thread, deadline thread or root `h_nr_running` changed.
     pub(crate) fn update_rq_masks(&mut self, cpu: CpuId) {
-        let (w, bit) = (cpu / 64, 1u64 << (cpu % 64));
         let (idle, overloaded) = (self.is_idle(cpu), self.is_overloaded(cpu));
         // `add_nr_running` marks the root domain overloaded; only a balance clears it.
         self.rd_overloaded |= overloaded;
-        self.idle_mask[w] = if idle { self.idle_mask[w] | bit } else { self.idle_mask[w] & !bit };
-        self.overload_mask[w] = if overloaded { self.overload_mask[w] | bit } else { self.overload_mask[w] & !bit };
+        set_bit(&mut self.idle_mask, cpu, idle);
+        set_bit(&mut self.overload_mask, cpu, overloaded);
     }
 
     /// The idle CPUs in `lo..hi`, ascending, from the idle mask: the idle-CPU
@@ -199,6 +201,28 @@ impl<Q: Queue> Sim<'_, Q> {
             self.resched.push(cpu);
         }
     }
+}
+
+/// One of two iterators of the same items, chosen once.
+pub(crate) enum OneOf<A, B> {
+    A(A),
+    B(B),
+}
+
+impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for OneOf<A, B> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        match self {
+            OneOf::A(a) => a.next(),
+            OneOf::B(b) => b.next(),
+        }
+    }
+}
+
+/// Set or clear `cpu`'s bit in a CPU mask: one bounds-checked word, no branch.
+fn set_bit(mask: &mut [u64], cpu: CpuId, on: bool) {
+    let word = &mut mask[cpu / 64];
+    *word = *word & !(1 << (cpu % 64)) | (on as u64) << (cpu % 64);
 }
 
 /// The set bits of a CPU mask in `lo..hi`, ascending: a word per 64 CPUs.

@@ -14,6 +14,7 @@
 //! - load balancing is limited to wake-up placement and pulling by CPUs that
 //!   go idle.
 
+use crate::engine::core::OneOf;
 use crate::engine::event::Queue;
 use crate::engine::sim::Sim;
 use crate::vocab::noise::{self, Stream};
@@ -564,10 +565,15 @@ impl<Q: Queue> Sim<'_, Q> {
         let all = n == self.nr_cpus() && allowed[0] == 0 && allowed[n - 1] == n - 1;
         debug_assert!(!all || allowed.iter().enumerate().all(|(i, &c)| i == c));
         let start = if all { (prev + 1) % n } else { allowed.iter().position(|&c| c > prev).unwrap_or(0) };
-        let from_mask = all.then(|| self.idle_cpus(start, n).chain(self.idle_cpus(0, start)).map(|c| ((c + n - start) % n, c)));
-        let from_list = (!all).then(|| (0..n).map(|i| (i, allowed[(start + i) % n])).filter(|&(_, c)| self.is_idle(c)));
-        // Idle allowed CPUs in scan order, with their places in it.
-        let mut idle = from_mask.into_iter().flatten().chain(from_list.into_iter().flatten());
+        // Idle allowed CPUs in scan order, with their places in it: one of
+        // two iterators, not both chained as options (a flatten's state
+        // tested on every step).
+        let mut idle = if all {
+            let place = move |c: CpuId| if c >= start { c - start } else { c + n - start };
+            OneOf::A(self.idle_cpus(start, n).chain(self.idle_cpus(0, start)).map(move |c| (place(c), c)))
+        } else {
+            OneOf::B((0..n).map(|i| (i, allowed[(start + i) % n])).filter(|&(_, c)| self.is_idle(c)))
+        };
         let Some(first) = idle.next() else { return prev };
         // The first idle CPU on the least busy core: one on a wholly idle
         // core is the least, so the scan stops there.
