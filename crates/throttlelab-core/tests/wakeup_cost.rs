@@ -6,7 +6,6 @@
 
 mod common;
 
-use throttlelab_core::trace::{Record, TraceKind};
 use throttlelab_core::{load, simulate};
 
 /// One thread that runs 1 ms and sleeps 1 ms, alone on a quiet CPU, in an
@@ -29,15 +28,8 @@ fn run_sleep(extra: &[&str]) -> Result<throttlelab_core::Scenario, throttlelab_c
 }
 
 /// Each slice of a thread of the group: ns from its switch-in to the next switch.
-fn slices(records: &[Record]) -> Vec<u64> {
-    let switches: Vec<&Record> = records.iter().filter(|r| matches!(r.kind, TraceKind::Switch(_))).collect();
-    switches
-        .windows(2)
-        .filter_map(|w| match w[0].kind {
-            TraceKind::Switch(Some(_)) if w[0].tg == 1 => Some(w[1].time - w[0].time),
-            _ => None,
-        })
-        .collect()
+fn slices(records: &[throttlelab_core::trace::Record]) -> Vec<u64> {
+    common::group_slices(records).into_iter().map(|(_, ns)| ns).collect()
 }
 
 #[test]

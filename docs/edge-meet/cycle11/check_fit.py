@@ -23,7 +23,7 @@ from pathlib import Path
 from throttlelab import _native, compare, vm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cycle10"))
-from cycle_cost import SHAPES, scenario  # noqa: E402
+from cycle_cost import measured, shape_runs  # noqa: E402
 
 SLEEPER = _native.scenario_toml("check_fit.py: a thread that sleeps, for its run's probe.", {
     "name": "probe-only", "duration_s": 0.2,
@@ -52,20 +52,14 @@ def main() -> None:
         print(f"probe on {p['release']}: spin speed {p['work_speed']:.4f}, run/sleep speed "
               f"{p['run_sleep_work_speed'] or float('nan'):.4f}, {p['wakeup_cost_us'] or float('nan'):+.1f} us a wake-up", flush=True)
     rows = []
-    for threads in (1, 2):
-        for run_us, sleep_us in SHAPES:
-            for k in compare.kernel_runs(scenario(run_us, sleep_us, threads), runs=3, on=on):
-                task, host = k["tasks"]["rs"], k["host"]
-                ws = host.get("work_speed") or 1.0
-                phases = task["work_usec"] / run_us
-                extra_us = (task["cpu_usec"] - task["work_usec"] / ws) / phases
-                want = predicted_us(host, run_us)
-                rows.append({"threads": threads, "run_us": run_us, "extra_us_per_phase": extra_us, "predicted_us_per_phase": want,
-                             **fit(host)})
-                print(f"{threads} thread(s), run {run_us} us: {extra_us:+.1f} us a phase beyond the work at speed {ws:.3f}; "
-                      f"the run's probe fit says {want if want is not None else float('nan'):+.1f} "
-                      f"(wake-up {host.get('wakeup_cost_us') or float('nan'):+.1f} us, run/sleep speed "
-                      f"{host.get('run_sleep_work_speed') or float('nan'):.4f})", flush=True)
+    for threads, run_us, k in shape_runs(on):
+        r, host = measured(threads, run_us, k), k["host"]
+        want = predicted_us(host, run_us)
+        rows.append({**r, "predicted_us_per_phase": want, **fit(host)})
+        print(f"{threads} thread(s), run {run_us} us: {r['extra_us_per_phase']:+.1f} us a phase beyond the work at speed "
+              f"{r['work_speed']:.3f}; the run's probe fit says {want if want is not None else float('nan'):+.1f} "
+              f"(wake-up {host.get('wakeup_cost_us') or float('nan'):+.1f} us, run/sleep speed "
+              f"{host.get('run_sleep_work_speed') or float('nan'):.4f})", flush=True)
     json.dump({"kernel": kernel, "probes": probes, "rows": rows}, open(out, "w"), indent=1)
 
 

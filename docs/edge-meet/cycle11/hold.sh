@@ -5,8 +5,8 @@
 #
 #   tl-measure bash docs/edge-meet/cycle11/hold.sh        (root; from the worktree, its venv active)
 #
-# Writes $OUT/{host,6.12}.{json,txt} (default docs/edge-meet/cycle11/), about
-# 2 x (18 + 3) kernel runs: some 3 minutes on the host, 20-25 in the guest.
+# Writes $OUT/{host,6.12}.{json,txt} (default docs/edge-meet/cycle11/): 2 x (3 + 18)
+# kernel runs of 0.2-2 s, each after its probe (cycle10's 18 + 18 took 5 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-docs/edge-meet/cycle11}
