@@ -186,7 +186,7 @@ def configurations(grid: Grid):
 
 #: What the probe measured before each run, as a row keeps it per run.
 RUN_HOST_KEYS = ("background_per_s", "background_us", "background_p50_us", "work_speed", "work_speed_cv",
-                 "tick_latency_us", "tick_late")
+                 "tick_latency_us", "tick_late", "wakeup_cost_us", "run_sleep_work_speed")
 
 
 def measured(kernel: list[dict]) -> dict:
@@ -203,6 +203,9 @@ def measured(kernel: list[dict]) -> dict:
         "work_speed_cv": host.get("work_speed_cv"),
         "tick_latency_us": host.get("tick_latency_us"),
         "tick_late": host.get("tick_late"),
+        # The probe's run/sleep fit: CPU per wake-up beyond the work, and that work's speed.
+        "wakeup_cost_us": host.get("wakeup_cost_us"),
+        "run_sleep_work_speed": host.get("run_sleep_work_speed"),
         # The median of the runs' preemption medians, as compare combines them (None before the probe measured one).
         "background_p50_us": host.get("background_p50_us"),
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in kernel],
@@ -217,7 +220,7 @@ def measured(kernel: list[dict]) -> dict:
 
 
 def assumed_problem(overrides: list[str], regrade: Path | None) -> str | None:
-    """Why an assumption for stored rows (``--work-speed-cv``, ``--tick-late``)
+    """Why an assumption for stored rows (``--work-speed-cv``, ``--tick-late``, ``--wakeup-cost-us``)
     cannot be taken, or None: it needs --regrade, and the core's validation of
     its ``machine`` keys holds their bounds."""
     if not regrade:
@@ -231,7 +234,8 @@ def assumed_problem(overrides: list[str], regrade: Path | None) -> str | None:
 
 
 def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: float | None = None,
-                tick_late: dict | None = None, forget_tick_late: bool = False) -> list[dict]:
+                tick_late: dict | None = None, forget_tick_late: bool = False,
+                wakeup_cost_us: float | None = None) -> list[dict]:
     """A stored row's kernel runs, as far as the simulator's setup needs them:
     each run's host (the configuration's mean background and work speed, its
     start, its timer; a row from before the probe timed the work takes the
@@ -241,7 +245,8 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
     the probe measured the work's spread run to run takes ``work_speed_cv``
     (``--work-speed-cv``), or none; one from before it looked for late
     ticks, ``tick_late`` (``--tick-late``), or none; so does every row with
-    ``forget_tick_late`` (``--forget-tick-late``). A row that kept each
+    ``forget_tick_late`` (``--forget-tick-late``); one from before it
+    timed run/sleep work, ``wakeup_cost_us`` (``--wakeup-cost-us``), or none. A row that kept each
     run's probe (``run_hosts``) gives each run its own."""
     runs = []
     for i, (ratio, uptime_s, offset_us) in enumerate(zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"])):
@@ -253,11 +258,14 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
         if median and probed.get("background_p50_us") is not None:
             run_host["background_p50_us"] = probed["background_p50_us"]
         run_host.pop("tick_late", None)
+        run_host.pop("wakeup_cost_us", None)
+        if wakeup_cost_us is not None:
+            run_host["wakeup_cost_us"] = wakeup_cost_us
         if work_speed_cv is not None:
             run_host["work_speed_cv"] = work_speed_cv
         if tick_late is not None:
             run_host["tick_late"] = tick_late
-        for measured_key in ("work_speed", "tick_latency_us", "work_speed_cv") + (() if forget_tick_late else ("tick_late",)):
+        for measured_key in ("work_speed", "tick_latency_us", "work_speed_cv", "wakeup_cost_us") + (() if forget_tick_late else ("tick_late",)):
             if probed.get(measured_key) is not None:
                 run_host[measured_key] = probed[measured_key]
         if offset_us is not None:
@@ -312,8 +320,8 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 
 #: What a grid row keeps of the kernel's runs (`measured`).
 KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "background_p50_us",
-               "work_speed", "work_speed_cv", "tick_latency_us", "tick_late", "timer_offset_us", "uptime_s", "kernel_nr_periods",
-               "run_hosts", "kernel_usage_s_runs")
+               "work_speed", "work_speed_cv", "tick_latency_us", "tick_late", "wakeup_cost_us", "run_sleep_work_speed",
+               "timer_offset_us", "uptime_s", "kernel_nr_periods", "run_hosts", "kernel_usage_s_runs")
 
 
 def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None,
@@ -467,6 +475,9 @@ def main() -> None:
                         help="With --regrade: leave out the rows' own late ticks (host.tick_late), measured by a probe "
                              "from before probe11 that took a wake-up's or a preemption's charge of its spinner for a "
                              "late tick (docs/fidelity.md); --tick-late, if given, stands in.")
+    parser.add_argument("--wakeup-cost-us", type=float, metavar="US",
+                        help="With --regrade: the CPU a wake-up costs beyond its work (host.wakeup_cost_us, "
+                             "machine.wakeup_cost_us) for rows whose probe did not time run/sleep work (measured before it did).")
     parser.add_argument("--kernel", metavar="RELEASE|PATH", help="Measure this kernel under QEMU instead of the host's.")
     parser.add_argument("--accel", choices=vm.ACCELS, default="auto")
     parser.add_argument("--cgroup", choices=vm.CGROUP_VERSIONS, default="v2", help="With --kernel: the guest's hierarchy.")
@@ -480,6 +491,9 @@ def main() -> None:
             sys.exit(2)
     if args.work_speed_cv is not None and (problem := assumed_problem([f"machine.work_speed_cv={args.work_speed_cv}"], args.regrade)):
         print(f"fidelity_grid.py: error: --work-speed-cv {args.work_speed_cv}: {problem}", file=sys.stderr)
+        sys.exit(2)
+    if args.wakeup_cost_us is not None and (problem := assumed_problem([f"machine.wakeup_cost_us={args.wakeup_cost_us}"], args.regrade)):
+        print(f"fidelity_grid.py: error: --wakeup-cost-us {args.wakeup_cost_us}: {problem}", file=sys.stderr)
         sys.exit(2)
     tick_late = None
     if args.tick_late is not None:
@@ -512,7 +526,8 @@ def main() -> None:
             text = scenario_text(config, args.duration_s)
             stored_row = by_key[key(config)]
             kernel = stored_runs(host, stored_row, median=not args.mean_only, work_speed_cv=args.work_speed_cv,
-                                 tick_late=tick_late, forget_tick_late=args.forget_tick_late)
+                                 tick_late=tick_late, forget_tick_late=args.forget_tick_late,
+                                 wakeup_cost_us=args.wakeup_cost_us)
             measurement = {k: v for k, v in stored_row.items() if k in KERNEL_KEYS}
             unpaired = simulator_runs(text, kernel, seeds=args.seeds)
             if args.grid == "edge":
@@ -535,6 +550,9 @@ def main() -> None:
     if args.forget_tick_late:
         text += ("\nThe rows' own late ticks, measured by the probe before probe11 (which took a wake-up's or a "
                  "preemption's charge for a late tick), are left out (`--forget-tick-late`).\n")
+    if args.wakeup_cost_us is not None:
+        text += (f"\nRows measured before the probe timed run/sleep work assume `machine.wakeup_cost_us = "
+                 f"{args.wakeup_cost_us:g}` (`--wakeup-cost-us`).\n")
     args.out.write_text(text)
     save(args.out.with_suffix(".json"), {"host": host, "rows": rows})
     print(f"wrote {args.out}")

@@ -48,7 +48,8 @@ def _kernel_run(text: str, runs, settle_s: float):
     for i, _ in enumerate(runs):
         yield json.dumps({
             "host": {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 30.0 + i, "background_us": 150.0,
-                     "background_p50_us": 40.0 + 10 * i, "work_speed": 0.98, "tick_latency_us": 7.0, "uptime_s": 1000.0 + i, "period_timer_offset_us": {"app": 1234.0}},
+                     "background_p50_us": 40.0 + 10 * i, "work_speed": 0.98, "tick_latency_us": 7.0, "uptime_s": 1000.0 + i, "period_timer_offset_us": {"app": 1234.0},
+                     "wakeup_cost_us": 15.0 + i, "run_sleep_work_speed": 0.5},
             "cgroups": {"app": {"throttled_ratio": 0.1 * i, "throttled_usec": 1000 * i, "usage_usec": 1_000_000, "nr_periods": 100 - i}},
         })
 
@@ -68,6 +69,8 @@ def test_a_hold_keeps_its_rows_and_the_next_measures_the_rest(tmp_path):
     assert row["kernel_ratio"] == [0.0, 0.1, 0.2] and row["background_per_s"] == 31.0 and row["tick_latency_us"] == 7.0
     assert row["kernel_nr_periods"] == [100, 99, 98], "each run's periods between the controller's reads"
     assert row["background_p50_us"] == 50.0, "the median of the runs' medians"
+    assert (row["wakeup_cost_us"], row["run_sleep_work_speed"]) == (16.0, 0.5), "the runs' fits, averaged"
+    assert [h["wakeup_cost_us"] for h in row["run_hosts"]] == [15.0, 16.0, 17.0], "and each run's own"
     measured: list[str] = []
 
     def counting(text, runs, settle_s):
@@ -110,6 +113,10 @@ def test_stored_rows_set_the_simulator_up_like_their_host():
     assert all(r["host"]["tick_late"] == assumed for r in grid.stored_runs(host, row, tick_late=assumed)), "assumed"
     found = {**row, "tick_late": {"share": 0.05, "late_us": 2000.0, "together": 1.0}}
     assert all(r["host"]["tick_late"] == found["tick_late"] for r in grid.stored_runs(host, found, tick_late=assumed)), "measured wins"
+    assert "wakeup_cost_us" not in runs[0]["host"], "not timed, not assumed: no cost per wake-up"
+    assert {r["host"]["wakeup_cost_us"] for r in grid.stored_runs(host, row, wakeup_cost_us=40.0)} == {40.0}, "assumed"
+    timed = {**row, "wakeup_cost_us": 17.5}
+    assert {r["host"]["wakeup_cost_us"] for r in grid.stored_runs(host, timed, wakeup_cost_us=40.0)} == {17.5}, "measured wins"
 
 
 def test_a_row_that_kept_each_runs_probe_gives_each_run_its_own():
@@ -212,6 +219,8 @@ def test_the_script_says_what_is_wrong_with_only_differing_in_one_line(tmp_path)
     ("--tick-late", "0.07,2899", True, "not SHARE,LATE_US,TOGETHER (three numbers)"),
     ("--tick-late", "1.5,2899,0.7", True, "machine.tick_late_share: must be in [0, 1), got 1.5"),
     ("--tick-late", "0.07,2899,0.7", False, "needs --regrade"),
+    ("--wakeup-cost-us", "-1", True, "machine.wakeup_cost_us: must be in [0, 4000) (one tick), got -1"),
+    ("--wakeup-cost-us", "17", False, "needs --regrade"),
 ])
 def test_the_script_says_what_is_wrong_with_an_assumption_in_one_line(tmp_path, option, value, regrade, says):
     """--work-speed-cv and --tick-late: each needs --regrade, and the core's
@@ -222,5 +231,5 @@ def test_the_script_says_what_is_wrong_with_an_assumption_in_one_line(tmp_path, 
     path.write_text("{}")
     done = subprocess.run([sys.executable, str(Path(grid.__file__)), "--grid", "edge", *(["--regrade", str(path)] if regrade else []),
                            option, value], capture_output=True, text=True)
-    shown = float(value) if option == "--work-speed-cv" else value
+    shown = float(value) if option in ("--work-speed-cv", "--wakeup-cost-us") else value
     assert done.returncode == 2 and done.stderr == f"fidelity_grid.py: error: {option} {shown}: {says}\n", done.stderr

@@ -67,6 +67,15 @@ def test_the_rule_sets_the_machine_keys_like_the_host():
     assert "machine.work_speed=1.0" in _native.like_host_overrides(json.dumps({**HOST, "work_speed": 1.01})), "faster: noise"
 
 
+def test_the_probes_run_sleep_fit_sets_the_cost_of_a_wake_up_and_is_said():
+    assert "wakeup_cost_us" not in json.loads(_native.validate(scenario_text(), _native.like_host_overrides(json.dumps(HOST))))["machine"], \
+        "not timed: none"
+    timed = {**HOST, "wakeup_cost_us": 17.3, "run_sleep_work_speed": 0.96}
+    assert json.loads(_native.validate(scenario_text(), _native.like_host_overrides(json.dumps(timed))))["machine"]["wakeup_cost_us"] == 17.3
+    line = background.Assumed(37.5, 201.25, "host", timed, "2026-11-29T03:00:00Z").line()
+    assert line.endswith("work speed 0.975, 17.3 us a wake-up (run/sleep work speed 0.960))"), line
+
+
 def test_run_like_host_is_what_compare_simulates(probed, write_scenario):
     """The CLI's --like-host and compare's seeds go through the one rule: the
     same document, and not the scenario's own."""

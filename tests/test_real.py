@@ -381,6 +381,17 @@ def test_without_tracefs_the_run_mounts_it_and_unmounts_it_after(write_scenario,
 
 
 @needs_real
+def test_the_probe_fits_run_sleep_work(write_scenario):
+    """After its spin, the probe times run/sleep work at two run lengths and
+    fits its CPU against its work: the cost of a wake-up (the intercept, us)
+    and the speed of that work (1 / the slope), both reported. Bounds loose
+    enough for a busy host: this says the fit ran, not what it found."""
+    host = real_json(write_scenario(), "duration_s=0.1")["host"]
+    assert 0.3 < host["run_sleep_work_speed"] < 2.0, host
+    assert -1_000 < host["wakeup_cost_us"] < 4_000, host
+
+
+@needs_real
 def test_a_process_looking_into_tracefs_does_not_keep_the_run_from_unmounting_it(write_scenario, no_tracefs):
     """A lookup of a path in tracefs by any process (leftover_cgroups polls
     one while a run is under way) holds the mount for that moment, and

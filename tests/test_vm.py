@@ -119,6 +119,8 @@ def test_a_debian_kernel_boots_and_throttles_in_its_own_cgroups(write_scenario, 
     host = doc["host"]
     assert host["release"].startswith(release + ".") and host["hz"] == 250 and host["cgroup"] == cgroup
     assert host["vm"]["kernel"].startswith(f"linux-image-{release}.") and host["vm"]["accel"] in ("kvm", "tcg")
+    # The probe's run/sleep fit ran in the guest too (what it found is the hold's to say).
+    assert host["run_sleep_work_speed"] > 0 and host["wakeup_cost_us"] is not None, host
     app = doc["cgroups"]["app"]
     assert abs(app["nr_periods"] - 100) <= 10, app
     assert app["nr_throttled"] >= 0.75 * app["nr_periods"], app

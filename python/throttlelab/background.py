@@ -9,7 +9,7 @@ host it was taken on, ``[capture] background_*``) or, with ``--like-host``, this
 real backend's probe, run once before the command's simulations (root), and the
 host it reports applied through the core's one rule (``Host::scenario_overrides``,
 which ``compare`` applies to its seeds too): the profile of its release, its
-CONFIG_HZ, background, work speed and tick lateness. The simulator still draws
+CONFIG_HZ, background, work speed, the CPU a wake-up costs and tick lateness. The simulator still draws
 its own timer phases (unpaired). The host's overrides go before the user's
 ``--set``, so that an explicit ``--set`` wins; each command says which it assumed.
 """
@@ -32,7 +32,7 @@ like_host_option = click.option(
     "--like-host",
     is_flag=True,
     help="Probe this host as the real backend does (root) and set every simulation up like it: its "
-    "background activity, CONFIG_HZ, release, work speed and tick lateness (--set still wins).",
+    "background activity, CONFIG_HZ, release, work speed, CPU per wake-up and tick lateness (--set still wins).",
 )
 
 
@@ -75,6 +75,8 @@ class Assumed:
             also += [f"ticks {h['tick_latency_us']:.0f} us late"] if h.get("tick_latency_us") is not None else []
             also += [f"work speed {min(h['work_speed'], 1.0):.3f}"] if h.get("work_speed") is not None else []
             also += [f"run to run cv {h['work_speed_cv']:.4f}"] if h.get("work_speed_cv") is not None else []
+            also += [f"{max(h['wakeup_cost_us'], 0.0):.1f} us a wake-up (run/sleep work speed {h['run_sleep_work_speed']:.3f})"] \
+                if h.get("wakeup_cost_us") is not None else []
             where += f", probed {self.probed_at}: {', '.join(also)}"
         if self.capture:
             c = self.capture

@@ -92,7 +92,8 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The first run's host, its background activity averaged over all runs
     (the duration per preemption weighted by the preemptions; their lengths'
     median, the median of the runs' medians, over the runs that had a
-    preemption), its work speed and that speed's spread run to run averaged,
+    preemption), its work speed, that speed's spread run to run and its
+    run/sleep fit (``wakeup_cost_us``, ``run_sleep_work_speed``) averaged,
     and the median of its ticks' lateness and its late ticks (the share
     averaged; lateness the median and together-share the mean over the runs
     that had some), where every run measured them;
@@ -112,14 +113,12 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     host.pop("tick_latency_us", None)
     if None not in latencies:
         host["tick_latency_us"] = statistics.median(latencies)
-    speeds = [h.get("work_speed") for h in hosts]
-    host.pop("work_speed", None)
-    if None not in speeds:
-        host["work_speed"] = statistics.fmean(speeds)
-    spreads = [h.get("work_speed_cv") for h in hosts]
-    host.pop("work_speed_cv", None)
-    if None not in spreads:
-        host["work_speed_cv"] = statistics.fmean(spreads)
+    # The work's speed, its spread, and the run/sleep fit (its cost per wake-up, its speed): each the mean.
+    for averaged in ("work_speed", "work_speed_cv", "wakeup_cost_us", "run_sleep_work_speed"):
+        values = [h.get(averaged) for h in hosts]
+        host.pop(averaged, None)
+        if None not in values:
+            host[averaged] = statistics.fmean(values)
     host.pop("tick_late", None)
     late = [h.get("tick_late") for h in hosts]
     if late and None not in late:

@@ -6,8 +6,9 @@
 
 mod common;
 
+use common::group_slices as slices;
+
 use throttlelab_core::noise::{spread_ns, Stream};
-use throttlelab_core::trace::{Record, TraceKind};
 use throttlelab_core::load;
 
 /// One thread that runs 10 ms and sleeps 10 ms, alone on a quiet CPU: each
@@ -26,18 +27,6 @@ phases = [{ run_us = 10000 }, { sleep_us = 10000 }]
 fn run_sleep(extra: &[&str]) -> Result<throttlelab_core::Scenario, throttlelab_core::ScenarioError> {
     let text = format!("name = \"work-speed\"\nduration_s = 1\nseed = 7\n{}{RUN_SLEEP}", common::QUIET_ONE_CPU);
     load(&text, &extra.iter().map(|k| k.to_string()).collect::<Vec<_>>())
-}
-
-/// Each slice of a thread of the group: (its thread, ns from its switch-in to the next switch).
-fn slices(records: &[Record]) -> Vec<(usize, u64)> {
-    let switches: Vec<&Record> = records.iter().filter(|r| matches!(r.kind, TraceKind::Switch(_))).collect();
-    switches
-        .windows(2)
-        .filter_map(|w| match w[0].kind {
-            TraceKind::Switch(Some(tid)) if w[0].tg == 1 => Some((tid, w[1].time - w[0].time)),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]

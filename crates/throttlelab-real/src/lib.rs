@@ -23,6 +23,7 @@ mod spill;
 mod thread_sched;
 mod timer_trace;
 mod trace_raw;
+mod wakeup_cost;
 pub mod sched_trace;
 pub mod worker;
 
@@ -651,6 +652,8 @@ struct Probed {
     hz: Option<u32>,
     background: probe::Background,
     loops_per_us: f64,
+    /// Run/sleep work's CPU against its work, at that calibration.
+    wakeup: Option<wakeup_cost::WakeupCost>,
 }
 
 impl Probed {
@@ -666,7 +669,10 @@ impl Probed {
         // from idle, the loop timed 4 % slower than it then ran).
         let loops_per_us = worker::calibrate();
         signals.check()?;
-        Ok(Probed { release, hz, background, loops_per_us })
+        // Last: the workers' own run/sleep code, at the calibration they get.
+        let wakeup = wakeup_cost::wakeup_cost(cpus, loops_per_us, &|| signals.interrupted()).map_err(Error::harness)?;
+        signals.check()?;
+        Ok(Probed { release, hz, background, loops_per_us, wakeup })
     }
 
     /// The `host` block: this probe, and what the run itself found.
@@ -682,6 +688,8 @@ impl Probed {
             tick_late: self.background.tick_late,
             work_speed: Some(self.background.loops_per_cpu_us / self.loops_per_us),
             work_speed_cv: self.background.work_speed_cv,
+            wakeup_cost_us: self.wakeup.map(|w| w.cost_us),
+            run_sleep_work_speed: self.wakeup.map(|w| w.work_speed),
             period_timer_offset_us,
             uptime_s,
         }

@@ -176,7 +176,7 @@ pub(crate) fn nanosleep_until(at_ns: u64) {
 /// up to 50 us late (traced: `hrtimer_wakeup` armed with `softexpires` 50 us
 /// before `expires`): each `sleep_us` phase would last longer than the
 /// scenario says, and than in the simulator, which wakes on time.
-fn set_exact_timers() -> Result<(), String> {
+pub(crate) fn set_exact_timers() -> Result<(), String> {
     // SAFETY: PR_SET_TIMERSLACK takes a number and touches no memory.
     if unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) } != 0 {
         return Err(format!("cannot set the timer slack: {}", std::io::Error::last_os_error()));
@@ -217,7 +217,7 @@ pub fn calibrate() -> f64 {
 /// when its time comes, the run ends or `stop` arrives: a thread that woke to
 /// poll would run in the measured cgroup, account runtime between ticks and
 /// return slack on every sleep.
-struct Run {
+pub(crate) struct Run {
     start_ns: u64,
     end_ns: u64,
     loops_per_us: f64,
@@ -235,7 +235,7 @@ struct Run {
 }
 
 impl Run {
-    fn new(start_ns: u64, end_ns: u64, loops_per_us: f64, tasks: Vec<usize>) -> Run {
+    pub(crate) fn new(start_ns: u64, end_ns: u64, loops_per_us: f64, tasks: Vec<usize>) -> Run {
         Run {
             start_ns,
             end_ns,
@@ -292,7 +292,7 @@ impl Run {
     }
 
     /// Sleep until `at_ns` (absolute); false if the run ended first.
-    fn sleep_until(&self, at_ns: u64) -> bool {
+    pub(crate) fn sleep_until(&self, at_ns: u64) -> bool {
         let mut sleepers = self.sleepers.lock().expect("sleepers lock");
         loop {
             if self.over() {
@@ -309,7 +309,7 @@ impl Run {
 
     /// Do `work_ns` of calibrated work; adds the iterations done to `iters`.
     /// False if the run ended first.
-    fn work(&self, work_ns: u64, iters: &mut u64) -> bool {
+    pub(crate) fn work(&self, work_ns: u64, iters: &mut u64) -> bool {
         let mut left = (work_ns as f64 * self.loops_per_us / 1_000.0).round() as u64;
         let chunk = ((CHUNK_US * self.loops_per_us) as u64).max(1);
         while left > 0 {

@@ -29,21 +29,34 @@ def scenario(run_us: int, sleep_us: int, threads: int) -> str:
     })
 
 
+def shape_runs(on):
+    """Every shape's kernel runs (1 and 2 threads, each run length, 3 runs): (threads, run_us, run document)."""
+    for threads in (1, 2):
+        for run_us, sleep_us in SHAPES:
+            for k in compare.kernel_runs(scenario(run_us, sleep_us, threads), runs=3, on=on):
+                yield threads, run_us, k
+
+
+def measured(threads: int, run_us: int, k: dict) -> dict:
+    """One run: the CPU its threads used, their work, the probe's speed, and
+    what the CPU exceeds the work at that speed by, per run phase."""
+    task, host = k["tasks"]["rs"], k["host"]
+    ws = host.get("work_speed") or 1.0
+    phases = task["work_usec"] / run_us
+    extra_us = (task["cpu_usec"] - task["work_usec"] / ws) / phases
+    return {"threads": threads, "run_us": run_us, "cpu_usec": task["cpu_usec"], "work_usec": task["work_usec"],
+            "work_speed": ws, "phases": phases, "extra_us_per_phase": extra_us}
+
+
 def main() -> None:
     kernel, out = sys.argv[1], sys.argv[2]
     on = None if kernel == "host" else vm.runner(vm.kernel(kernel, print), accel="tcg")
     rows = []
-    for threads in (1, 2):
-        for run_us, sleep_us in SHAPES:
-            for k in compare.kernel_runs(scenario(run_us, sleep_us, threads), runs=3, on=on):
-                task, host = k["tasks"]["rs"], k["host"]
-                ws = host.get("work_speed") or 1.0
-                phases = task["work_usec"] / run_us
-                extra_us = (task["cpu_usec"] - task["work_usec"] / ws) / phases
-                rows.append({"threads": threads, "run_us": run_us, "cpu_usec": task["cpu_usec"], "work_usec": task["work_usec"],
-                             "work_speed": ws, "phases": phases, "extra_us_per_phase": extra_us})
-                print(f"{threads} thread(s), run {run_us} us: cpu {task['cpu_usec']} us, work {task['work_usec']} us, "
-                      f"speed {ws:.3f}, {phases:.0f} phases, {extra_us:+.1f} us a phase beyond the work", flush=True)
+    for threads, run_us, k in shape_runs(on):
+        r = measured(threads, run_us, k)
+        rows.append(r)
+        print(f"{threads} thread(s), run {run_us} us: cpu {r['cpu_usec']} us, work {r['work_usec']} us, "
+              f"speed {r['work_speed']:.3f}, {r['phases']:.0f} phases, {r['extra_us_per_phase']:+.1f} us a phase beyond the work", flush=True)
     json.dump({"kernel": kernel, "rows": rows}, open(out, "w"), indent=1)
 
 

@@ -105,6 +105,9 @@ pub struct Sim<'s, Q = HeapQueue> {
     pub(crate) timer_jitter_ns: u64,
     idle_exit_ns: u64,
     pub(crate) tick_irq_ns: u64,
+    /// `machine.wakeup_cost_us`: CPU charged to a task's or worker's thread
+    /// per wake-up, before its run's work (`advance`).
+    pub(crate) wakeup_cost_ns: u64,
     /// CLOCK_MONOTONIC at simulated time 0: how long the machine has been up.
     pub(crate) uptime_ns: u64,
     /// Where each CPU's ticks fall.
@@ -238,6 +241,7 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             timer_jitter_ns: (scenario.machine.timer_jitter_us * 1e3) as u64,
             idle_exit_ns: (scenario.machine.idle_exit_us * 1e3) as u64,
             tick_irq_ns: (scenario.machine.tick_irq_us * 1e3) as u64,
+            wakeup_cost_ns: (scenario.machine.wakeup_cost_us * 1e3).round() as u64,
             uptime_ns: 0,
             stop: None,
             stopped_at: None,

@@ -228,6 +228,13 @@ impl<Q: Queue> Sim<'_, Q> {
             Driver::Worker(si) => self.next_request(tid, si),
             Driver::Background => self.next_background(tid, waking),
         };
+        if waking && runnable && self.threads[tid].driver != Driver::Background {
+            // `machine.wakeup_cost_us`: the CPU the kernel charges the thread
+            // per wake-up beyond its work (from `set_next_entity` to its
+            // return to user space, and the next sleep's syscall up to
+            // `dequeue_entity`), spent before its run's work.
+            self.threads[tid].stall_left += self.wakeup_cost_ns;
+        }
         match (waking, runnable, self.is_dl(tid)) {
             (true, true, true) => self.dl_wakeup(tid),
             (true, true, false) => self.try_to_wake_up(tid),

@@ -44,6 +44,11 @@ impl Host {
             // Its spread run to run, within what a scenario accepts.
             set.push(format!("machine.work_speed_cv={}", float(cv.min(MAX_WORK_SPEED_CV))));
         }
+        if let Some(cost_us) = self.wakeup_cost_us {
+            // Within what a scenario takes: a fit below 0 is noise around none.
+            let tick_us = self.hz.map_or(1_000.0, |hz| 1e6 / hz as f64);
+            set.push(format!("machine.wakeup_cost_us={}", float(cost_us.clamp(0.0, tick_us - 1.0))));
+        }
         if let Some(latency_us) = self.tick_latency_us {
             // Uniform lateness in [0, 2 x median): the median the probe measured.
             set.push(format!("machine.tick_jitter_us={}", float(2.0 * latency_us)));
@@ -93,6 +98,8 @@ mod tests {
             tick_late: None,
             work_speed: Some(0.97),
             work_speed_cv: Some(0.006),
+            wakeup_cost_us: Some(17.5),
+            run_sleep_work_speed: Some(0.96),
             // "web": a group of another scenario, left out.
             period_timer_offset_us: BTreeMap::from([("app".into(), 4321.5), ("web".into(), 0.25)]),
             uptime_s: 1234.5,
@@ -123,6 +130,13 @@ mod tests {
         assert_eq!(s.machine.work_speed, 0.97);
         let s = like(&Host { work_speed: Some(1.002), ..host() }, false);
         assert_eq!(s.machine.work_speed, 1.0, "faster than the calibration: noise");
+        assert_eq!(s.machine.wakeup_cost_us, 17.5);
+        let s = like(&Host { wakeup_cost_us: None, ..host() }, false);
+        assert_eq!(s.machine.wakeup_cost_us, 0.0, "not measured: none");
+        let s = like(&Host { wakeup_cost_us: Some(-3.0), ..host() }, false);
+        assert_eq!(s.machine.wakeup_cost_us, 0.0, "a fit below 0: none");
+        let s = like(&Host { wakeup_cost_us: Some(5_000.0), ..host() }, false);
+        assert_eq!(s.machine.wakeup_cost_us, 999.0, "beyond a tick: within it");
         let s = like(&Host { work_speed_cv: Some(0.3), ..host() }, false);
         assert_eq!(s.machine.work_speed_cv, Some(MAX_WORK_SPEED_CV), "beyond what a scenario takes: its bound");
         assert_eq!((s.machine.uptime_s, s.cgroups[0].period_timer_offset_us), (None, None), "unplaced: drawn");

@@ -200,6 +200,15 @@ pub struct Machine {
     /// every run costs the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_speed_cv: Option<f64>,
+    /// CPU charged to a thread per wake-up beyond its work, us: the kernel
+    /// charges a task from `set_next_entity` (its `exec_start`) to the next
+    /// `update_curr`, so the switch in, the wake-up's return to user space
+    /// and the next sleep's syscall up to `dequeue_entity` are the thread's
+    /// runtime. Each run phase that follows a wake-up is this much longer
+    /// (docs/fidelity.md, "A wake-up's cost"). 0: none, the default until
+    /// a probe measures it (`host.wakeup_cost_us`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wakeup_cost_us: f64,
     /// Each tick fires up to this late (uniform, seeded): interrupt latency.
     #[serde(default = "default_tick_jitter_us")]
     pub tick_jitter_us: f64,
@@ -263,6 +272,11 @@ fn default_smt() -> usize {
 fn default_work_speed() -> f64 {
     1.0
 }
+/// Left out of a serialised scenario at its default: documents from before
+/// the key read the same.
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
 /// `machine.tick_jitter_us` when a scenario does not set it.
 pub const DEFAULT_TICK_JITTER_US: f64 = 20.0;
 fn default_tick_jitter_us() -> f64 {
@@ -293,6 +307,7 @@ impl Default for Machine {
             smt_speed: Vec::new(),
             work_speed: default_work_speed(),
             work_speed_cv: None,
+            wakeup_cost_us: 0.0,
             tick_jitter_us: default_tick_jitter_us(),
             timer_jitter_us: default_timer_jitter_us(),
             tick_late_share: None,

@@ -66,6 +66,7 @@ impl Scenario {
             ("machine.timer_jitter_us", m.timer_jitter_us),
             ("machine.idle_exit_us", m.idle_exit_us),
             ("machine.tick_irq_us", m.tick_irq_us),
+            ("machine.wakeup_cost_us", m.wakeup_cost_us),
         ];
         for (key, v) in latencies {
             if !(0.0..tick_us).contains(&v) {

@@ -71,6 +71,17 @@ pub struct Host {
     /// from before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_speed_cv: Option<f64>,
+    /// The CPU a wake-up cost beyond its work, in microseconds: the
+    /// intercept of the probe's fit of run/sleep threads' CPU per cycle
+    /// against their work per cycle, at two run lengths (the simulator's
+    /// `machine.wakeup_cost_us`). None where the fit could not be made, and
+    /// in documents from before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wakeup_cost_us: Option<f64>,
+    /// That fit's slope as a speed: the calibrated work per CPU of run/sleep
+    /// threads, beside `work_speed` (the spinners'). Reported, not applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_sleep_work_speed: Option<f64>,
     /// Per limited cgroup, where the kernel put its period timer: expiries
     /// fall on this offset plus whole periods of CLOCK_MONOTONIC (the
     /// simulator's `period_timer_offset_us`). Empty without tracefs.

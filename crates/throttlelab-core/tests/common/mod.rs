@@ -48,6 +48,19 @@ pub fn traced(s: &Scenario, skip_ticks: bool) -> (Output, Vec<Record>) {
     (out, t.expect("traced").records)
 }
 
+/// Each slice of a thread of the scenario's first cgroup (task group 1):
+/// (its thread, ns from its switch-in to the CPU's next switch).
+pub fn group_slices(records: &[Record]) -> Vec<(usize, u64)> {
+    let switches: Vec<&Record> = records.iter().filter(|r| matches!(r.kind, TraceKind::Switch(_))).collect();
+    switches
+        .windows(2)
+        .filter_map(|w| match w[0].kind {
+            TraceKind::Switch(Some(tid)) if w[0].tg == 1 => Some((tid, w[1].time - w[0].time)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// How a run that skips ticks differs from one that simulates every tick:
 /// the outputs, or the first record of the trace (ticks aside) that differs,
 /// with its neighbours. `None` when they are identical.
