@@ -3,7 +3,9 @@
 # `reproduce --all --json`, wall clock, the code as it was when the issue was filed (6bc8a7a^, the
 # commit before the issue's first, its package in /tmp/issue36-base/site) against main's
 # (the venv's), alternately, 3 rounds, in one hold:
-#   tl-measure bash docs/engine-issue36/measure.sh [VENV]
+#   tl-measure bash docs/engine-issue36/measure.sh [VENV [MAIN_SITE]]
+# MAIN_SITE: main's package installed the same way as the old one (pip --target), so that both
+# start alike (an editable install's import hook costs each pool worker time).
 # The old package, if missing (a few minutes; before the hold):
 #   mkdir -p /tmp/issue36-src && git archive 6bc8a7a^ | tar -x -C /tmp/issue36-src
 #   cd /tmp/issue36-src && CARGO_TARGET_DIR=/tmp/issue36-target /work/venvs/main/bin/pip \
@@ -12,6 +14,7 @@
 # ones are compared with tests/golden/reproduce-all.json. Output in /tmp/issue36-hold.
 set -u
 venv=${1:-/work/venvs/main}
+main_site=${2:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 base=/tmp/issue36-base/site
 test -f $base/throttlelab/__init__.py || { echo "the old package is missing: $base (see this script's head)"; exit 1; }
@@ -22,7 +25,7 @@ py=$venv/bin/python tl=$venv/bin/throttlelab
 t() { local s e; s=$(date +%s.%N); "$@"; e=$(date +%s.%N); echo "$e - $s" | bc; }
 for round in 1 2 3; do
   for v in before main; do
-    if [ $v = before ]; then export PYTHONPATH=$base; else unset PYTHONPATH; fi
+    if [ $v = before ]; then export PYTHONPATH=$base; elif [ -n "$main_site" ]; then export PYTHONPATH=$main_site; else unset PYTHONPATH; fi
     echo "== round $round: $v $($py -c 'import throttlelab; print(throttlelab.__file__)')"
     echo "advise request-service wall_s $(t sh -c "$tl advise request-service --cgroup app --max-throttled 5% --json > $out/advise-$v-$round.json")"
     echo "reproduce --all wall_s $(t sh -c "$tl reproduce --all --json > $out/reproduce-$v-$round.json 2>/dev/null")"

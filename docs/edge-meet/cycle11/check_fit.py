@@ -29,7 +29,7 @@ SLEEPER = _native.scenario_toml("check_fit.py: a thread that sleeps, for its run
     "name": "probe-only", "duration_s": 0.2,
     "machine": {"cpus": 2, "hz": 250}, "kernel": {"profile": "6.12"},
     "cgroup": [{"name": "app"}],
-    "task": [{"name": "idle", "cgroup": "app", "phases": [{"sleep_us": 100_000}]}],
+    "task": [{"name": "idle", "cgroup": "app", "phases": [{"run_us": 100}, {"sleep_us": 100_000}]}],
 })
 
 
