@@ -244,8 +244,9 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
     preemption at the mean, whatever the grid's host says. A row from before
     the probe measured the work's spread run to run takes ``work_speed_cv``
     (``--work-speed-cv``), or none; one from before it looked for late
-    ticks, ``tick_late`` (``--tick-late``), or none; so does every row with
-    ``forget_tick_late`` (``--forget-tick-late``); one from before it
+    ticks, ``tick_late`` (``--tick-late``), or none; so does, with
+    ``forget_tick_late`` (``--forget-tick-late``), a row whose probe predates
+    probe11's count of late ticks (it has no ``wakeup_cost_us``); one from before it
     timed run/sleep work, ``wakeup_cost_us`` (``--wakeup-cost-us``), or none. A row that kept each
     run's probe (``run_hosts``) gives each run its own."""
     runs = []
@@ -265,7 +266,9 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
             run_host["work_speed_cv"] = work_speed_cv
         if tick_late is not None:
             run_host["tick_late"] = tick_late
-        for measured_key in ("work_speed", "tick_latency_us", "work_speed_cv", "wakeup_cost_us") + (() if forget_tick_late else ("tick_late",)):
+        # A probe that timed run/sleep work (cycle11) also counts late ticks as probe11 does.
+        old_probe = probed.get("wakeup_cost_us") is None
+        for measured_key in ("work_speed", "tick_latency_us", "work_speed_cv", "wakeup_cost_us") + (() if forget_tick_late and old_probe else ("tick_late",)):
             if probed.get(measured_key) is not None:
                 run_host[measured_key] = probed[measured_key]
         if offset_us is not None:
@@ -472,9 +475,9 @@ def main() -> None:
                         help="With --regrade: the late ticks (host.tick_late, machine.tick_late_*) for rows whose probe "
                              "did not look for them (measured before it did).")
     parser.add_argument("--forget-tick-late", action="store_true",
-                        help="With --regrade: leave out the rows' own late ticks (host.tick_late), measured by a probe "
-                             "from before probe11 that took a wake-up's or a preemption's charge of its spinner for a "
-                             "late tick (docs/fidelity.md); --tick-late, if given, stands in.")
+                        help="With --regrade: leave out the late ticks (host.tick_late) of rows whose probe is from before "
+                             "probe11 (no host.wakeup_cost_us), which took a wake-up's or a preemption's charge of its "
+                             "spinner for a late tick (docs/fidelity.md); --tick-late, if given, stands in.")
     parser.add_argument("--wakeup-cost-us", type=float, metavar="US",
                         help="With --regrade: the CPU a wake-up costs beyond its work (host.wakeup_cost_us, "
                              "machine.wakeup_cost_us) for rows whose probe did not time run/sleep work (measured before it did).")

@@ -117,6 +117,11 @@ def test_stored_rows_set_the_simulator_up_like_their_host():
     assert {r["host"]["wakeup_cost_us"] for r in grid.stored_runs(host, row, wakeup_cost_us=40.0)} == {40.0}, "assumed"
     timed = {**row, "wakeup_cost_us": 17.5}
     assert {r["host"]["wakeup_cost_us"] for r in grid.stored_runs(host, timed, wakeup_cost_us=40.0)} == {17.5}, "measured wins"
+    # --forget-tick-late: an old probe's late ticks (no wakeup_cost_us) are left out, or assumed; a new one's kept.
+    assert all("tick_late" not in r["host"] for r in grid.stored_runs(host, found, forget_tick_late=True)), "forgotten"
+    assert all(r["host"]["tick_late"] == assumed for r in grid.stored_runs(host, found, tick_late=assumed, forget_tick_late=True))
+    new_probe = {**found, "wakeup_cost_us": 17.5}
+    assert all(r["host"]["tick_late"] == found["tick_late"] for r in grid.stored_runs(host, new_probe, forget_tick_late=True)), "probe11's"
 
 
 def test_a_row_that_kept_each_runs_probe_gives_each_run_its_own():
