@@ -6,7 +6,7 @@
 
 use crate::engine::cfs_bandwidth::{CFS_BANDWIDTH_SLACK_PERIOD, MIN_BANDWIDTH_EXPIRATION};
 use crate::engine::event::{Event, Irq, Queue};
-use crate::engine::fair::CfsRq;
+use crate::engine::fair::{CfsRq, DEQUEUE_DELAYED, DEQUEUE_SLEEP, DEQUEUE_SPECIAL};
 use crate::engine::sim::Sim;
 use crate::vocab::noise::Stream;
 use crate::vocab::trace::TraceKind;
@@ -143,7 +143,9 @@ impl<Q: Queue> Sim<'_, Q> {
             }
             let parent = self.ses[s].cfs_rq;
             if dequeue {
-                self.dequeue_entity(parent, s);
+                // SPECIAL: a throttle delays nothing; a delayed entity's dequeue is finished.
+                let delayed = if self.ses[s].sched_delayed { DEQUEUE_DELAYED } else { 0 };
+                self.dequeue_entity(parent, s, DEQUEUE_SLEEP | DEQUEUE_SPECIAL | delayed);
             }
             self.cfs_rqs[parent].h_nr_running -= delta;
             if self.cfs_rqs[parent].throttled {
@@ -179,7 +181,11 @@ impl<Q: Queue> Sim<'_, Q> {
         while let Some(s) = se {
             let parent = self.ses[s].cfs_rq;
             if enqueue {
-                if self.ses[s].on_rq {
+                if self.ses[s].sched_delayed {
+                    // Unfinished DELAY_DEQUEUE business first: then placed as woken.
+                    self.dequeue_entity(parent, s, DEQUEUE_SLEEP | DEQUEUE_DELAYED);
+                    self.enqueue_entity(parent, s, true, false);
+                } else if self.ses[s].on_rq {
                     enqueue = false;
                 } else {
                     self.enqueue_entity(parent, s, true, false);

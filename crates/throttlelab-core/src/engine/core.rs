@@ -5,6 +5,7 @@
 
 use crate::engine::rq::ThreadState;
 use crate::engine::event::Queue;
+use crate::engine::fair::{DEQUEUE_SLEEP, DEQUEUE_SPECIAL};
 use crate::engine::sim::Sim;
 use crate::vocab::trace::TraceKind;
 use crate::vocab::types::{CpuId, ThreadId};
@@ -94,11 +95,13 @@ impl<Q: Queue> Sim<'_, Q> {
         }
     }
 
-    /// The running thread on its CPU sleeps or exits.
+    /// The running thread on its CPU sleeps or exits (`try_to_block_task`:
+    /// an exit's `TASK_DEAD` is a special state, never delayed).
     pub(crate) fn block(&mut self, tid: ThreadId) {
         let cpu = self.threads[tid].cpu;
         self.touch(cpu);
-        self.dequeue_task(tid);
+        let special = if self.threads[tid].state == ThreadState::Done { DEQUEUE_SPECIAL } else { 0 };
+        self.dequeue_task(tid, DEQUEUE_SLEEP | special);
         self.resched_curr(cpu);
     }
 
@@ -166,8 +169,13 @@ impl<Q: Queue> Sim<'_, Q> {
         self.threads[tid].cpu = dst;
     }
 
-    /// `try_to_wake_up`: place the thread, enqueue it, maybe preempt.
+    /// `try_to_wake_up`: place the thread, enqueue it, maybe preempt. A
+    /// thread still queued (its dequeue delayed) is woken where it is.
     pub(crate) fn try_to_wake_up(&mut self, tid: ThreadId) {
+        if self.ses[self.threads[tid].se].sched_delayed {
+            self.ttwu_runnable(tid);
+            return;
+        }
         let initial = self.threads[tid].cpu_ns == 0 && self.threads[tid].state != ThreadState::Runnable;
         let cpu = self.select_task_rq(tid);
         self.set_task_cpu(tid, cpu);
@@ -175,6 +183,19 @@ impl<Q: Queue> Sim<'_, Q> {
         self.threads[tid].state = ThreadState::Runnable;
         self.enqueue_task(tid, true, initial);
         self.check_preempt_wakeup(cpu, tid);
+    }
+
+    /// `ttwu_runnable`: the thread is still queued, delayed, on its CPU:
+    /// `enqueue_task(ENQUEUE_DELAYED)` requeues it there, with no
+    /// `select_task_rq`, and it may preempt the running thread.
+    fn ttwu_runnable(&mut self, tid: ThreadId) {
+        let cpu = self.threads[tid].cpu;
+        self.touch(cpu);
+        self.threads[tid].state = ThreadState::Runnable;
+        self.requeue_delayed_entity(self.threads[tid].se);
+        if self.rqs[cpu].curr != Some(tid) {
+            self.check_preempt_wakeup(cpu, tid);
+        }
     }
 
     /// `sched_tick` (`scheduler_tick` before 6.10) → `task_tick_fair`: charge

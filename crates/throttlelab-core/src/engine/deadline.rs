@@ -132,13 +132,19 @@ impl<Q: Queue> Sim<'_, Q> {
             self.account_thread_time(cpu);
         }
         self.sched_setattr_dl(tid);
+        let se = self.threads[tid].se;
+        if self.is_dl(tid) && self.ses[se].sched_delayed {
+            // `__sched_setscheduler`: a delayed task leaving the class is dequeued first.
+            self.touch(cpu);
+            self.dequeue_delayed(se);
+        }
         if !self.is_dl(tid) || self.threads[tid].state != ThreadState::Runnable {
             return;
         }
         // As a block: off the fair runqueues; `schedule` puts the running
         // entity back (`put_prev_task`) before the deadline class takes over.
         self.touch(cpu);
-        self.dequeue_task(tid);
+        self.dequeue_task(tid, 0);
         if running {
             self.resched_curr(cpu);
         }

@@ -10,7 +10,8 @@
 //! Approximations (documented in docs/engine.md):
 //! - group shares use instantaneous runnable weights, not PELT averages;
 //! - profiles >= 6.6 pick by EEVDF (eligible entity with the earliest virtual
-//!   deadline, lag ignored on placement, no delayed dequeue);
+//!   deadline, lag ignored on placement); from 6.12 an entity that sleeps
+//!   ineligible stays queued, delayed (`DELAY_DEQUEUE`, `DELAY_ZERO`);
 //! - load balancing is limited to wake-up placement and pulling by CPUs that
 //!   go idle.
 
@@ -27,6 +28,13 @@ const MIN_SHARES: u64 = 2;
 pub(crate) const PELT_HALF_LIFE_NS: f64 = 32.0 * 1024.0 * 1000.0;
 /// `NICE_0_LOAD` (without the fixed-point shift).
 pub(crate) const NICE_0_LOAD: u64 = 1024;
+
+/// `dequeue_entity`'s flags (sched.h): the task goes to sleep (it may then be
+/// delayed); its state is special (`TASK_DEAD` and the like: never delayed);
+/// a delayed entity's dequeue is finished.
+pub(crate) const DEQUEUE_SLEEP: u32 = 0x01;
+pub(crate) const DEQUEUE_SPECIAL: u32 = 0x10;
+pub(crate) const DEQUEUE_DELAYED: u32 = 0x200;
 
 /// A runqueue of the fair class: `struct cfs_rq`.
 #[derive(Debug, Clone, Default)]
@@ -107,6 +115,9 @@ pub struct Se {
     pub parent: Option<SeId>,
     pub weight: u64,
     pub on_rq: bool,
+    /// `sched_delayed`: went to sleep (a task) or empty (a group) while not
+    /// eligible, and stays queued, `on_rq`, until picked or woken.
+    pub sched_delayed: bool,
     pub vruntime: u64,
     /// Remainder of the last `calc_delta_fair` division, carried so that
     /// vruntime does not depend on how often it is updated.
@@ -127,6 +138,7 @@ impl Se {
             parent,
             weight,
             on_rq: false,
+            sched_delayed: false,
             vruntime: 0,
             vruntime_rem: 0,
             deadline: 0,
@@ -337,9 +349,26 @@ impl<Q: Queue> Sim<'_, Q> {
         }
     }
 
-    /// `dequeue_entity`.
-    pub(crate) fn dequeue_entity(&mut self, rq: CfsRqId, se: SeId) {
+    /// `entity_eligible`: no virtual time owed (vruntime at or before the
+    /// average of the runqueue's entities, `curr` included).
+    fn entity_eligible(&self, rq: CfsRqId, se: SeId) -> bool {
+        self.ses[se].vruntime <= self.avg_vruntime(rq)
+    }
+
+    /// `dequeue_entity`. With `DELAY_DEQUEUE` (6.12) an entity going to
+    /// sleep while not eligible stays queued, delayed, and false is
+    /// returned: it keeps competing (in the average, the load and the
+    /// counts) until a pick or a wake-up finishes it.
+    pub(crate) fn dequeue_entity(&mut self, rq: CfsRqId, se: SeId, flags: u32) -> bool {
         self.update_curr(rq, self.now);
+        if flags & DEQUEUE_DELAYED == 0 {
+            let delay = flags & DEQUEUE_SLEEP != 0 && flags & DEQUEUE_SPECIAL == 0;
+            debug_assert!(!(delay && self.ses[se].sched_delayed));
+            if delay && self.profile.has_delay_dequeue() && !self.entity_eligible(rq, se) {
+                self.ses[se].sched_delayed = true;
+                return false;
+            }
+        }
         let c = &mut self.cfs_rqs[rq];
         if c.curr != Some(se) {
             let pos = c.queue.iter().position(|&s| s == se).expect("queued entity");
@@ -351,6 +380,32 @@ impl<Q: Queue> Sim<'_, Q> {
         self.add_load(rq, w, false);
         self.update_min_vruntime(rq);
         self.return_cfs_rq_runtime(rq);
+        if flags & DEQUEUE_DELAYED != 0 {
+            // finish_delayed_dequeue_entity (DELAY_ZERO's lag clip: lag is not
+            // kept). A delayed task moved between CPUs stays delayed.
+            self.ses[se].sched_delayed = false;
+        }
+        true
+    }
+
+    /// `requeue_delayed_entity`: a delayed entity woken (a task) or given a
+    /// task again (a group) stays where it is queued; with `DELAY_ZERO` one
+    /// that is owed time again (positive lag) is placed anew, at lag 0.
+    pub(crate) fn requeue_delayed_entity(&mut self, se: SeId) {
+        debug_assert!(self.ses[se].sched_delayed && self.ses[se].on_rq);
+        let rq = self.ses[se].cfs_rq;
+        if self.ses[se].vruntime < self.avg_vruntime(rq) {
+            let queued = self.cfs_rqs[rq].curr != Some(se);
+            if queued {
+                let q = &mut self.cfs_rqs[rq].queue;
+                q.swap_remove(q.iter().position(|&s| s == se).expect("queued entity"));
+            }
+            self.place_entity(rq, se, false);
+            if queued {
+                self.cfs_rqs[rq].queue.push(se);
+            }
+        }
+        self.ses[se].sched_delayed = false;
     }
 
     /// `update_cfs_group` / `calc_group_shares`: a group entity's weight is
@@ -359,6 +414,11 @@ impl<Q: Queue> Sim<'_, Q> {
         let tg = self.cfs_rqs[my_q].tg;
         let tg_shares = self.tgs[tg].shares;
         let load = self.cfs_rqs[my_q].load;
+        // An empty group keeps its weight (66951e4860d3): only a delayed
+        // group entity is queued empty.
+        if load == 0 {
+            return;
+        }
         let tg_weight = self.tgs[tg].load_sum;
         let shares = (tg_shares * load).checked_div(tg_weight).unwrap_or(tg_shares);
         let shares = shares.clamp(MIN_SHARES, tg_shares);
@@ -380,6 +440,9 @@ impl<Q: Queue> Sim<'_, Q> {
         let mut throttled = false;
         while let Some(se) = rest.peek() {
             if self.ses[se].on_rq {
+                if self.ses[se].sched_delayed {
+                    self.requeue_delayed_entity(se);
+                }
                 break;
             }
             rest.next(self);
@@ -417,31 +480,59 @@ impl<Q: Queue> Sim<'_, Q> {
         }
     }
 
-    /// `dequeue_task_fair`.
-    pub(crate) fn dequeue_task(&mut self, tid: ThreadId) {
-        let mut rest = self.hierarchy(self.threads[tid].se);
-        let mut throttled = false;
-        while let Some(se) = rest.next(self) {
+    /// `dequeue_entities`: take `se` (a task's, or a delayed group's) off its
+    /// runqueue and off each parent it leaves empty. False when the task's
+    /// own dequeue is delayed: it stays queued and counted. A group entity
+    /// delayed on the way stays queued, empty, and the levels from its own
+    /// up count the task out.
+    fn dequeue_entities(&mut self, se0: SeId, mut flags: u32) -> bool {
+        let h_nr = self.ses[se0].task.is_some() as u32;
+        let mut rest = self.hierarchy(se0);
+        while let Some(se) = rest.peek() {
             let rq = self.ses[se].cfs_rq;
-            self.dequeue_entity(rq, se);
-            self.cfs_rqs[rq].h_nr_running -= 1;
-            if self.cfs_rqs[rq].throttled {
-                throttled = true;
+            if !self.dequeue_entity(rq, se, flags) {
+                if se == se0 && h_nr == 1 {
+                    return false;
+                }
                 break;
+            }
+            rest.next(self);
+            self.cfs_rqs[rq].h_nr_running -= h_nr;
+            if self.cfs_rqs[rq].throttled {
+                return true;
             }
             // Don't dequeue the parent if it has other entities besides us.
             if self.cfs_rqs[rq].load > 0 {
                 break;
             }
+            flags = (flags | DEQUEUE_SLEEP) & !(DEQUEUE_DELAYED | DEQUEUE_SPECIAL);
         }
-        if !throttled {
-            self.update_ancestors(rest, -1);
+        self.update_ancestors(rest, -(h_nr as i32));
+        true
+    }
+
+    /// `dequeue_task_fair`: false when the dequeue was delayed (the thread
+    /// sleeps, still queued on its CPU).
+    pub(crate) fn dequeue_task(&mut self, tid: ThreadId, flags: u32) -> bool {
+        if !self.dequeue_entities(self.threads[tid].se, flags) {
+            return false;
         }
         let cpu = self.threads[tid].cpu;
         let rq = &mut self.rqs[cpu];
         let pos = rq.runnable.iter().position(|&t| t == tid).expect("runnable thread");
         rq.runnable.swap_remove(pos);
         self.update_rq_masks(cpu);
+        true
+    }
+
+    /// Finish the dequeue of a delayed entity (a pick met it, or its task
+    /// leaves the class): `dequeue_entities(DEQUEUE_SLEEP | DEQUEUE_DELAYED)`.
+    pub(crate) fn dequeue_delayed(&mut self, se: SeId) {
+        let flags = DEQUEUE_SLEEP | DEQUEUE_DELAYED;
+        match self.ses[se].task {
+            Some(tid) => self.dequeue_task(tid, flags),
+            None => self.dequeue_entities(se, flags),
+        };
     }
 
     /// `pick_next_entity`: smallest vruntime (CFS) or, from 6.6, the eligible
@@ -509,6 +600,11 @@ impl<Q: Queue> Sim<'_, Q> {
                     continue 'again;
                 }
                 let se = self.pick_next_entity(rq)?;
+                // `pick_next_entity` meeting a delayed entity finishes its dequeue.
+                if self.ses[se].sched_delayed {
+                    self.dequeue_delayed(se);
+                    continue 'again;
+                }
                 path.push((rq, se));
                 match self.ses[se].my_q {
                     Some(q) => rq = q,
@@ -743,7 +839,9 @@ impl<Q: Queue> Sim<'_, Q> {
         }
         let Some((_, src, tid)) = best else { return false };
         self.touch(src);
-        self.dequeue_task(tid);
+        // A delayed (sleeping) task moves too, still delayed: the pick here
+        // finishes its dequeue.
+        self.dequeue_task(tid, 0);
         self.set_task_cpu(tid, cpu);
         self.enqueue_task(tid, false, false);
         true
@@ -763,6 +861,7 @@ mod tests {
         }
     }
 
+    use crate::engine::rq::ThreadState;
     use crate::vocab::noise::{self, Stream};
     use crate::{load, Sim, SimOptions};
 
@@ -852,6 +951,78 @@ mod tests {
         assert!(noise::uniform(1, Stream::NewIdle(1), 0, 1024) > 1);
         assert!(!newidle_pulls("6.18", 0, 0));
         assert!(newidle_pulls("5.14", 0, 0));
+    }
+
+    /// Two CPUs, one group of three threads: `c` runs on CPU 1, `a` on CPU 0
+    /// with `b` waiting behind it; at 2 ms `a` sleeps, having run 2 ms ahead
+    /// of `b` (not eligible), and `c` sleeps, leaving CPU 1 idle. The
+    /// simulator, and the threads `[a, b, c]`.
+    fn sleeps_ineligible(profile: &str) -> (Sim<'static>, [usize; 3]) {
+        let text = format!(
+            "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\n[kernel]\nprofile = \"{profile}\"\n\
+             [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 3\n\
+             phases = [{{ run_us = 100000 }}]\n"
+        );
+        let s: &'static _ = Box::leak(Box::new(load(&text, &[]).unwrap()));
+        let mut sim: Sim = Sim::build(s, SimOptions::default());
+        let [a, b, c] = [0, 1, 2].map(|k| sim.task_threads[0] + k);
+        for (t, cpu) in [(a, 0), (b, 0), (c, 1)] {
+            sim.set_task_cpu(t, cpu);
+            (sim.threads[t].recent_used_cpu, sim.threads[t].cpu_ns) = (cpu, 1);
+        }
+        sim.try_to_wake_up(c);
+        sim.schedule(1);
+        sim.try_to_wake_up(a);
+        sim.schedule(0);
+        sim.try_to_wake_up(b);
+        assert_eq!((sim.rqs[0].curr, sim.rqs[1].curr, sim.threads[b].cpu), (Some(a), Some(c), 0));
+        sim.now = 2_000_000;
+        for (t, cpu) in [(a, 0), (c, 1)] {
+            sim.threads[t].state = ThreadState::Sleeping;
+            sim.block(t);
+            sim.schedule(cpu);
+        }
+        assert_eq!((sim.rqs[0].curr, sim.rqs[1].curr), (Some(b), None));
+        (sim, [a, b, c])
+    }
+
+    /// `DELAY_DEQUEUE` (6.12 on): `a`, asleep while not eligible, stays
+    /// queued on CPU 0, and its wake-up requeues it there (`ttwu_runnable`)
+    /// though CPU 1 is idle. On 6.6 it leaves the runqueue and its wake-up
+    /// places it on the idle CPU.
+    #[test]
+    fn a_thread_asleep_ineligible_is_woken_where_it_is_queued() {
+        for (profile, delayed) in [("6.12", true), ("6.18", true), ("6.6", false)] {
+            let (mut sim, [a, _, _]) = sleeps_ineligible(profile);
+            let se = sim.threads[a].se;
+            assert_eq!((sim.ses[se].sched_delayed, sim.ses[se].on_rq), (delayed, delayed), "{profile}");
+            assert!(sim.is_idle(1), "{profile}");
+            sim.now += 100_000;
+            sim.try_to_wake_up(a);
+            let cpu = if delayed { 0 } else { 1 };
+            assert_eq!(sim.threads[a].cpu, cpu, "{profile}");
+            assert!(!sim.ses[se].sched_delayed && sim.ses[se].on_rq, "{profile}");
+            assert_eq!(sim.cfs_rqs[sim.cfs_rq_id(0, 0)].h_nr_running, if delayed { 2 } else { 1 }, "{profile}");
+        }
+    }
+
+    /// A pick that meets a delayed entity finishes its dequeue: once `b`
+    /// sleeps too, CPU 0's pick takes `a` (and `b`, if it slept ineligible
+    /// as well) off, and CPU 0 is idle, with no fair thread left queued.
+    #[test]
+    fn a_pick_finishes_a_delayed_dequeue() {
+        let (mut sim, [a, b, _]) = sleeps_ineligible("6.18");
+        sim.now = 4_000_000;
+        sim.threads[b].state = ThreadState::Sleeping;
+        sim.block(b);
+        sim.schedule(0);
+        assert_eq!(sim.rqs[0].curr, None);
+        assert!(sim.is_idle(0));
+        for t in [a, b] {
+            let se = &sim.ses[sim.threads[t].se];
+            assert!(!se.sched_delayed && !se.on_rq);
+        }
+        assert!(sim.rqs[0].runnable.is_empty());
     }
 
     /// An idle CPU's `util_avg` halves every 32 PELT periods of 1024 us.

@@ -8,7 +8,7 @@ use crate::engine::event::{Event, Queue, Slot};
 use crate::engine::fair::NICE_0_LOAD;
 use crate::vocab::noise::{self, Stream};
 use crate::engine::sim::Sim;
-use crate::vocab::types::{CpuId, Time};
+use crate::vocab::types::{CpuId, ThreadId, Time};
 
 /// Where each CPU's ticks fall: the jiffy grid, `skew_tick`'s offset per CPU
 /// and a seeded interrupt latency per tick (`tick_sched_timer`'s hrtimer).
@@ -182,11 +182,15 @@ impl<Q: Queue> Sim<'_, Q> {
 
     /// Whether `cpu`'s reschedule waits for the end of a tick's interrupt:
     /// a preemption of a thread that is still queued does (the kernel
-    /// preempts on the return from the interrupt); a thread that blocked or
-    /// left the fair class switches at once.
+    /// preempts on the return from the interrupt); a thread that blocked
+    /// (its dequeue delayed or not) or left the fair class switches at once.
     pub(crate) fn preemption_held(&self, cpu: CpuId) -> bool {
         let rq = &self.rqs[cpu];
-        rq.irq_tick.is_some() && rq.curr.is_some_and(|t| !self.is_dl(t) && self.ses[self.threads[t].se].on_rq)
+        let queued = |t: ThreadId| {
+            let se = &self.ses[self.threads[t].se];
+            se.on_rq && !se.sched_delayed
+        };
+        rq.irq_tick.is_some() && rq.curr.is_some_and(|t| !self.is_dl(t) && queued(t))
     }
 
     /// The first tick index on `cpu` at or after `t` (and not before `next_tick`).

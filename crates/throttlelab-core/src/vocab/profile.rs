@@ -118,6 +118,15 @@ impl Profile {
         self >= Profile::V6_12
     }
 
+    /// `DELAY_DEQUEUE` ("sched/fair: Implement delayed dequeue", 152e11f6df29,
+    /// 6.12; the VM's 6.12.117 carries its fixes, among them 66951e4860d3,
+    /// an empty group entity keeps its weight): a task that sleeps while not
+    /// eligible stays queued until a pick dequeues it or a wake-up requeues
+    /// it where it is, with no `select_task_rq`.
+    pub fn has_delay_dequeue(self) -> bool {
+        self >= Profile::V6_12
+    }
+
     /// The fair class picks by EEVDF rather than by smallest vruntime.
     pub fn has_eevdf(self) -> bool {
         self >= Profile::V6_6
