@@ -903,17 +903,17 @@ mod tests {
         assert!(!woken_preempts(200_000));
     }
 
-    /// Two CPUs: `a` runs on CPU 0 and `b` waits there, having last run at
-    /// `b_ran_ns`; `c` runs on CPU 1 and sleeps at 1 ms, with the domain's
-    /// `newidle_ratio` at `ratio`. Whether CPU 1's newly idle balance pulled `b`.
-    fn newidle_pulls(profile: &str, b_ran_ns: u64, ratio: u32) -> bool {
+    /// Two CPUs, one group of three threads on `profile`: `a` runs on CPU 0
+    /// with `b` waiting behind it, `c` runs on CPU 1. The simulator, and the
+    /// threads `[a, b, c]`.
+    fn a_b_on_cpu0_c_on_cpu1(profile: &str) -> (Sim<'static>, [usize; 3]) {
         let text = format!(
             "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\n[kernel]\nprofile = \"{profile}\"\n\
              [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 3\n\
              phases = [{{ run_us = 100000 }}]\n"
         );
-        let s = load(&text, &[]).unwrap();
-        let mut sim: Sim = Sim::build(&s, SimOptions::default());
+        let s: &'static _ = Box::leak(Box::new(load(&text, &[]).unwrap()));
+        let mut sim: Sim = Sim::build(s, SimOptions::default());
         // The task's threads follow the machine's background threads.
         let [a, b, c] = [0, 1, 2].map(|k| sim.task_threads[0] + k);
         for (t, cpu) in [(a, 0), (b, 0), (c, 1)] {
@@ -926,6 +926,14 @@ mod tests {
         sim.schedule(0);
         sim.try_to_wake_up(b);
         assert_eq!((sim.rqs[0].curr, sim.rqs[1].curr, sim.threads[b].cpu), (Some(a), Some(c), 0));
+        (sim, [a, b, c])
+    }
+
+    /// `a_b_on_cpu0_c_on_cpu1`, `b` having last run at `b_ran_ns`, with the
+    /// domain's `newidle_ratio` at `ratio`: whether CPU 1's newly idle
+    /// balance pulled `b` when `c` slept at 1 ms.
+    fn newidle_pulls(profile: &str, b_ran_ns: u64, ratio: u32) -> bool {
+        let (mut sim, [_, b, c]) = a_b_on_cpu0_c_on_cpu1(profile);
         assert!(sim.rd_overloaded);
         sim.ses[sim.threads[b].se].exec_start = b_ran_ns;
         sim.newidle.ratio = ratio;
@@ -958,24 +966,7 @@ mod tests {
     /// of `b` (not eligible), and `c` sleeps, leaving CPU 1 idle. The
     /// simulator, and the threads `[a, b, c]`.
     fn sleeps_ineligible(profile: &str) -> (Sim<'static>, [usize; 3]) {
-        let text = format!(
-            "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\n[kernel]\nprofile = \"{profile}\"\n\
-             [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 3\n\
-             phases = [{{ run_us = 100000 }}]\n"
-        );
-        let s: &'static _ = Box::leak(Box::new(load(&text, &[]).unwrap()));
-        let mut sim: Sim = Sim::build(s, SimOptions::default());
-        let [a, b, c] = [0, 1, 2].map(|k| sim.task_threads[0] + k);
-        for (t, cpu) in [(a, 0), (b, 0), (c, 1)] {
-            sim.set_task_cpu(t, cpu);
-            (sim.threads[t].recent_used_cpu, sim.threads[t].cpu_ns) = (cpu, 1);
-        }
-        sim.try_to_wake_up(c);
-        sim.schedule(1);
-        sim.try_to_wake_up(a);
-        sim.schedule(0);
-        sim.try_to_wake_up(b);
-        assert_eq!((sim.rqs[0].curr, sim.rqs[1].curr, sim.threads[b].cpu), (Some(a), Some(c), 0));
+        let (mut sim, [a, b, c]) = a_b_on_cpu0_c_on_cpu1(profile);
         sim.now = 2_000_000;
         for (t, cpu) in [(a, 0), (c, 1)] {
             sim.threads[t].state = ThreadState::Sleeping;
