@@ -34,7 +34,7 @@
 use crate::timer_trace::Instance;
 use throttlelab_core::output::TickLateness;
 use crate::worker::{calibrate, now_ns, set_affinity, spin, thread_cpu_ns};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::thread;
 
@@ -202,20 +202,24 @@ fn preemptions_ns(reads: &[(u64, u64)]) -> Vec<u64> {
 pub fn background(cpus: &[usize], duration_ns: u64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Background, String> {
     let trace = tick_latency_wanted().then(|| timer_events(&format!("throttlelab-probe-{}", std::process::id()))).flatten();
     let block = block_iters(calibrate());
-    let samples = thread::scope(|scope| {
-        let handles: Vec<_> = cpus.iter().map(|&c| scope.spawn(move || spin_on(c, duration_ns, block, stop))).collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("the probe panicked".into()))).collect::<Result<Vec<_>, _>>()
-    })?;
+    let samples = on_each_cpu(cpus, |c| spin_on(c, duration_ns, block, stop))?;
     let tick_latency_us = trace.and_then(|t| {
         let _ = t.write("tracing_on", "0");
         tick_latency_us(&fs::read_to_string(t.dir.join("trace")).ok()?)
     });
     // After the spin, not in it: its reads would slow the loop it times.
-    let charges = thread::scope(|scope| {
-        let handles: Vec<_> = cpus.iter().map(|&c| scope.spawn(move || tick_charges_on(c, TICK_PROBE_NS.min(duration_ns), stop))).collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("the probe panicked".into()))).collect::<Result<Vec<_>, _>>()
-    })?;
+    let charges = on_each_cpu(cpus, |c| tick_charges_on(c, TICK_PROBE_NS.min(duration_ns), stop))?;
     Ok(Background { tick_latency_us, tick_late: tick_late(&charges), ..summarise(&samples) })
+}
+
+/// `probe` on a thread for each CPU of `cpus`, all at once: their results in
+/// the CPUs' order, or the first error (a thread that panicked is one).
+pub(crate) fn on_each_cpu<T: Send>(cpus: &[usize], probe: impl Fn(usize) -> Result<T, String> + Sync) -> Result<Vec<T>, String> {
+    let probe = &probe;
+    thread::scope(|scope| {
+        let handles: Vec<_> = cpus.iter().map(|&c| scope.spawn(move || probe(c))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("the probe panicked".into()))).collect()
+    })
 }
 
 /// How long the probe watches the tick's charges (after its spin).
@@ -294,7 +298,7 @@ fn tick_late(charges: &[Vec<Charge>]) -> Option<TickLateness> {
     // Each CPU's ticks: its charges on the grid, and those off it at an index without one.
     let mut ticks: Vec<(usize, u64, u64)> = Vec::new();
     for (cpu, c) in charges.iter().enumerate() {
-        let on_grid: std::collections::HashSet<u64> =
+        let on_grid: HashSet<u64> =
             c.iter().filter(|c| late_of(c.at_ns) <= TickLateness::LATE_NS).map(|c| index_of(c.at_ns)).collect();
         ticks.extend(
             c.iter()

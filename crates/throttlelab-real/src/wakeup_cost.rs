@@ -12,8 +12,8 @@
 //! CPU each wake-up costs (`host.wakeup_cost_us`, the simulator's
 //! `machine.wakeup_cost_us`).
 
+use crate::probe::on_each_cpu;
 use crate::worker::{now_ns, set_affinity, set_exact_timers, thread_cpu_ns, Run};
-use std::thread;
 
 /// The run lengths timed, in microseconds of calibrated work: the short runs
 /// where the cost shows (3-4 % of a 0.5 ms run on the fidelity host,
@@ -100,10 +100,7 @@ fn fit(stretches: &[Stretch]) -> Option<WakeupCost> {
 pub fn wakeup_cost(cpus: &[usize], loops_per_us: f64, stop: &(dyn Fn() -> bool + Sync)) -> Result<Option<WakeupCost>, String> {
     let mut stretches = Vec::with_capacity(RUN_US.len());
     for run_us in RUN_US {
-        let on_cpus = thread::scope(|scope| {
-            let handles: Vec<_> = cpus.iter().map(|&c| scope.spawn(move || run_sleep_on(c, run_us, STRETCH_NS, loops_per_us, stop))).collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("the probe panicked".into()))).collect::<Result<Vec<_>, _>>()
-        })?;
+        let on_cpus = on_each_cpu(cpus, |c| run_sleep_on(c, run_us, STRETCH_NS, loops_per_us, stop))?;
         stretches.push(on_cpus.into_iter().fold(Stretch::default(), Stretch::add));
     }
     Ok(fit(&stretches))
