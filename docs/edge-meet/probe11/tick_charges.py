@@ -15,8 +15,6 @@ import json
 import os
 import re
 import sys
-import threading
-import time
 
 from throttlelab import _native
 
