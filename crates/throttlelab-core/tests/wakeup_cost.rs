@@ -6,7 +6,7 @@
 
 mod common;
 
-use throttlelab_core::{load, simulate};
+use throttlelab_core::simulate;
 
 /// One thread that runs 1 ms and sleeps 1 ms, alone on a quiet CPU, in an
 /// unlimited group; `QUOTA` adds a quota to it.
@@ -23,8 +23,7 @@ phases = [{ run_us = 1000 }, { sleep_us = 1000 }]
 "#;
 
 fn run_sleep(extra: &[&str]) -> Result<throttlelab_core::Scenario, throttlelab_core::ScenarioError> {
-    let text = format!("name = \"wakeup-cost\"\nduration_s = 1\nseed = 7\n{}{RUN_SLEEP}", common::QUIET_ONE_CPU);
-    load(&text, &extra.iter().map(|k| k.to_string()).collect::<Vec<_>>())
+    common::load_quiet_one_cpu("wakeup-cost", RUN_SLEEP, extra)
 }
 
 /// Each slice of a thread of the group: ns from its switch-in to the next switch.

@@ -9,7 +9,6 @@ mod common;
 use common::group_slices as slices;
 
 use throttlelab_core::noise::{spread_ns, Stream};
-use throttlelab_core::load;
 
 /// One thread that runs 10 ms and sleeps 10 ms, alone on a quiet CPU: each
 /// run is one slice, from its switch-in to its switch-out asleep.
@@ -25,8 +24,7 @@ phases = [{ run_us = 10000 }, { sleep_us = 10000 }]
 "#;
 
 fn run_sleep(extra: &[&str]) -> Result<throttlelab_core::Scenario, throttlelab_core::ScenarioError> {
-    let text = format!("name = \"work-speed\"\nduration_s = 1\nseed = 7\n{}{RUN_SLEEP}", common::QUIET_ONE_CPU);
-    load(&text, &extra.iter().map(|k| k.to_string()).collect::<Vec<_>>())
+    common::load_quiet_one_cpu("work-speed", RUN_SLEEP, extra)
 }
 
 #[test]

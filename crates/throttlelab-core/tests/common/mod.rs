@@ -20,6 +20,13 @@ uptime_s = 600
 tick_phase_us = 0
 ";
 
+/// A scenario named `name` of 1 s, seed 7, on `QUIET_ONE_CPU`, with `body`'s
+/// tables and the `extra` overrides (`--set`'s KEY=VALUE).
+pub fn load_quiet_one_cpu(name: &str, body: &str, extra: &[&str]) -> Result<Scenario, throttlelab_core::ScenarioError> {
+    let text = format!("name = \"{name}\"\nduration_s = 1\nseed = 7\n{QUIET_ONE_CPU}{body}");
+    throttlelab_core::load(&text, &extra.iter().map(|k| k.to_string()).collect::<Vec<_>>())
+}
+
 /// The seed CI draws every property's cases from.
 const CI_SEED: u64 = 0x7468_726f_7474_6c65; // "throttle"
 
