@@ -185,7 +185,7 @@ def configurations(grid: Grid):
 
 
 #: What the probe measured before each run, as a row keeps it per run.
-RUN_HOST_KEYS = ("background_per_s", "background_us", "background_p50_us", "work_speed", "work_speed_cv",
+RUN_HOST_KEYS = ("background_per_s", "background_us", "background_p50_us", "background_lengths_us", "work_speed", "work_speed_cv",
                  "tick_latency_us", "tick_late", "wakeup_cost_us", "run_sleep_work_speed")
 
 
@@ -208,6 +208,8 @@ def measured(kernel: list[dict]) -> dict:
         "run_sleep_work_speed": host.get("run_sleep_work_speed"),
         # The median of the runs' preemption medians, as compare combines them (None before the probe measured one).
         "background_p50_us": host.get("background_p50_us"),
+        # Every run's preemption lengths pooled, as compare pools them (none before probe12 kept them).
+        "background_lengths_us": host.get("background_lengths_us"),
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in kernel],
         "uptime_s": [r["host"]["uptime_s"] for r in kernel],
         # Periods between the controller's two cpu.stat reads: a spinner's group
@@ -235,7 +237,7 @@ def assumed_problem(overrides: list[str], regrade: Path | None) -> str | None:
 
 def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: float | None = None,
                 tick_late: dict | None = None, forget_tick_late: bool = False,
-                wakeup_cost_us: float | None = None) -> list[dict]:
+                wakeup_cost_us: float | None = None, lengths: bool = True) -> list[dict]:
     """A stored row's kernel runs, as far as the simulator's setup needs them:
     each run's host (the configuration's mean background and work speed, its
     start, its timer; a row from before the probe timed the work takes the
@@ -247,7 +249,9 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
     ticks, ``tick_late`` (``--tick-late``), or none; so does, with
     ``forget_tick_late`` (``--forget-tick-late``), a row whose probe predates
     probe11's count of late ticks (it has no ``wakeup_cost_us``); one from before it
-    timed run/sleep work, ``wakeup_cost_us`` (``--wakeup-cost-us``), or none. A row that kept each
+    timed run/sleep work, ``wakeup_cost_us`` (``--wakeup-cost-us``), or none. A probe that kept the
+    preemptions' lengths (probe12) gives them, drawn from in place of the log-normal, unless ``lengths``
+    is False (``--lognormal-background``) or ``median`` is. A row that kept each
     run's probe (``run_hosts``) gives each run its own."""
     runs = []
     for i, (ratio, uptime_s, offset_us) in enumerate(zip(row["kernel_ratio"], row["uptime_s"], row["timer_offset_us"])):
@@ -258,6 +262,9 @@ def stored_runs(host: dict, row: dict, *, median: bool = True, work_speed_cv: fl
         run_host.pop("work_speed_cv", None)
         if median and probed.get("background_p50_us") is not None:
             run_host["background_p50_us"] = probed["background_p50_us"]
+        run_host.pop("background_lengths_us", None)
+        if lengths and median and probed.get("background_lengths_us"):
+            run_host["background_lengths_us"] = probed["background_lengths_us"]
         run_host.pop("tick_late", None)
         run_host.pop("wakeup_cost_us", None)
         if wakeup_cost_us is not None:
@@ -323,6 +330,7 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 
 #: What a grid row keeps of the kernel's runs (`measured`).
 KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "background_p50_us",
+               "background_lengths_us",
                "work_speed", "work_speed_cv", "tick_latency_us", "tick_late", "wakeup_cost_us", "run_sleep_work_speed",
                "timer_offset_us", "uptime_s", "kernel_nr_periods", "run_hosts", "kernel_usage_s_runs")
 
@@ -468,6 +476,9 @@ def main() -> None:
                         help="Only the configurations this regraded grid grades 'differs' set up like the host.")
     parser.add_argument("--mean-only", action="store_true",
                         help="With --regrade: every background preemption at the mean, the rows' measured median left out.")
+    parser.add_argument("--lognormal-background", action="store_true",
+                        help="With --regrade: draw the background's lengths from the log-normal of the rows' median and "
+                             "mean, leaving out the lengths the probe kept (probe12 on).")
     parser.add_argument("--work-speed-cv", type=float, metavar="CV",
                         help="With --regrade: the work's spread run to run (machine.work_speed_cv) for rows whose probe "
                              "did not measure it (measured before it existed).")
@@ -530,7 +541,7 @@ def main() -> None:
             stored_row = by_key[key(config)]
             kernel = stored_runs(host, stored_row, median=not args.mean_only, work_speed_cv=args.work_speed_cv,
                                  tick_late=tick_late, forget_tick_late=args.forget_tick_late,
-                                 wakeup_cost_us=args.wakeup_cost_us)
+                                 wakeup_cost_us=args.wakeup_cost_us, lengths=not args.lognormal_background)
             measurement = {k: v for k, v in stored_row.items() if k in KERNEL_KEYS}
             unpaired = simulator_runs(text, kernel, seeds=args.seeds)
             if args.grid == "edge":
@@ -553,6 +564,9 @@ def main() -> None:
     if args.forget_tick_late:
         text += ("\nThe rows' own late ticks, measured by the probe before probe11 (which took a wake-up's or a "
                  "preemption's charge for a late tick), are left out (`--forget-tick-late`).\n")
+    if args.lognormal_background:
+        text += ("\nThe background's lengths are drawn from the log-normal of each run's median and mean, not from "
+                 "the lengths its probe kept (`--lognormal-background`).\n")
     if args.wakeup_cost_us is not None:
         text += (f"\nRows measured before the probe timed run/sleep work assume `machine.wakeup_cost_us = "
                  f"{args.wakeup_cost_us:g}` (`--wakeup-cost-us`).\n")

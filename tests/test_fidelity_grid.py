@@ -49,7 +49,7 @@ def _kernel_run(text: str, runs, settle_s: float):
         yield json.dumps({
             "host": {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 30.0 + i, "background_us": 150.0,
                      "background_p50_us": 40.0 + 10 * i, "work_speed": 0.98, "tick_latency_us": 7.0, "uptime_s": 1000.0 + i, "period_timer_offset_us": {"app": 1234.0},
-                     "wakeup_cost_us": 15.0 + i, "run_sleep_work_speed": 0.5},
+                     "wakeup_cost_us": 15.0 + i, "run_sleep_work_speed": 0.5, "background_lengths_us": [10.0 + i, 500.0]},
             "cgroups": {"app": {"throttled_ratio": 0.1 * i, "throttled_usec": 1000 * i, "usage_usec": 1_000_000, "nr_periods": 100 - i}},
         })
 
@@ -71,6 +71,8 @@ def test_a_hold_keeps_its_rows_and_the_next_measures_the_rest(tmp_path):
     assert row["background_p50_us"] == 50.0, "the median of the runs' medians"
     assert (row["wakeup_cost_us"], row["run_sleep_work_speed"]) == (16.0, 0.5), "the runs' fits, averaged"
     assert [h["wakeup_cost_us"] for h in row["run_hosts"]] == [15.0, 16.0, 17.0], "and each run's own"
+    assert row["background_lengths_us"] == [10.0, 11.0, 12.0, 500.0, 500.0, 500.0], "the runs' lengths pooled"
+    assert [h["background_lengths_us"] for h in row["run_hosts"]] == [[10.0, 500.0], [11.0, 500.0], [12.0, 500.0]]
     measured: list[str] = []
 
     def counting(text, runs, settle_s):
@@ -238,3 +240,20 @@ def test_the_script_says_what_is_wrong_with_an_assumption_in_one_line(tmp_path, 
                            option, value], capture_output=True, text=True)
     shown = float(value) if option in ("--work-speed-cv", "--wakeup-cost-us") else value
     assert done.returncode == 2 and done.stderr == f"fidelity_grid.py: error: {option} {shown}: {says}\n", done.stderr
+
+
+def test_a_probe_that_kept_the_lengths_gives_them_or_the_log_normal():
+    host = {"release": "6.18.0", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 1.0,
+            "background_lengths_us": [1.0]}
+    row = {"kernel_ratio": [0.5, 0.6], "uptime_s": [10.0, 20.0], "timer_offset_us": [None, None], "background_per_s": 40.0,
+           "background_us": 200.0,
+           "run_hosts": [{"background_per_s": 30.0, "background_us": 100.0, "background_p50_us": 12.0},
+                         {"background_per_s": 50.0, "background_us": 300.0, "background_p50_us": 14.0,
+                          "background_lengths_us": [8.0, 14.0, 2000.0]}]}
+    runs = grid.stored_runs(host, row)
+    # Each run's own: none from the grid's host where its probe kept none (before probe12).
+    assert [r["host"].get("background_lengths_us") for r in runs] == [None, [8.0, 14.0, 2000.0]]
+    lognormal = grid.stored_runs(host, row, lengths=False)
+    assert all("background_lengths_us" not in r["host"] for r in lognormal), "--lognormal-background"
+    assert [r["host"]["background_p50_us"] for r in lognormal] == [12.0, 14.0]
+    assert all("background_lengths_us" not in r["host"] for r in grid.stored_runs(host, row, median=False)), "--mean-only"

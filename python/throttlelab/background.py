@@ -26,7 +26,7 @@ import click
 from throttlelab import _native
 
 #: The scenario keys of the background.
-KEYS = ("machine.background_per_s", "machine.background_us", "machine.background_p50_us")
+KEYS = ("machine.background_per_s", "machine.background_us", "machine.background_p50_us", "machine.background_lengths_us")
 
 like_host_option = click.option(
     "--like-host",
@@ -57,6 +57,8 @@ class Assumed:
     capture: Optional[dict[str, Any]] = None
     #: The preemptions' median length (machine.background_p50_us); None: every one background_us long.
     p50_us: Optional[float] = None
+    #: The lengths each preemption is drawn from (machine.background_lengths_us), sorted; empty: none given.
+    lengths_us: tuple[float, ...] = ()
 
     def line(self) -> str:
         """One line for a command's text output (printed as is, after its tables: never wrapped)."""
@@ -84,12 +86,17 @@ class Assumed:
                       f" median {c['background_p50_us']:.0f} us, 90th percentile {c['background_p90_us']:.0f} us"
                       if c.get("background_p50_us") is not None else f": no preemption of its threads on {c['source']}")
         median = f", median {self.p50_us:.0f} us" if self.p50_us is not None else ""
+        if self.lengths_us:
+            n = len(self.lengths_us)
+            median = f", {n} lengths as measured (median {self.lengths_us[n // 2]:.0f} us, longest {self.lengths_us[-1]:.0f} us)"
         return f"background: {self.per_s:.1f}/s x {self.us:.0f} us{median} per CPU ({where})"
 
     def as_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"per_s": self.per_s, "us": self.us, "source": self.source}
         if self.p50_us is not None:
             doc["p50_us"] = self.p50_us
+        if self.lengths_us:
+            doc["lengths_us"] = list(self.lengths_us)
         if self.host is not None:
             doc.update(host=self.host, probed_at=self.probed_at)
         if self.capture is not None:
@@ -131,4 +138,4 @@ def set_up(text: str, overrides: Sequence[str], like_host: bool, grid: Sequence[
               else "capture" if captured else "scenario")
     capture = resolved["capture"] if source == "capture" else None
     return user, Assumed(machine["background_per_s"], machine["background_us"], source, host, probed_at, capture,
-                         machine.get("background_p50_us"))
+                         machine.get("background_p50_us"), tuple(sorted(machine.get("background_lengths_us", []))))

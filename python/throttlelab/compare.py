@@ -92,7 +92,7 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The first run's host, its background activity averaged over all runs
     (the duration per preemption weighted by the preemptions; their lengths'
     median, the median of the runs' medians, over the runs that had a
-    preemption), its work speed, that speed's spread run to run and its
+    preemption; their lengths, all runs' pooled), its work speed, that speed's spread run to run and its
     run/sleep fit (``wakeup_cost_us``, ``run_sleep_work_speed``) averaged,
     and the median of its ticks' lateness and its late ticks (the share
     averaged; lateness the median and together-share the mean over the runs
@@ -109,6 +109,10 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     host.pop("background_p50_us", None)
     if medians:
         host["background_p50_us"] = statistics.median(medians)
+    # Every run's preemptions pooled, as one probe pools its CPUs'.
+    host["background_lengths_us"] = _native.measured_background_lengths([us for h in hosts for us in h.get("background_lengths_us", [])])
+    if not host["background_lengths_us"]:
+        del host["background_lengths_us"]
     latencies = [h.get("tick_latency_us") for h in hosts]
     host.pop("tick_latency_us", None)
     if None not in latencies:

@@ -3,6 +3,7 @@
 //! `background_us` as its mean: a host's preemptions by other work are many
 //! short ones and a few long ones (docs/fidelity.md, "Two spinners at 20 ms,
 //! charge by charge": 21-40 us at the median, 219-680 us on average).
+//! With `background_lengths_us`, each takes one of the measured lengths.
 
 mod common;
 
@@ -59,5 +60,27 @@ fn a_median_above_the_mean_is_refused() {
     for bad in ["machine.background_p50_us=101", "machine.background_p50_us=0", "machine.background_p50_us=-5"] {
         let e = spinner(&[bad]).unwrap_err();
         assert_eq!(e.key, "machine.background_p50_us", "{bad}: {e:?}");
+    }
+}
+
+#[test]
+fn measured_lengths_are_drawn_as_they_were_measured() {
+    // Nine short and one long, as the host's are (docs/fidelity.md, "The
+    // background's lengths, as measured"); a median given too is overruled.
+    let lengths = "machine.background_lengths_us=[10, 10, 12, 12, 12, 14, 14, 16, 16, 2000]";
+    let (_, records) = common::traced(&spinner(&[lengths, "machine.background_p50_us=50"]).unwrap(), true);
+    let drawn = preemptions_us(&records);
+    assert!(drawn.len() > 1500, "{} preemptions", drawn.len());
+    let long = drawn.iter().filter(|&&us| us > 1000.0).count() as f64 / drawn.len() as f64;
+    assert!((0.07..0.13).contains(&long), "one in ten of 2 ms: {long}");
+    assert!(drawn.iter().all(|&us| [10.0, 12.0, 14.0, 16.0, 2000.0].iter().any(|l| (us - l).abs() < 1.0)), "only the lengths given");
+}
+
+#[test]
+fn lengths_out_of_range_are_refused() {
+    let many = format!("machine.background_lengths_us=[{}]", vec!["5"; 257].join(", "));
+    for bad in ["machine.background_lengths_us=[10, 0]", "machine.background_lengths_us=[-1]", "machine.background_lengths_us=[2000000]", many.as_str()] {
+        let e = spinner(&[bad]).unwrap_err();
+        assert_eq!(e.key, "machine.background_lengths_us", "{bad}: {e:?}");
     }
 }

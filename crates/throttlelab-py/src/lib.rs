@@ -111,6 +111,13 @@ fn read_host(host: &str) -> PyResult<throttlelab_core::output::Host> {
 /// The `key=value` overrides that set a scenario up like `host` (a real run's
 /// `host` block, or `probe_host`'s, as JSON), unpaired: the core's one rule,
 /// `Host::scenario_overrides`.
+/// `machine.background_lengths_us` from measured lengths (compare pools its
+/// runs' probes): the core's rule.
+#[pyfunction]
+fn measured_background_lengths(lengths_us: Vec<f64>) -> Vec<f64> {
+    throttlelab_core::scenario::measured_background_lengths(lengths_us)
+}
+
 #[pyfunction]
 fn like_host_overrides(host: &str) -> PyResult<Vec<String>> {
     read_host(host)?.scenario_overrides(None).map_err(scenario_err)
@@ -469,6 +476,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kubelet_parse, m)?)?;
     m.add_function(wrap_pyfunction!(probe_host, m)?)?;
     m.add_function(wrap_pyfunction!(like_host_overrides, m)?)?;
+    m.add_function(wrap_pyfunction!(measured_background_lengths, m)?)?;
     m.add_function(wrap_pyfunction!(rebase_paths, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(features, m)?)?;

@@ -22,7 +22,7 @@ use throttlelab_core::phases_file;
 use throttlelab_core::scenario::Phase as FilePhase;
 use throttlelab_core::scenario::{measured_background_p50_us, parse_cpu_list, CaptureSpec};
 use throttlelab_core::output::Limit;
-use throttlelab_core::write::{captured_task, seconds, value, ScenarioToml, Table};
+use throttlelab_core::write::{captured_task, seconds, value, Array, ScenarioToml, Table};
 use throttlelab_core::{Profile, Quota};
 
 /// What to capture.
@@ -271,7 +271,11 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
     let stats = after.since(&before, limit);
     let release = host::release()?;
     let cpu_usec = captured.iter().map(|t| t.cpu_ns).sum::<u64>() / 1_000;
-    let background = preempted.background(cpu_usec * 1_000, BACKGROUND_MIN_WANTED_NS);
+    let background = preempted.background(cpu_usec * 1_000, BACKGROUND_MIN_WANTED_NS).map(|(per_s, us)| Met {
+        per_s,
+        us,
+        lengths_us: preempted.lengths_ns.iter().map(|&ns| ns as f64 / 1e3).collect(),
+    });
     let spec = CaptureSpec {
         source: source.clone(),
         release: release.clone(),
@@ -296,10 +300,10 @@ fn record(target: &Target, options: &Options, out: &Path, scenario_file: fs::Fil
         spill_wait_us: spill.waited.as_micros() as u64,
         writer_policy: spill.policy.map_or(String::new(), |p| p.to_string()),
         // Where the threads tell the background, how it was measured.
-        background_preemptions: background.and(Some(preempted.count)),
-        background_p50_us: background.and(preempted.quantile_us(0.5)),
-        background_p90_us: background.and(preempted.quantile_us(0.9)),
-        background_max_us: background.and(preempted.quantile_us(1.0)),
+        background_preemptions: background.as_ref().and(Some(preempted.count)),
+        background_p50_us: background.as_ref().and(preempted.quantile_us(0.5)),
+        background_p90_us: background.as_ref().and(preempted.quantile_us(0.9)),
+        background_max_us: background.as_ref().and(preempted.quantile_us(1.0)),
     };
     if let Some(warning) = lost.warning(&spec, buffer_kb) {
         if options.strict {
@@ -813,10 +817,19 @@ fn write_phases(file: impl Write, pids: &[u32], names: &[String],
 /// keeps its defaults, and `[capture]` has no `background_*` keys.
 const BACKGROUND_MIN_WANTED_NS: u64 = 1_000_000_000;
 
+/// The background the captured threads met: `[machine]`'s preemptions per
+/// second, their mean length and their lengths at even quantiles, us.
+#[derive(Debug, Clone, PartialEq)]
+struct Met {
+    per_s: f64,
+    us: f64,
+    lengths_us: Vec<f64>,
+}
+
 /// The scenario of a capture: the machine (with the background the captured
-/// threads met, `(per_s, us)`, where they tell it), the kernel and the cgroup as found.
+/// threads met, where they tell it), the kernel and the cgroup as found.
 fn scenario_text(spec: &CaptureSpec, group: &Found, threads: &[&Thread], names: &[String], phases_file: &str,
-                 background: Option<(f64, f64)>) -> Result<String> {
+                 background: Option<Met>) -> Result<String> {
     let cpus = host::online_cpus()?;
     let nr_cpus = cpus.iter().max().map_or(1, |c| c + 1);
     let hz = host::config_hz(&spec.release).unwrap_or_else(|| {
@@ -857,7 +870,7 @@ struct Host {
 }
 
 /// The scenario's text: `tasks` are each captured thread's name and start (ns).
-fn scenario_toml(spec: &CaptureSpec, host: &Host, tasks: &[(&str, u64)], phases_file: &str, background: Option<(f64, f64)>) -> String {
+fn scenario_toml(spec: &CaptureSpec, host: &Host, tasks: &[(&str, u64)], phases_file: &str, background: Option<Met>) -> String {
     let mut s = ScenarioToml::new("Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.");
     s.set("name", value(format!("capture-{}", host.cgroup)));
     s.set("duration_s", seconds(spec.duration_s));
@@ -866,11 +879,13 @@ fn scenario_toml(spec: &CaptureSpec, host: &Host, tasks: &[(&str, u64)], phases_
     machine["hz"] = value(i64::from(host.hz));
     // The scenario's limits: a mean of 1 s or 10000 a second is a host no
     // prediction holds on anyway.
-    if let Some((per_s, us)) = background {
-        machine["background_per_s"] = value(per_s.min(10_000.0));
-        let us = us.min(1_000_000.0);
+    if let Some(met) = background {
+        machine["background_per_s"] = value(met.per_s.min(10_000.0));
+        let us = met.us.min(1_000_000.0);
         machine["background_us"] = value(us);
-        if let Some(p50_us) = measured_background_p50_us(spec.background_p50_us, us) {
+        if !met.lengths_us.is_empty() {
+            machine["background_lengths_us"] = value(met.lengths_us.iter().map(|&l| l.clamp(0.001, 1_000_000.0)).collect::<Array>());
+        } else if let Some(p50_us) = measured_background_p50_us(spec.background_p50_us, us) {
             machine["background_p50_us"] = value(p50_us);
         }
     }
@@ -975,11 +990,16 @@ mod tests {
         let limit = Limit { quota_us: Quota::Us(120000), period_us: 100000, burst_us: 5000 };
         let mut host = Host { nr_cpus: 4, hz: 250, profile: Profile::for_release("6.18.44").unwrap(), cgroup: "app".into(), limit, weight: 100, cpus: Some("0-1".into()) };
         let tasks = [("web-12", 0), ("web-13", 2_500_999)];
-        let text = scenario_toml(&spec, &host, &tasks, "c.phases.gz", Some((3.25, 17.0)));
+        let text = scenario_toml(&spec, &host, &tasks, "c.phases.gz", Some(Met { per_s: 3.25, us: 17.0, lengths_us: vec![] }));
         assert_eq!(
             text,
             "# Captured by `throttlelab capture` (see [capture]); each thread's phases are in the side file.\nname = \"capture-app\"\nduration_s = 60.000186\n\n[machine]\ncpus = 4\nhz = 250\nbackground_per_s = 3.25\nbackground_us = 17.0\nbackground_p50_us = 12.5\n\n[kernel]\nprofile = \"6.18\"\n\n[[cgroup]]\nname = \"app\"\nperiod_us = 100000\nquota_us = 120000\nburst_us = 5000\nweight = 100\ncpus = \"0-1\"\n\n[capture]\nsource = \"/sys/fs/cgroup/app\"\nrelease = \"6.18.44-fc\"\nduration_s = 60.000186\nthreads = 2\nusage_usec = 35873780\nnr_periods = 600\nnr_throttled = 9\nthrottled_usec = 132017\ncpu_usec = 35873313\nuntraced_switches = 3\nlost_events = 1\ntrace_events = 123456\ntrace_buffer_kb = 8192\nreader_policy = \"SCHED_FIFO 1\"\nreader_max_gap_us = 62000\nreader_peak_kb = 2984\nreader_max_work_us = 31000\nspill_write_max_us = 120\nspill_write_us = 4500\nspill_waits = 2\nspill_wait_us = 350000\nwriter_policy = \"SCHED_FIFO 1\"\nbackground_preemptions = 42\nbackground_p50_us = 12.5\nbackground_p90_us = 40.0\nbackground_max_us = 1234.25\n\n[[task]]\nname = \"web-12\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\n\n[[task]]\nname = \"web-13\"\ncgroup = \"app\"\nloop = 1\nphases_file = \"c.phases.gz\"\nstart_us = 2500\n"
         );
+        // Lengths kept: drawn from, in place of the median's log-normal.
+        let met = Met { per_s: 3.25, us: 17.0, lengths_us: vec![4.5, 12.5, 1234.25] };
+        let doc: throttlelab_core::write::DocumentMut = scenario_toml(&spec, &host, &tasks, "c.phases.gz", Some(met)).parse().unwrap();
+        assert_eq!(doc["machine"]["background_lengths_us"].as_array().map(|a| a.iter().filter_map(|v| v.as_float()).collect::<Vec<_>>()), Some(vec![4.5, 12.5, 1234.25]));
+        assert!(doc["machine"].get("background_p50_us").is_none());
         spec = CaptureSpec { duration_s: 20.0, usage_usec: None, writer_policy: String::new(), background_preemptions: None, background_p50_us: None, background_p90_us: None, background_max_us: None, ..spec };
         host.limit = Limit { quota_us: Quota::Max, period_us: 100000, burst_us: 0 };
         host.cpus = None;

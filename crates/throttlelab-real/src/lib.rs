@@ -684,6 +684,7 @@ impl Probed {
             background_per_s: self.background.per_s,
             background_us: self.background.us,
             background_p50_us: self.background.p50_us,
+            background_lengths_us: self.background.lengths_us,
             tick_latency_us: self.background.tick_latency_us,
             tick_late: self.background.tick_late,
             work_speed: Some(self.background.loops_per_cpu_us / self.loops_per_us),

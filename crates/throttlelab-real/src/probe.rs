@@ -33,13 +33,14 @@
 
 use crate::timer_trace::Instance;
 use throttlelab_core::output::TickLateness;
+use throttlelab_core::scenario::measured_background_lengths;
 use crate::worker::{calibrate, now_ns, set_affinity, spin, thread_cpu_ns};
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::thread;
 
 /// What the probe measured, per CPU.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Background {
     /// Preemptions by other work per CPU and second.
     pub per_s: f64,
@@ -48,6 +49,9 @@ pub struct Background {
     /// The median of their lengths, in microseconds (see
     /// [`preemptions_ns`]); None without a preemption.
     pub p50_us: Option<f64>,
+    /// Their lengths, in microseconds: every CPU's, pooled and sorted, or at
+    /// most 64 of their quantiles (`measured_background_lengths`).
+    pub lengths_us: Vec<f64>,
     /// The median lateness of the tick's interrupt, in microseconds; None
     /// without tracefs.
     pub tick_latency_us: Option<f64>,
@@ -387,6 +391,7 @@ fn summarise(samples: &[Sample]) -> Background {
         per_s: if wall_s > 0.0 { switches as f64 / wall_s } else { 0.0 },
         us: if switches > 0 { lost_ns as f64 / switches as f64 / 1e3 } else { 0.0 },
         p50_us: lengths_ns.get(lengths_ns.len() / 2).map(|&ns| ns as f64 / 1e3),
+        lengths_us: measured_background_lengths(lengths_ns.iter().map(|&ns| ns as f64 / 1e3).collect()),
         tick_latency_us: None,
         tick_late: None,
         loops_per_cpu_us: if cpu_us > 0.0 { iters as f64 / cpu_us } else { 0.0 },
@@ -411,10 +416,10 @@ mod tests {
             Sample { nivcsw: 10, wall_ns: 500_000_000, cpu_ns: 499_000_000, iters: 998_000_000, sched_reads: Vec::new(), block_cpu_ns: Vec::new() },
             Sample { nivcsw: 30, wall_ns: 500_000_000, cpu_ns: 497_000_000, iters: 994_000_000, sched_reads: Vec::new(), block_cpu_ns: Vec::new() },
         ];
-        assert_eq!(summarise(&s), Background { per_s: 40.0, us: 100.0, p50_us: None, tick_latency_us: None, tick_late: None, loops_per_cpu_us: 2_000.0, work_speed_cv: None });
+        assert_eq!(summarise(&s), Background { per_s: 40.0, us: 100.0, p50_us: None, lengths_us: vec![], tick_latency_us: None, tick_late: None, loops_per_cpu_us: 2_000.0, work_speed_cv: None });
         assert_eq!(
             summarise(&[Sample { wall_ns: 1, cpu_ns: 1, nivcsw: 0, iters: 0, sched_reads: vec![(5_000, 1)], block_cpu_ns: Vec::new() }]),
-            Background { per_s: 0.0, us: 0.0, p50_us: None, tick_latency_us: None, tick_late: None, loops_per_cpu_us: 0.0, work_speed_cv: None }
+            Background { per_s: 0.0, us: 0.0, p50_us: None, lengths_us: vec![], tick_latency_us: None, tick_late: None, loops_per_cpu_us: 0.0, work_speed_cv: None }
         );
     }
 

@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use throttlelab_core::scenario::{even_quantile_ranks, MEASURED_BACKGROUND_LENGTHS};
 
 /// What the trace marker says where the capture window starts and ends.
 pub const START_MARK: &str = "throttlelab capture start";
@@ -846,6 +847,9 @@ pub struct Preempted {
     pub p50_ns: Option<u64>,
     pub p90_ns: Option<u64>,
     pub max_ns: Option<u64>,
+    /// The lengths at even quantiles (`machine.background_lengths_us`):
+    /// all of them up to 64.
+    pub lengths_ns: Vec<u64>,
 }
 
 impl Preempted {
@@ -871,16 +875,20 @@ impl Preempted {
         // Nearest rank (throttlelab_core::output::nearest_rank): the 1-based rank's value.
         let rank = |q: f64| ((q * count as f64).ceil() as u64).clamp(1, count.max(1)) - 1;
         let ranks = Preempted::QUANTILES.map(rank);
-        let (mut at, mut found) = (0, [None; 3]);
+        let mut even = even_quantile_ranks(count as usize, MEASURED_BACKGROUND_LENGTHS).peekable();
+        let (mut at, mut found, mut lengths_ns) = (0, [None; 3], Vec::new());
         sorted(&mut |ns| {
             for (r, f) in ranks.iter().zip(&mut found) {
                 if *r == at {
                     *f = Some(ns);
                 }
             }
+            if even.next_if_eq(&(at as usize)).is_some() {
+                lengths_ns.push(ns);
+            }
             at += 1;
         })?;
-        Ok(Preempted { count, sum_ns, p50_ns: found[0], p90_ns: found[1], max_ns: found[2] })
+        Ok(Preempted { count, sum_ns, p50_ns: found[0], p90_ns: found[1], max_ns: found[2], lengths_ns })
     }
 
     /// The length at quantile `q` (0.5, 0.9 or 1), in us; None without preemptions.
@@ -1445,13 +1453,26 @@ mod tests {
         let p = r.preempted(0).unwrap();
         assert_eq!((p.count, p.sum_ns), (3, 1_700_000));
         assert_eq!((p.quantile_us(0.5), p.quantile_us(0.9), p.quantile_us(1.0)), (Some(500.0), Some(1000.0), Some(1000.0)));
+        assert_eq!(p.lengths_ns, vec![200_000, 500_000, 1_000_000], "few: every length");
         // 3 preemptions in the 3.3 ms the target wanted a CPU (6.6 ms on one at 1.7 ms lost).
         let (per_s, us) = p.background(1_600_000, 0).unwrap();
         assert!((per_s - 3.0 / 3.3e-3).abs() < 1e-6 && (us - 1700.0 / 3.0).abs() < 1e-9, "{per_s} {us}");
         assert_eq!(p.background(1_600_000, 4_000_000), None, "too little to tell");
-        let none = Preempted { count: 0, sum_ns: 0, p50_ns: None, p90_ns: None, max_ns: None };
+        let none = Preempted { count: 0, sum_ns: 0, p50_ns: None, p90_ns: None, max_ns: None, lengths_ns: vec![] };
         assert_eq!(none.background(2_000_000_000, 1_000_000_000), Some((0.0, 0.0)));
         assert_eq!(none.quantile_us(0.5), None);
+    }
+
+    #[test]
+    fn many_preemptions_keep_their_lengths_at_even_quantiles() {
+        // 128 sorted lengths, read as a stream: every other one, from the second.
+        let p = Preempted::of(128, (0..128u64).sum(), |f| {
+            (0..128u64).for_each(&mut *f);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(p.lengths_ns, (0..64u64).map(|i| 2 * i + 1).collect::<Vec<_>>());
+        assert_eq!((p.p50_ns, p.max_ns), (Some(63), Some(127)));
     }
 
     #[test]

@@ -105,7 +105,7 @@ impl<Q: Queue> Sim<'_, Q> {
                 }
             }
         }
-        if self.scenario.machine.background_per_s > 0.0 && self.scenario.machine.background_us > 0.0 {
+        if self.scenario.machine.has_background() {
             // One source per CPU, woken like any task: on an idle CPU if there
             // is one (ftrace on the host: a spinner alone on a CPU next to an
             // idle one was preempted 1.5 times a second, two spinners on both
@@ -354,14 +354,12 @@ impl<Q: Queue> Sim<'_, Q> {
     fn next_background(&mut self, tid: ThreadId, waking: bool) -> bool {
         if waking {
             let m = &self.scenario.machine;
-            let us = match m.background_p50_us {
-                // Each preemption's own length, keyed by its arrival.
-                Some(p50) => {
-                    let th = &self.threads[tid];
-                    noise::log_normal(self.seed, Stream::BackgroundLength(th.allowed[0]), th.loops_done as u64, p50, m.background_us)
-                        .min(1e6)
-                }
-                None => m.background_us,
+            // Each preemption's own length, keyed by its arrival.
+            let (stream, index) = (Stream::BackgroundLength(self.threads[tid].allowed[0]), self.threads[tid].loops_done as u64);
+            let us = match (m.background_lengths_us.len(), m.background_p50_us) {
+                (0, Some(p50)) => noise::log_normal(self.seed, stream, index, p50, m.background_us).min(1e6),
+                (0, None) => m.background_us,
+                (n, _) => m.background_lengths_us[noise::uniform(self.seed, stream, index, n as u64) as usize],
             };
             self.threads[tid].work_left = (us * 1e3) as u64;
             return true;

@@ -32,7 +32,10 @@ impl Host {
         }
         set.push(format!("machine.background_per_s={}", float(self.background_per_s)));
         set.push(format!("machine.background_us={}", float(self.background_us)));
-        if let Some(p50_us) = measured_background_p50_us(self.background_p50_us, self.background_us) {
+        if !self.background_lengths_us.is_empty() {
+            let lengths: Vec<String> = self.background_lengths_us.iter().map(|&us| float(us)).collect();
+            set.push(format!("machine.background_lengths_us=[{}]", lengths.join(", ")));
+        } else if let Some(p50_us) = measured_background_p50_us(self.background_p50_us, self.background_us) {
             set.push(format!("machine.background_p50_us={}", float(p50_us)));
         }
         if let Some(speed) = self.work_speed {
@@ -94,6 +97,7 @@ mod tests {
             background_per_s: 12.5,
             background_us: 40.0,
             background_p50_us: Some(15.0),
+            background_lengths_us: vec![],
             tick_latency_us: Some(45.0),
             tick_late: None,
             work_speed: Some(0.97),
@@ -122,6 +126,8 @@ mod tests {
         assert_eq!(s.machine.work_speed_cv, Some(0.006));
         assert_eq!((s.kernel.profile, s.machine.hz), (Profile::for_release("6.1").unwrap(), 1000));
         assert_eq!((s.machine.background_per_s, s.machine.background_us, s.machine.background_p50_us), (12.5, 40.0, Some(15.0)));
+        let s = like(&Host { background_lengths_us: vec![5.0, 15.0, 100.0], ..host() }, false);
+        assert_eq!((s.machine.background_lengths_us, s.machine.background_p50_us), (vec![5.0, 15.0, 100.0], None), "measured lengths: drawn from");
         let s = like(&Host { background_p50_us: Some(55.0), ..host() }, false);
         assert_eq!(s.machine.background_p50_us, Some(40.0), "a median above the mean: the mean");
         let s = like(&Host { background_us: 0.0, background_p50_us: Some(0.0), ..host() }, false);

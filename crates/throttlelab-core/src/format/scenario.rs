@@ -250,6 +250,13 @@ pub struct Machine {
     /// takes `background_us`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background_p50_us: Option<f64>,
+    /// The background preemptions' lengths as measured (a sample, or its
+    /// quantiles at even steps: [`even_quantiles`]). Given, each preemption
+    /// takes one of them, drawn uniformly, in place of `background_us` and
+    /// `background_p50_us`: a host's lengths are not one log-normal
+    /// (docs/fidelity.md, "The background's lengths, as measured").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub background_lengths_us: Vec<f64>,
     /// CLOCK_MONOTONIC at simulated time 0, which places the timer grids.
     /// Absent: seeded, uniform in [600, 1200) s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -298,6 +305,13 @@ fn default_background_us() -> f64 {
     20.0
 }
 
+impl Machine {
+    /// Whether background preemptions happen at all.
+    pub fn has_background(&self) -> bool {
+        self.background_per_s > 0.0 && (self.background_us > 0.0 || !self.background_lengths_us.is_empty())
+    }
+}
+
 impl Default for Machine {
     fn default() -> Self {
         Machine {
@@ -318,10 +332,35 @@ impl Default for Machine {
             background_per_s: default_background_per_s(),
             background_us: default_background_us(),
             background_p50_us: None,
+            background_lengths_us: Vec::new(),
             uptime_s: None,
             tick_phase_us: None,
         }
     }
+}
+
+/// How many lengths a measurement keeps (a probe's, `compare`'s pooled probes).
+pub const MEASURED_BACKGROUND_LENGTHS: usize = 64;
+
+/// At most `n` lengths standing for a sorted sample: the sample itself, or
+/// its values at the quantiles (i + 1/2) / n (`machine.background_lengths_us`).
+pub fn even_quantiles(sorted: &[f64], n: usize) -> Vec<f64> {
+    even_quantile_ranks(sorted.len(), n).map(|r| sorted[r]).collect()
+}
+
+/// The 0-based ranks [`even_quantiles`] takes of `len` sorted values, ascending
+/// (for a sample read as a stream: a capture's).
+pub fn even_quantile_ranks(len: usize, n: usize) -> impl Iterator<Item = usize> {
+    let kept = len.min(n);
+    (0..kept).map(move |i| if len <= n { i } else { (2 * i + 1) * len / (2 * n) })
+}
+
+/// `machine.background_lengths_us` from measured lengths (a probe's; the
+/// pooled probes of `compare`'s runs), in any order.
+pub fn measured_background_lengths(mut lengths_us: Vec<f64>) -> Vec<f64> {
+    lengths_us.retain(|us| us.is_finite() && *us > 0.0);
+    lengths_us.sort_by(f64::total_cmp);
+    even_quantiles(&lengths_us, MEASURED_BACKGROUND_LENGTHS)
 }
 
 /// `machine.background_p50_us` from a measured median and mean (the probe's,
@@ -690,5 +729,18 @@ impl Scenario {
             Some(list) => parse_cpu_list(list).expect("validated").into_iter().filter(|c| group.binary_search(c).is_ok()).collect(),
             None => group,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::even_quantiles;
+
+    #[test]
+    fn a_short_sample_is_kept_and_a_long_one_stands_as_its_quantiles() {
+        assert_eq!(even_quantiles(&[1.0, 2.0, 3.0], 4), vec![1.0, 2.0, 3.0]);
+        let sample: Vec<f64> = (0..100).map(f64::from).collect();
+        assert_eq!(even_quantiles(&sample, 4), vec![12.0, 37.0, 62.0, 87.0]);
+        assert_eq!(even_quantiles(&[], 4), Vec::<f64>::new());
     }
 }

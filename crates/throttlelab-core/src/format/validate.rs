@@ -26,6 +26,8 @@ pub(crate) const MAX_WORK_SPEED_CV: f64 = 0.1;
 /// The largest spread of request costs a service may ask for (`cost_cv`): a
 /// lognormal with cv 4 has p99/p50 about 9.
 const MAX_COST_CV: f64 = 4.0;
+/// `machine.background_lengths_us`: a probe's sample, or a capture's quantiles.
+pub const MAX_BACKGROUND_LENGTHS: usize = 256;
 
 impl Scenario {
     /// Check every value against its allowed range; `Ok` means the simulator
@@ -86,6 +88,15 @@ impl Scenario {
         // A log-normal's median is at most its mean.
         if let Some(p50) = m.background_p50_us.filter(|&v| !(v > 0.0 && v <= m.background_us)) {
             return err("machine.background_p50_us".into(), format!("must be in (0, machine.background_us = {}], got {p50}", m.background_us));
+        }
+        let lengths = &m.background_lengths_us;
+        if !lengths.is_empty() {
+            if lengths.len() > MAX_BACKGROUND_LENGTHS {
+                return err("machine.background_lengths_us".into(), format!("at most {MAX_BACKGROUND_LENGTHS} lengths (quantiles stand for a longer sample), got {}", lengths.len()));
+            }
+            if let Some(v) = lengths.iter().find(|&&v| !(v > 0.0 && v <= 1_000_000.0)) {
+                return err("machine.background_lengths_us".into(), format!("each length must be in (0, 1000000] us, got {v}"));
+            }
         }
         if let Some(c) = &self.capture {
             let lengths = [("capture.background_p50_us", c.background_p50_us), ("capture.background_p90_us", c.background_p90_us), ("capture.background_max_us", c.background_max_us)];

@@ -48,6 +48,11 @@ pub struct Host {
     /// it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background_p50_us: Option<f64>,
+    /// Those lengths themselves, sorted, or at most 64 of their quantiles
+    /// (the simulator's `machine.background_lengths_us`). Empty without a
+    /// preemption, and in documents from before they were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub background_lengths_us: Vec<f64>,
     /// The median lateness of the tick's interrupt during that probe, from
     /// tracefs (the simulator's `machine.tick_jitter_us` and
     /// `timer_jitter_us`: uniform lateness with this median). None without
