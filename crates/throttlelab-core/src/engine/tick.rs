@@ -262,10 +262,13 @@ impl<Q: Queue> Sim<'_, Q> {
             }
             k -= 1;
         };
+        // Ticks before `k` to replay only if one was skipped before it (most
+        // catch-ups skipped `k` alone: the search would start at `first`).
+        let replay = self.profile.has_eevdf() && k > first;
         let mut h = self.hierarchy(self.threads[tid].se);
         while let Some(se) = h.next(self) {
             let rq = self.ses[se].cfs_rq;
-            if self.profile.has_eevdf() {
+            if replay {
                 // Replay the skipped ticks at which the deadline was passed,
                 // so that it moves on exactly as it would have.
                 loop {
