@@ -153,13 +153,18 @@ impl<Q: Queue> Sim<'_, Q> {
         if src == dst {
             return;
         }
-        // Both min_vruntimes as the ticks so far left them.
-        self.touch(src);
-        self.touch(dst);
         let th = &self.threads[tid];
         let (tg, se) = (th.tg, th.se);
-        let src_rq = self.cfs_rq_id(tg, th.cpu);
+        let src_rq = self.cfs_rq_id(tg, src);
         let dst_rq = self.cfs_rq_id(tg, dst);
+        // Both min_vruntimes as the ticks so far left them. The source's
+        // skipped ticks charge only the runqueues of its running hierarchy,
+        // each with a `curr`: without one, `src_rq` is as they leave it, and
+        // the source (unchanged by the move) is caught up when next touched.
+        if self.cfs_rqs[src_rq].curr.is_some() {
+            self.touch(src);
+        }
+        self.touch(dst);
         let v = self.ses[se].vruntime.saturating_sub(self.cfs_rqs[src_rq].min_vruntime) + self.cfs_rqs[dst_rq].min_vruntime;
         let parent = self.group_se(dst_rq);
         let s = &mut self.ses[se];
