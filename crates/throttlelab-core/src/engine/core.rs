@@ -147,25 +147,36 @@ impl<Q: Queue> Sim<'_, Q> {
     }
 
     /// `set_task_cpu`: move a (not queued) thread's entity to another CPU,
-    /// carrying its vruntime relative to the runqueues' min_vruntime.
-    pub(crate) fn set_task_cpu(&mut self, tid: ThreadId, dst: CpuId) {
+    /// carrying its vruntime relative to the runqueues' min_vruntime if
+    /// `carry` (the enqueue that follows keeps it; else neither CPU is
+    /// caught up for it).
+    pub(crate) fn set_task_cpu(&mut self, tid: ThreadId, dst: CpuId, carry: bool) {
         let src = self.threads[tid].cpu;
         if src == dst {
             return;
         }
-        // Both min_vruntimes as the ticks so far left them.
-        self.touch(src);
-        self.touch(dst);
         let th = &self.threads[tid];
         let (tg, se) = (th.tg, th.se);
-        let src_rq = self.cfs_rq_id(tg, th.cpu);
+        let src_rq = self.cfs_rq_id(tg, src);
         let dst_rq = self.cfs_rq_id(tg, dst);
-        let v = self.ses[se].vruntime.saturating_sub(self.cfs_rqs[src_rq].min_vruntime) + self.cfs_rqs[dst_rq].min_vruntime;
         let parent = self.group_se(dst_rq);
+        if !carry {
+            let s = &mut self.ses[se];
+            (s.cfs_rq, s.parent) = (dst_rq, parent);
+            self.threads[tid].cpu = dst;
+            return;
+        }
+        // Both min_vruntimes as the ticks so far left them. The source's
+        // skipped ticks charge only the runqueues of its running hierarchy,
+        // each with a `curr`: without one, `src_rq` is as they leave it, and
+        // the source (unchanged by the move) is caught up when next touched.
+        if self.cfs_rqs[src_rq].curr.is_some() {
+            self.touch(src);
+        }
+        self.touch(dst);
+        let v = self.ses[se].vruntime.saturating_sub(self.cfs_rqs[src_rq].min_vruntime) + self.cfs_rqs[dst_rq].min_vruntime;
         let s = &mut self.ses[se];
-        s.vruntime = v;
-        s.cfs_rq = dst_rq;
-        s.parent = parent;
+        (s.vruntime, s.cfs_rq, s.parent) = (v, dst_rq, parent);
         self.threads[tid].cpu = dst;
     }
 
@@ -178,7 +189,8 @@ impl<Q: Queue> Sim<'_, Q> {
         }
         let initial = self.threads[tid].cpu_ns == 0 && self.threads[tid].state != ThreadState::Runnable;
         let cpu = self.select_task_rq(tid);
-        self.set_task_cpu(tid, cpu);
+        // EEVDF's `place_entity` gives a woken entity its vruntime anew.
+        self.set_task_cpu(tid, cpu, !self.profile.has_eevdf());
         self.touch(cpu);
         self.threads[tid].state = ThreadState::Runnable;
         self.enqueue_task(tid, true, initial);

@@ -842,7 +842,7 @@ impl<Q: Queue> Sim<'_, Q> {
         // A delayed (sleeping) task moves too, still delayed: the pick here
         // finishes its dequeue.
         self.dequeue_task(tid, 0);
-        self.set_task_cpu(tid, cpu);
+        self.set_task_cpu(tid, cpu, true);
         self.enqueue_task(tid, false, false);
         true
     }
@@ -917,7 +917,7 @@ mod tests {
         // The task's threads follow the machine's background threads.
         let [a, b, c] = [0, 1, 2].map(|k| sim.task_threads[0] + k);
         for (t, cpu) in [(a, 0), (b, 0), (c, 1)] {
-            sim.set_task_cpu(t, cpu);
+            sim.set_task_cpu(t, cpu, true);
             (sim.threads[t].recent_used_cpu, sim.threads[t].cpu_ns) = (cpu, 1);
         }
         sim.try_to_wake_up(c);

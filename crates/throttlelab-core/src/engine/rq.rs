@@ -24,8 +24,13 @@ pub struct Rq {
     pub run_gen: u64,
     /// The generation of the pending `Tick`.
     pub tick_gen: u64,
-    /// The pending tick, if any: (index, time).
-    pub tick_armed: Option<(u64, Time)>,
+    /// The next tick that can change something (`next_interesting_tick`), if any.
+    pub tick_armed: Option<u64>,
+    /// Whether `tick_armed` is in the event queue: a tick that expires at
+    /// or after the pending `RunDone` waits out of it (`arm_tick`).
+    pub tick_queued: bool,
+    /// When the pending `RunDone` fires (`Time::MAX`: none pending).
+    pub run_done_at: Time,
     /// Index of the first tick whose effects have not been applied yet.
     pub next_tick: u64,
     /// When tick `next_tick` runs (`TickGrid::tick_time`), or 0 when not

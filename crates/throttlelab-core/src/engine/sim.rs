@@ -204,7 +204,7 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             end: scenario.duration_ns(),
             seed: scenario.seed,
             events: Q::new(nr_cpus, tun.tick_ns),
-            rqs: (0..nr_cpus).map(|_| Rq::default()).collect(),
+            rqs: (0..nr_cpus).map(|_| Rq { run_done_at: Time::MAX, ..Rq::default() }).collect(),
             cfs_rqs: Vec::new(),
             ses: Vec::new(),
             threads: Vec::new(),
@@ -357,11 +357,12 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             // (and disarming cancelled) the ones before.
             Event::RunDone { cpu, gen } => {
                 debug_assert_eq!(self.rqs[cpu].run_gen, gen, "a replaced RunDone was popped");
+                self.rqs[cpu].run_done_at = Time::MAX;
                 self.run_done(cpu);
             }
             Event::Tick { cpu, index, gen } => {
                 debug_assert_eq!(self.rqs[cpu].tick_gen, gen, "a replaced Tick was popped");
-                self.rqs[cpu].tick_armed = None;
+                (self.rqs[cpu].tick_armed, self.rqs[cpu].tick_queued) = (None, false);
                 self.sched_tick(cpu, index);
                 // Its interrupt lasts until the period timers expiring
                 // before it ends have run.
@@ -492,12 +493,18 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             let th = &self.threads[tid];
             let at = self.now + th.stall_left + smt::time_for(th.work_left, speed);
             let gen = rq.run_gen;
+            rq.run_done_at = at;
             self.events.push(at, Event::RunDone { cpu, gen });
             if let Some(dl) = th.dl.as_ref().filter(|d| d.admitted) {
                 self.events.push(self.now + dl.runtime.max(0) as u64, Event::DlRuntimeEnd { cpu, gen });
             }
         } else {
+            rq.run_done_at = Time::MAX;
             self.events.cancel(Slot::RunDone(cpu));
+        }
+        // A CPU touched by this event has its tick armed at the event's end.
+        if !self.rqs[cpu].dirty {
+            self.queue_tick_if_before_run_done(cpu);
         }
     }
 

@@ -136,7 +136,7 @@ mod tests {
         let mut sim: Sim = Sim::build(&s, SimOptions::default());
         let [a, b, c, d] = [0, 1, 2, 3].map(|k| sim.task_threads[0] + k);
         for (t, cpu) in [(a, 0), (b, 0), (c, 1), (d, 0)] {
-            sim.set_task_cpu(t, cpu);
+            sim.set_task_cpu(t, cpu, true);
             (sim.threads[t].recent_used_cpu, sim.threads[t].cpu_ns) = (cpu, 1);
         }
         for (t, cpu) in [(a, 0), (c, 1)] {

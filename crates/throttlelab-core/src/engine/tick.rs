@@ -85,6 +85,12 @@ impl TickGrid {
         self.phase_ns + self.skew_ns * cpu as u64
     }
 
+    /// Expiry of tick `index` on `cpu`: it runs at or after it, whatever its
+    /// latency (no draw).
+    pub fn expiry(&self, cpu: CpuId, index: u64) -> Time {
+        self.base(cpu) + index * self.tick_ns
+    }
+
     /// Time of tick `index` on `cpu`: its expiry plus a seeded interrupt latency.
     /// Out of line, the searches below inlined into their callers: on the
     /// busy built-ins most searches end before a draw (a tick expiring at or
@@ -242,7 +248,7 @@ impl<Q: Queue> Sim<'_, Q> {
             return;
         };
         let rq = &self.rqs[cpu];
-        let limit = rq.tick_armed.map(|(k, _)| k).unwrap_or(u64::MAX);
+        let limit = rq.tick_armed.unwrap_or(u64::MAX);
         let first = rq.next_tick;
         if first >= limit || self.next_tick_time(cpu) > self.now {
             return;
@@ -262,10 +268,13 @@ impl<Q: Queue> Sim<'_, Q> {
             }
             k -= 1;
         };
+        // Ticks before `k` to replay only if one was skipped before it (most
+        // catch-ups skipped `k` alone: the search would start at `first`).
+        let replay = self.profile.has_eevdf() && k > first;
         let mut h = self.hierarchy(self.threads[tid].se);
         while let Some(se) = h.next(self) {
             let rq = self.ses[se].cfs_rq;
-            if self.profile.has_eevdf() {
+            if replay {
                 // Replay the skipped ticks at which the deadline was passed,
                 // so that it moves on exactly as it would have.
                 loop {
@@ -317,25 +326,51 @@ impl<Q: Queue> Sim<'_, Q> {
         runtime_tick.into_iter().chain(timer_tick).min()
     }
 
-    /// (Re-)arm the next tick event of `cpu` if it changed (the queue drops
-    /// the one it replaces).
+    /// (Re-)arm the next tick of `cpu` if it changed (the queue drops the
+    /// one it replaces). A tick that expires at or after the pending
+    /// `RunDone` is not queued: the `RunDone` runs first (a tick runs last
+    /// at an instant) and touches the CPU, which arms it again then; most
+    /// ticks armed on a switch are replaced so, before they run.
     pub(crate) fn arm_tick(&mut self, cpu: CpuId) {
         let next = self.next_interesting_tick(cpu);
         let rq = &mut self.rqs[cpu];
-        if rq.tick_armed.map(|(k, _)| k) == next {
+        if rq.tick_armed == next {
+            // Queued, or to be queued if the `RunDone` moved meanwhile.
+            self.queue_tick_if_before_run_done(cpu);
             return;
         }
-        rq.tick_gen += 1;
-        rq.tick_armed = None;
-        if let Some(index) = next {
-            let at = self.ticks.tick_time(cpu, index);
-            let rq = &mut self.rqs[cpu];
-            rq.tick_armed = Some((index, at));
-            let gen = rq.tick_gen;
-            self.events.push(at, Event::Tick { cpu, index, gen });
-        } else {
-            self.events.cancel(Slot::Tick(cpu));
+        rq.tick_armed = next;
+        if rq.tick_queued {
+            rq.tick_queued = false;
+            if !self.tick_before_run_done(cpu) {
+                self.events.cancel(Slot::Tick(cpu));
+                return;
+            }
         }
+        // Queued, replacing the one queued before if any.
+        self.queue_tick_if_before_run_done(cpu);
+    }
+
+    /// Whether `cpu`'s armed tick, not queued, expires before its pending
+    /// `RunDone`, and so must be queued.
+    fn tick_before_run_done(&self, cpu: CpuId) -> bool {
+        let rq = &self.rqs[cpu];
+        rq.tick_armed.is_some_and(|index| !rq.tick_queued && self.ticks.expiry(cpu, index) < rq.run_done_at)
+    }
+
+    /// Queue `cpu`'s armed tick if it must be (`tick_before_run_done`): after
+    /// the tick or the `RunDone` changed.
+    pub(crate) fn queue_tick_if_before_run_done(&mut self, cpu: CpuId) {
+        if !self.tick_before_run_done(cpu) {
+            return;
+        }
+        let rq = &mut self.rqs[cpu];
+        let index = rq.tick_armed.expect("armed");
+        rq.tick_gen += 1;
+        rq.tick_queued = true;
+        let gen = rq.tick_gen;
+        let at = self.ticks.tick_time(cpu, index);
+        self.events.push(at, Event::Tick { cpu, index, gen });
     }
 }
 
