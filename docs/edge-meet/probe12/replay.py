@@ -1,0 +1,32 @@
+# Build root tasks replaying a kernel trace's preemptions of the spinners, per CPU, looping.
+import re, sys, collections
+line = re.compile(r"^\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): (\w+): (.*)$")
+path=sys.argv[1]
+evs=[]
+for l in open(path):
+    m=line.match(l)
+    if m: evs.append((float(m[4]), int(m[3]), m[5], m[6]))
+rt=collections.Counter()
+for t,cpu,ev,f in evs:
+    if ev=='sched_stat_runtime': rt[int(re.search(r'pid=(\d+)',f)[1])]+=1
+spin=[p for p,_ in rt.most_common(2)]
+ts=[t for t,cpu,ev,f in evs if ev=='sched_stat_runtime' and int(re.search(r'pid=(\d+)',f)[1]) in spin]
+t0,t1=min(ts),max(ts)
+off={}; pre=collections.defaultdict(list)
+for t,cpu,ev,f in evs:
+    if ev=='sched_switch':
+        m=re.search(r'prev_pid=(\d+) prev_prio=\d+ prev_state=(\S+) ==> next_comm=(.*?) next_pid=(\d+)',f)
+        pp,np=int(m[1]),int(m[4])
+        if pp in spin and m[2]=='R': off[pp]=(t,cpu)
+        if np in spin and np in off:
+            s,c=off.pop(np)
+            if t0+0.05<s<t1: pre[c].append((s,(t-s)))
+out=[]
+for c in sorted(pre):
+    ph=[]; last=t0+0.05
+    for s,l in pre[c]:
+        ph.append('{ sleep_us = %d }'%max(1,round((s-last)*1e6))); ph.append('{ run_us = %d }'%max(1,round(l*1e6))); last=s+l
+    ph.append('{ sleep_us = %d }'%max(1,round((t1-last)*1e6)))
+    out.append('\n[[task]]\nname = "replay%d"\ncpus = "%d"\nphases = [%s]\n'%(c,c,', '.join(ph)))
+    print('# cpu',c,len(pre[c]),'preemptions, %.1f ms'%(sum(l for s,l in pre[c])*1e3),'over %.2f s'%(t1-t0-0.05), file=sys.stderr)
+print(''.join(out))
