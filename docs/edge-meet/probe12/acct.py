@@ -2,19 +2,13 @@
 __refill_cfs_bandwidth_runtime) from a host trace's own charges (sched_stat_runtime of the spinners)
 and period timer expiries, from each start state in a grid; print the throttles each predicts."""
 import re, sys, collections, itertools
-line = re.compile(r"^\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): (\w+): (.*)$")
+from hosttrace import events, spinners
 path=sys.argv[1]; quota=float(sys.argv[2])*1e3  # quota in us -> ns below
 quota_ns=int(float(sys.argv[2])*1000); slice_ns=5_000_000
-evs=[]
-for l in open(path):
-    m=line.match(l)
-    if m: evs.append((float(m[4]), int(m[3]), m[5], m[6]))
-rt=collections.Counter()
-for t,cpu,ev,f in evs:
-    if ev=='sched_stat_runtime': rt[int(re.search(r'pid=(\d+)',f)[1])]+=1
-spin={p for p,_ in rt.most_common(2)}
+evs=events(path)
+spin=set(spinners(evs))
 stream=[]
-for t,cpu,ev,f in evs:
+for t,cpu,ev,f,_,_ in evs:
     if ev=='hrtimer_expire_entry' and 'sched_cfs_period_timer' in f: stream.append((t,'refill',None,0))
     elif ev=='sched_stat_runtime':
         pid=int(re.search(r'pid=(\d+)',f)[1])

@@ -1,15 +1,11 @@
+"""What charges the spinners of a host diff run off the tick grid: each `sched_stat_runtime` more
+than 50 us after its CPU's tick, by the event before it on that CPU; and who switched them out.
+    python charges.py DIR/run-N.bw.txt ..."""
 import re, sys, collections
-line = re.compile(r"^\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): (\w+): (.*)$")
+from hosttrace import events, spinners
 for path in sys.argv[1:]:
-    evs=[]
-    for l in open(path):
-        m=line.match(l)
-        if m: evs.append((float(m[4]), int(m[3]), m[5], m[6], m[1], int(m[2])))
-    rt=collections.Counter()
-    for t,cpu,ev,f,comm,pid in evs:
-        if ev=='sched_stat_runtime':
-            p=int(re.search(r'pid=(\d+)',f)[1]); rt[p]+=int(re.search(r'runtime=(\d+)',f)[1])
-    spin=[p for p,_ in rt.most_common(2)]
+    evs=events(path)
+    spin=spinners(evs)
     last=collections.defaultdict(dict); cause=collections.Counter(); n=0
     t0=None;t1=None
     prev_ev=collections.defaultdict(lambda: None)

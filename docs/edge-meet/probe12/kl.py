@@ -1,19 +1,15 @@
+"""The lengths of the spinners' preemptions (switched out runnable, back in) in host diff runs:
+their rate per CPU-second, mean and median (JSON), then 64 quantiles (for machine.background_lengths_us).
+    python kl.py DIR/run-N.bw.txt ..."""
 import re, sys, collections, json
-line = re.compile(r"^\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): (\w+): (.*)$")
+from hosttrace import events, spinners
 allv=[]; rate=[]
 for path in sys.argv[1:]:
-    evs=[]
-    for l in open(path):
-        m=line.match(l)
-        if m: evs.append((float(m[4]), int(m[3]), m[5], m[6]))
-    rt=collections.Counter()
-    for t,cpu,ev,f in evs:
-        if ev=='sched_stat_runtime':
-            rt[int(re.search(r'pid=(\d+)',f)[1])]+=1
-    spin=[p for p,_ in rt.most_common(2)]
+    evs=events(path)
+    spin=spinners(evs)
     off={}; lens=[]
-    ts=[t for t,cpu,ev,f in evs if ev=='sched_stat_runtime']
-    for t,cpu,ev,f in evs:
+    ts=[t for t,cpu,ev,f,_,_ in evs if ev=='sched_stat_runtime']
+    for t,cpu,ev,f,_,_ in evs:
         if ev=='sched_switch':
             m=re.search(r'prev_pid=(\d+) prev_prio=\d+ prev_state=(\S+) ==> next_comm=(.*?) next_pid=(\d+)',f)
             pp,np=int(m[1]),int(m[4])

@@ -1,19 +1,15 @@
-# Build root tasks replaying a kernel trace's preemptions of the spinners, per CPU, looping.
+"""Root tasks, one pinned to each CPU, that replay a host diff run's preemptions of its spinners
+(their starts and lengths) in a loop: appended to a scenario, the simulator meets the same background.
+    python replay.py DIR/run-N.bw.txt > replay.toml"""
 import re, sys, collections
-line = re.compile(r"^\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): (\w+): (.*)$")
+from hosttrace import events, spinners
 path=sys.argv[1]
-evs=[]
-for l in open(path):
-    m=line.match(l)
-    if m: evs.append((float(m[4]), int(m[3]), m[5], m[6]))
-rt=collections.Counter()
-for t,cpu,ev,f in evs:
-    if ev=='sched_stat_runtime': rt[int(re.search(r'pid=(\d+)',f)[1])]+=1
-spin=[p for p,_ in rt.most_common(2)]
-ts=[t for t,cpu,ev,f in evs if ev=='sched_stat_runtime' and int(re.search(r'pid=(\d+)',f)[1]) in spin]
+evs=events(path)
+spin=spinners(evs)
+ts=[t for t,cpu,ev,f,_,_ in evs if ev=='sched_stat_runtime' and int(re.search(r'pid=(\d+)',f)[1]) in spin]
 t0,t1=min(ts),max(ts)
 off={}; pre=collections.defaultdict(list)
-for t,cpu,ev,f in evs:
+for t,cpu,ev,f,_,_ in evs:
     if ev=='sched_switch':
         m=re.search(r'prev_pid=(\d+) prev_prio=\d+ prev_state=(\S+) ==> next_comm=(.*?) next_pid=(\d+)',f)
         pp,np=int(m[1]),int(m[4])

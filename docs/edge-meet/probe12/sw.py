@@ -1,3 +1,6 @@
+"""Throttled periods and usage of a scenario over seeds 1-20, for each set of --set overrides given
+(one quoted argument per set, keys separated by spaces).
+    python sw.py SCENARIO "machine.background_per_s=27 machine.background_us=300" ..."""
 import subprocess, json, statistics, sys
 def run(base, seed, sets):
     args=['throttlelab','run',base,'--json','--set',f'seed={seed}']+sum([['--set',s] for s in sets],[])

@@ -1,20 +1,17 @@
+"""Off-grid charges of a host diff run's spinners near each refill: how far after their CPU's tick
+and how far before the period timer's expiry.
+    python window.py DIR/run-N.bw.txt PERIOD_MS"""
 import re, sys, collections
-line = re.compile(r"^\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): (\w+): (.*)$")
+from hosttrace import events, spinners
 path=sys.argv[1]; P=float(sys.argv[2])/1e3
-evs=[]
-for l in open(path):
-    m=line.match(l)
-    if m: evs.append((float(m[4]), int(m[3]), m[5], m[6], m[1]))
-rt=collections.Counter()
-for t,cpu,ev,f,c in evs:
-    if ev=='sched_stat_runtime': rt[int(re.search(r'pid=(\d+)',f)[1])]+=1
-spin=[p for p,_ in rt.most_common(2)]
-pt=[t for t,cpu,ev,f,c in evs if ev=='hrtimer_expire_entry' and 'sched_cfs_period_timer' in f]
+evs=events(path)
+spin=spinners(evs)
+pt=[t for t,cpu,ev,f,c,_ in evs if ev=='hrtimer_expire_entry' and 'sched_cfs_period_timer' in f]
 print('period timer expiries', len(pt), 'spacing', [round((b-a)*1e3,3) for a,b in zip(pt,pt[1:])][:5])
 lasttick={}; win=collections.Counter(); tot=0
 import bisect
 rows=[]
-for t,cpu,ev,f,c in evs:
+for t,cpu,ev,f,c,_ in evs:
     if ev=='hrtimer_expire_entry' and 'tick_' in f: lasttick[cpu]=t
     if ev=='sched_stat_runtime' and int(re.search(r'pid=(\d+)',f)[1]) in spin:
         d=t-lasttick.get(cpu,-1)
@@ -26,7 +23,7 @@ for t,cpu,ev,f,c in evs:
 tot=len(rows)
 print('off-grid charges', tot)
 # tick phase relative to period
-ticks=[t for t,cpu,ev,f,c in evs if ev=='hrtimer_expire_entry' and 'tick_' in f and cpu==0]
+ticks=[t for t,cpu,ev,f,c,_ in evs if ev=='hrtimer_expire_entry' and 'tick_' in f and cpu==0]
 if pt:
     print('period end - last tick before it (ms):', sorted(set(round((p - max(x for x in ticks if x<p))*1e3,1) for p in pt[2:12])))
 near=[r for r in rows if r[2]<4.0]
