@@ -10,8 +10,9 @@
 //! Approximations (documented in docs/engine.md):
 //! - group shares use instantaneous runnable weights, not PELT averages;
 //! - profiles >= 6.6 pick by EEVDF (eligible entity with the earliest virtual
-//!   deadline, lag ignored on placement); from 6.12 an entity that sleeps
-//!   ineligible stays queued, delayed (`DELAY_DEQUEUE`, `DELAY_ZERO`);
+//!   deadline, lag kept on placement, `RUN_TO_PARITY` at wake-up only; lag not
+//!   rescaled on reweight); from 6.12 an entity that sleeps ineligible stays
+//!   queued, delayed (`DELAY_DEQUEUE`, `DELAY_ZERO`);
 //! - load balancing is limited to wake-up placement and pulling by CPUs that
 //!   go idle.
 
