@@ -15,6 +15,9 @@ from pathlib import Path
 
 from throttlelab import vm
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sisutil9"))
+import guest_trace as sis  # noqa: E402  (sisutil9's; GUEST_SMP is read there)
+
 # Probes, `NAME|DEFINITION` (kprobe group ddq); a name whose definition the
 # kernel refuses is reported and skipped. `dequeue_task_fair` and
 # `enqueue_task_fair` name the task (pid, its address `p`: `&p->se` is `p` plus
@@ -36,30 +39,17 @@ PROBES = [
     "str_ret|r:ddq/str_ret select_task_rq_fair pid=p->pid:s32 cpu=$retval:s32",
 ]
 
-TRACE_SH = r'''
-mount -t debugfs none /sys/kernel/debug 2>/dev/null
-mount -t tracefs none /sys/kernel/tracing 2>/dev/null
-T=/sys/kernel/tracing
-echo "features: $(cat /sys/kernel/debug/sched/features)"
-echo mono > $T/trace_clock; echo 16384 > $T/buffer_size_kb
-while IFS='|' read name def; do
-  [ -z "$name" ] && continue
-  if echo "$def" >> $T/kprobe_events 2> /tmp/err; then echo "# probe $def"; echo 1 > $T/events/ddq/$name/enable
-  else echo "# no probe $def: $(cat /tmp/err)"; fi
-done < /throttlelab/probes
-for e in sched/sched_switch sched/sched_waking sched/sched_wakeup sched/sched_wakeup_new sched/sched_migrate_task $EXTRA_EVENTS; do echo 1 > $T/events/$e/enable; done
-i=1
-while [ $i -le $RUNS ]; do
-  echo > $T/trace
-  echo 1 > $T/tracing_on
-  /throttlelab/throttlelab-real /throttlelab/scenario.toml --set seed=$i > /tmp/run.json || exit $?
-  echo 0 > $T/tracing_on
-  echo "run $i: $(grep -h overrun $T/per_cpu/cpu*/stats | tr '\n' ' ')"
-  echo "throttlelab-guest: file run-$i.json $(base64 /tmp/run.json | tr -d '\n')"
-  echo "throttlelab-guest: file trace-$i.txt.gz $(gzip -c $T/trace | base64 | tr -d '\n')"
-  i=$((i+1))
-done
-'''
+# sisutil9's run script, with this probe group, the kprobe's error said, and
+# $EXTRA_EVENTS traced besides.
+TRACE_SH = (sis.TRACE_SH.replace("events/sis/", "events/ddq/")
+            .replace('2> /dev/null; then', '2> /tmp/err; then')
+            .replace('echo "# no probe $def"', 'echo "# no probe $def: $(cat /tmp/err)"')
+            .replace("for e in sched_switch sched_waking sched_wakeup sched_wakeup_new sched_migrate_task; do "
+                     "echo 1 > $T/events/sched/$e/enable; done",
+                     "for e in sched/sched_switch sched/sched_waking sched/sched_wakeup sched/sched_wakeup_new "
+                     "sched/sched_migrate_task $EXTRA_EVENTS; do echo 1 > $T/events/$e/enable; done"))
+assert "events/ddq/" in TRACE_SH and "/tmp/err)" in TRACE_SH and "$EXTRA_EVENTS" in TRACE_SH, "sisutil9's script changed"
+
 
 def wanted(probe: str) -> bool:
     names = os.environ.get("DDQ12_PROBES")
@@ -70,19 +60,9 @@ def wanted(probe: str) -> bool:
 if __name__ == "__main__":
     k = vm.kernel("6.12", lambda s: print(s, file=sys.stderr))
     if sys.argv[1] == "trace":  # trace SCENARIO OUT RUNS
-        out = Path(sys.argv[3])
-        out.mkdir(parents=True, exist_ok=True)
         runs = int(sys.argv[4])
-        files = {
-            Path("/throttlelab/scenario.toml"): Path(sys.argv[2]).read_bytes(),
-            # DDQ12_PROBES="dtf,de_ret": only those (empty: the tracepoints alone).
-            Path("/throttlelab/probes"): "".join(p + "\n" for p in PROBES if wanted(p)).encode(),
-        }
+        # DDQ12_PROBES="dtf,de_ret": only those (empty: the tracepoints alone);
         # DDQ12_EVENTS: more tracepoints (e.g. timer/hrtimer_expire_entry).
         extra = os.environ.get("DDQ12_EVENTS", "")
-        sh = f"export RUNS={runs} THROTTLELAB_START_DELAY_MS=500 THROTTLELAB_TICK_LATENCY=0 EXTRA_EVENTS='{extra}'\n" + TRACE_SH
-        lines, sent = vm.script(k, sh, 180 + 60 * runs, accel="tcg", files=files)
-        print("\n".join(lines))
-        (out / "guest.txt").write_text("\n".join(lines) + "\n")
-        for name, data in sent.items():
-            (out / name).write_bytes(data)
+        sis.trace(k, Path(sys.argv[2]), Path(sys.argv[3]), runs, [p for p in PROBES if wanted(p)], TRACE_SH,
+                  180 + 60 * runs, env=f"EXTRA_EVENTS='{extra}'")

@@ -26,6 +26,16 @@ def events(path):
                 yield comm, int(pid), int(cpu), float(t), ev, dict(KV.findall(rest)), rest
 
 
+def note_workers(ev, kv, workers):
+    """Add the workers a `sched_switch` names (by comm) to `workers`; whether it was one."""
+    if ev != "sched_switch":
+        return False
+    for side in ("prev", "next"):
+        if kv.get(f"{side}_comm", "").startswith("throttlelab-wor"):
+            workers.add(int(kv[f"{side}_pid"]))
+    return True
+
+
 def count(path):
     workers = set()
     se_of = {}  # se address -> pid
@@ -33,10 +43,8 @@ def count(path):
     etf = {}  # pid -> vr at entry
     c = Counter()
     for comm, pid, cpu, t, ev, kv, rest in events(path):
-        if ev == "sched_switch":
-            for side in ("prev", "next"):
-                if kv.get(f"{side}_comm", "").startswith("throttlelab-wor"):
-                    workers.add(int(kv[f"{side}_pid"]))
+        if note_workers(ev, kv, workers):
+            pass
         elif ev == "dtf":
             p = int(kv["pid"])
             in_dtf[cpu] = p
@@ -110,10 +118,8 @@ def sleeps_by_nr(path):
     the sleeper included) at `dequeue_entity`: (sleeps, delayed) per count."""
     workers, se_of, pending, by = set(), {}, {}, {}
     for comm, pid, cpu, t, ev, kv, rest in events(path):
-        if ev == "sched_switch":
-            for side in ("prev", "next"):
-                if kv.get(f"{side}_comm", "").startswith("throttlelab-wor"):
-                    workers.add(int(kv[f"{side}_pid"]))
+        if note_workers(ev, kv, workers):
+            pass
         elif ev == "dtf":
             se_of[int(kv["p"], 16) + 0x80] = int(kv["pid"])
         elif ev == "de" and kv["myq"] == "0x0" and int(kv["flags"], 16) & 0x211 == 0x1:

@@ -9,7 +9,7 @@ import statistics as st
 import sys
 from collections import Counter
 
-from kernel_counts import events, sleeps_by_nr, sleeps_ran
+from kernel_counts import events, note_workers, sleeps_by_nr, sleeps_ran
 
 
 def q(xs, n=4):
@@ -19,10 +19,8 @@ def q(xs, n=4):
 def lags(path):
     workers, out = set(), []
     for comm, pid, cpu, t, ev, kv, rest in events(path):
-        if ev == "sched_switch":
-            for side in ("prev", "next"):
-                if kv.get(f"{side}_comm", "").startswith("throttlelab-wor"):
-                    workers.add(int(kv[f"{side}_pid"]))
+        if note_workers(ev, kv, workers):
+            pass
         elif ev == "etf" and int(kv["pid"]) in workers and int(kv["flags"], 16) & 0x201 == 0x1:
             out.append(int(kv["vlag"]))
     pos = sorted(l for l in out if l > 0)

@@ -916,16 +916,24 @@ mod tests {
 
     const TWO_CPUS: &str = "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\n[kernel]\nprofile = \"6.18\"\n";
 
+    /// `cpus` CPUs on `profile`, one group of `threads` spinning threads, none
+    /// woken yet.
+    fn one_group(cpus: u32, profile: &str, threads: u32) -> Sim<'static> {
+        let text = format!(
+            "name = \"t\"\nduration_s = 1\n[machine]\ncpus = {cpus}\n[kernel]\nprofile = \"{profile}\"\n\
+             [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = {threads}\n\
+             phases = [{{ run_us = 100000 }}]\n"
+        );
+        let s: &'static _ = Box::leak(Box::new(load(&text, &[]).unwrap()));
+        Sim::build(s, SimOptions::default())
+    }
+
     /// Two threads of one group on one CPU: `a` runs alone from 0, `b` (which
     /// ran before, so no initial placement) wakes at `wake_ns`. No tick runs
     /// in between, so the enqueue's `update_curr` is `a`'s first since it
     /// was picked. Whether the wake-up asked to preempt `a`.
     fn woken_preempts(wake_ns: u64) -> bool {
-        let text = "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 1\n[kernel]\nprofile = \"6.18\"\n\
-                    [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 2\n\
-                    phases = [{ run_us = 100000 }]\n";
-        let s = load(text, &[]).unwrap();
-        let mut sim: Sim = Sim::build(&s, SimOptions::default());
+        let mut sim = one_group(1, "6.18", 2);
         sim.try_to_wake_up(0);
         sim.schedule(0);
         assert_eq!(sim.rqs[0].curr, Some(0));
@@ -960,11 +968,7 @@ mod tests {
     /// deadline moved on (here by hand, as `update_curr` renews it), the
     /// wake-up preempts.
     fn protected_slice_preempted(renewed: bool) -> bool {
-        let text = "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 1\n[kernel]\nprofile = \"6.12\"\n\
-                    [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 3\n\
-                    phases = [{ run_us = 100000 }]\n";
-        let s = load(text, &[]).unwrap();
-        let mut sim: Sim = Sim::build(&s, SimOptions::default());
+        let mut sim = one_group(1, "6.12", 3);
         let [a, b, c] = [0, 1, 2].map(|k| sim.task_threads[0] + k);
         sim.try_to_wake_up(a);
         sim.try_to_wake_up(c);
@@ -993,13 +997,7 @@ mod tests {
     /// with `b` waiting behind it, `c` runs on CPU 1. The simulator, and the
     /// threads `[a, b, c]`.
     fn a_b_on_cpu0_c_on_cpu1(profile: &str) -> (Sim<'static>, [usize; 3]) {
-        let text = format!(
-            "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\n[kernel]\nprofile = \"{profile}\"\n\
-             [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 3\n\
-             phases = [{{ run_us = 100000 }}]\n"
-        );
-        let s: &'static _ = Box::leak(Box::new(load(&text, &[]).unwrap()));
-        let mut sim: Sim = Sim::build(s, SimOptions::default());
+        let mut sim = one_group(2, profile, 3);
         // The task's threads follow the machine's background threads.
         let [a, b, c] = [0, 1, 2].map(|k| sim.task_threads[0] + k);
         for (t, cpu) in [(a, 0), (b, 0), (c, 1)] {
