@@ -104,6 +104,23 @@ while [ $i -le $RUNS ]; do
 done
 '''
 
+def trace(k, scenario: Path, out: Path, runs: int, probes: list[str], trace_sh: str, limit_s: float, env: str = "") -> None:
+    """Boot `k` once and run `trace_sh` for `runs` runs of `scenario` with
+    `probes` (and `env`, more exports): the guest's lines printed and kept in
+    OUT/guest.txt, the files it sent in OUT."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        Path("/throttlelab/scenario.toml"): scenario.read_bytes(),
+        Path("/throttlelab/probes"): "".join(p + "\n" for p in probes).encode(),
+    }
+    sh = f"export RUNS={runs} THROTTLELAB_START_DELAY_MS=500 THROTTLELAB_TICK_LATENCY=0 {env}\n" + trace_sh
+    lines, sent = vm.script(k, sh, limit_s, accel="tcg", files=files)
+    print("\n".join(lines))
+    (out / "guest.txt").write_text("\n".join(lines) + "\n")
+    for name, data in sent.items():
+        (out / name).write_bytes(data)
+
+
 if __name__ == "__main__":
     k = vm.kernel("6.12", lambda s: print(s, file=sys.stderr))
     if sys.argv[1] == "info":
@@ -111,17 +128,5 @@ if __name__ == "__main__":
         print(f"# GUEST_SMP={os.environ.get('GUEST_SMP', '')!r}")
         print("\n".join(lines))
     elif sys.argv[1] == "trace":  # trace SCENARIO OUT RUNS
-        out = Path(sys.argv[3])
-        out.mkdir(parents=True, exist_ok=True)
-        runs = int(sys.argv[4])
-        files = {
-            Path("/throttlelab/scenario.toml"): Path(sys.argv[2]).read_bytes(),
-            Path("/throttlelab/probes"): ("\n".join(PROBES) + "\n").encode(),
-        }
-        sh = f"export RUNS={runs} THROTTLELAB_START_DELAY_MS=500 THROTTLELAB_TICK_LATENCY=0\n" + TRACE_SH
-        lines, sent = vm.script(k, sh, 120 + 30 * runs, accel="tcg", files=files)
         print(f"# GUEST_SMP={os.environ.get('GUEST_SMP', '')!r}")
-        print("\n".join(lines))
-        (out / "guest.txt").write_text("\n".join(lines) + "\n")
-        for name, data in sent.items():
-            (out / name).write_bytes(data)
+        trace(k, Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), PROBES, TRACE_SH, 120 + 30 * int(sys.argv[4]))

@@ -10,8 +10,9 @@
 //! Approximations (documented in docs/engine.md):
 //! - group shares use instantaneous runnable weights, not PELT averages;
 //! - profiles >= 6.6 pick by EEVDF (eligible entity with the earliest virtual
-//!   deadline, lag ignored on placement); from 6.12 an entity that sleeps
-//!   ineligible stays queued, delayed (`DELAY_DEQUEUE`, `DELAY_ZERO`);
+//!   deadline, lag kept on placement, `RUN_TO_PARITY` at wake-up only; lag not
+//!   rescaled on reweight); from 6.12 an entity that sleeps ineligible stays
+//!   queued, delayed (`DELAY_DEQUEUE`, `DELAY_ZERO`);
 //! - load balancing is limited to wake-up placement and pulling by CPUs that
 //!   go idle.
 
@@ -119,6 +120,14 @@ pub struct Se {
     /// eligible, and stays queued, `on_rq`, until picked or woken.
     pub sched_delayed: bool,
     pub vruntime: u64,
+    /// `vlag`: the virtual lag (the runqueue's average less `vruntime`,
+    /// clamped) taken at the last dequeue, which `place_entity` keeps
+    /// (`PLACE_LAG`, EEVDF profiles).
+    pub vlag: i64,
+    /// The deadline when it was last picked (`set_protect_slice`, which the
+    /// kernel stashes in `vlag`): while it is still the deadline, the slice
+    /// is protected (`RUN_TO_PARITY`).
+    pub protect_deadline: u64,
     /// Remainder of the last `calc_delta_fair` division, carried so that
     /// vruntime does not depend on how often it is updated.
     pub vruntime_rem: u64,
@@ -140,6 +149,8 @@ impl Se {
             on_rq: false,
             sched_delayed: false,
             vruntime: 0,
+            vlag: 0,
+            protect_deadline: 0,
             vruntime_rem: 0,
             deadline: 0,
             exec_start: 0,
@@ -292,6 +303,12 @@ impl<Q: Queue> Sim<'_, Q> {
 
     /// Weighted average vruntime of the entities on `rq` (EEVDF's zero-lag point).
     fn avg_vruntime(&self, rq: CfsRqId) -> u64 {
+        self.avg_vruntime_load(rq).0
+    }
+
+    /// `avg_vruntime` and the weight it averages over (`avg_load`, with
+    /// `curr` when queued).
+    fn avg_vruntime_load(&self, rq: CfsRqId) -> (u64, u64) {
         let c = &self.cfs_rqs[rq];
         let (mut sum, mut w) = (0u128, 0u64);
         for s in c.queue.iter().copied().chain(c.curr.filter(|&s| self.ses[s].on_rq)) {
@@ -299,14 +316,35 @@ impl<Q: Queue> Sim<'_, Q> {
             w += self.ses[s].weight;
         }
         // The weights' sum fits in 64 bits; the quotient's bits as the u128 division's.
-        if w == 0 { c.min_vruntime } else { div_rem(sum, w).0 as u64 }
+        (if w == 0 { c.min_vruntime } else { div_rem(sum, w).0 as u64 }, w)
+    }
+
+    /// `update_entity_lag` (EEVDF): the entity's virtual lag on `rq`, where it
+    /// is still queued, clamped (`entity_lag`) to the virtual time of two
+    /// slices or a tick, whichever is longer.
+    fn update_entity_lag(&mut self, rq: CfsRqId, se: SeId) {
+        let avg = self.avg_vruntime(rq);
+        let s = &self.ses[se];
+        let limit = calc_delta_fair((2 * self.tun.base_slice_ns).max(self.tun.tick_ns), s.weight) as i64;
+        let vlag = (avg as i128 - s.vruntime as i128).clamp(-(limit as i128), limit as i128) as i64;
+        self.ses[se].vlag = vlag;
     }
 
     /// `place_entity`: the vruntime (and deadline) an entity gets on enqueue.
+    /// EEVDF keeps the lag it had at its dequeue (`PLACE_LAG`, 86bfbb7ce4f6,
+    /// 6.6), inflated by the weight it adds so that it is its lag once queued.
     fn place_entity(&mut self, rq: CfsRqId, se: SeId, initial: bool) {
         let weight = self.ses[se].weight;
         if self.profile.has_eevdf() {
-            let v = self.avg_vruntime(rq);
+            let (avg, load) = self.avg_vruntime_load(rq);
+            let mut lag = 0i128;
+            if load > 0 {
+                // `div_s64`: truncated toward zero.
+                lag = self.ses[se].vlag as i128 * (load + weight) as i128 / load as i128;
+            }
+            // vruntime is kept from 0 up, not wrapped: a lag larger than the
+            // virtual time so far (the first milliseconds) places at 0.
+            let v = (avg as i128 - lag).max(0) as u64;
             let vslice = calc_delta_fair(self.tun.base_slice_ns, weight);
             let s = &mut self.ses[se];
             s.vruntime = v;
@@ -369,6 +407,9 @@ impl<Q: Queue> Sim<'_, Q> {
                 return false;
             }
         }
+        if self.profile.has_eevdf() {
+            self.update_entity_lag(rq, se);
+        }
         let c = &mut self.cfs_rqs[rq];
         if c.curr != Some(se) {
             let pos = c.queue.iter().position(|&s| s == se).expect("queued entity");
@@ -381,9 +422,11 @@ impl<Q: Queue> Sim<'_, Q> {
         self.update_min_vruntime(rq);
         self.return_cfs_rq_runtime(rq);
         if flags & DEQUEUE_DELAYED != 0 {
-            // finish_delayed_dequeue_entity (DELAY_ZERO's lag clip: lag is not
-            // kept). A delayed task moved between CPUs stays delayed.
+            // `finish_delayed_dequeue_entity`: DELAY_ZERO clips a positive lag
+            // to 0; a negative one (a throttle finished it) is kept. A delayed
+            // task moved between CPUs stays delayed.
             self.ses[se].sched_delayed = false;
+            self.ses[se].vlag = self.ses[se].vlag.min(0);
         }
         true
     }
@@ -394,12 +437,14 @@ impl<Q: Queue> Sim<'_, Q> {
     pub(crate) fn requeue_delayed_entity(&mut self, se: SeId) {
         debug_assert!(self.ses[se].sched_delayed && self.ses[se].on_rq);
         let rq = self.ses[se].cfs_rq;
-        if self.ses[se].vruntime < self.avg_vruntime(rq) {
+        self.update_entity_lag(rq, se);
+        if self.ses[se].vlag > 0 {
             let queued = self.cfs_rqs[rq].curr != Some(se);
             if queued {
                 let q = &mut self.cfs_rqs[rq].queue;
                 q.swap_remove(q.iter().position(|&s| s == se).expect("queued entity"));
             }
+            self.ses[se].vlag = 0;
             self.place_entity(rq, se, false);
             if queued {
                 self.cfs_rqs[rq].queue.push(se);
@@ -565,6 +610,7 @@ impl<Q: Queue> Sim<'_, Q> {
         let s = &mut self.ses[se];
         s.exec_start = self.now;
         s.prev_sum_exec = s.sum_exec;
+        s.protect_deadline = s.deadline;
     }
 
     /// `put_prev_entity` on every level of the running task's hierarchy,
@@ -740,11 +786,14 @@ impl<Q: Queue> Sim<'_, Q> {
         let preempt = if self.profile.has_eevdf() {
             // `pick_eevdf(cfs_rq) == pse`: the woken entity is the eligible
             // queued one with the earliest deadline, and the running one
-            // keeps the CPU only while eligible with a strictly earlier
+            // keeps the CPU only while eligible and either within the slice
+            // it was picked for (`RUN_TO_PARITY`, 63304558ba5d, 6.6: its
+            // deadline not renewed since) or with a strictly earlier
             // deadline (`entity_before`): a tie goes to the woken, as when
             // the enqueue's `update_curr` has just renewed an expired slice.
             let v = self.avg_vruntime(rq);
-            let curr_keeps = sb.vruntime <= v && sb.deadline < sa.deadline;
+            let protected = sb.protect_deadline == sb.deadline;
+            let curr_keeps = sb.vruntime <= v && (protected || sb.deadline < sa.deadline);
             sa.vruntime <= v && !curr_keeps && self.pick_next_entity(rq) == Some(a)
         } else {
             sb.vruntime as i64 - sa.vruntime as i64 > calc_delta_fair(self.tun.wakeup_granularity_ns, sa.weight) as i64
@@ -867,16 +916,24 @@ mod tests {
 
     const TWO_CPUS: &str = "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\n[kernel]\nprofile = \"6.18\"\n";
 
+    /// `cpus` CPUs on `profile`, one group of `threads` spinning threads, none
+    /// woken yet.
+    fn one_group(cpus: u32, profile: &str, threads: u32) -> Sim<'static> {
+        let text = format!(
+            "name = \"t\"\nduration_s = 1\n[machine]\ncpus = {cpus}\n[kernel]\nprofile = \"{profile}\"\n\
+             [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = {threads}\n\
+             phases = [{{ run_us = 100000 }}]\n"
+        );
+        let s: &'static _ = Box::leak(Box::new(load(&text, &[]).unwrap()));
+        Sim::build(s, SimOptions::default())
+    }
+
     /// Two threads of one group on one CPU: `a` runs alone from 0, `b` (which
     /// ran before, so no initial placement) wakes at `wake_ns`. No tick runs
     /// in between, so the enqueue's `update_curr` is `a`'s first since it
     /// was picked. Whether the wake-up asked to preempt `a`.
     fn woken_preempts(wake_ns: u64) -> bool {
-        let text = "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 1\n[kernel]\nprofile = \"6.18\"\n\
-                    [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 2\n\
-                    phases = [{ run_us = 100000 }]\n";
-        let s = load(text, &[]).unwrap();
-        let mut sim: Sim = Sim::build(&s, SimOptions::default());
+        let mut sim = one_group(1, "6.18", 2);
         sim.try_to_wake_up(0);
         sim.schedule(0);
         assert_eq!(sim.rqs[0].curr, Some(0));
@@ -903,17 +960,44 @@ mod tests {
         assert!(!woken_preempts(200_000));
     }
 
+    /// `RUN_TO_PARITY` (6.6 on): on one CPU `a` runs within the slice it was
+    /// picked for, `c` queued 5 ms of virtual time ahead of it; `b` wakes
+    /// with 2.1 ms of lag (set by hand), placed 3.15 ms before the average of
+    /// `a` and `c`: eligible, its deadline (5.1 ms) before `a`'s (5.35 ms).
+    /// `a`, eligible, keeps the CPU while its slice is protected; once its
+    /// deadline moved on (here by hand, as `update_curr` renews it), the
+    /// wake-up preempts.
+    fn protected_slice_preempted(renewed: bool) -> bool {
+        let mut sim = one_group(1, "6.12", 3);
+        let [a, b, c] = [0, 1, 2].map(|k| sim.task_threads[0] + k);
+        sim.try_to_wake_up(a);
+        sim.try_to_wake_up(c);
+        sim.schedule(0);
+        assert_eq!(sim.rqs[0].curr, Some(a));
+        let (sa, sc) = (sim.threads[a].se, sim.threads[c].se);
+        (sim.ses[sa].vruntime, sim.ses[sa].deadline) = (5_000_000, 5_350_000);
+        sim.ses[sa].protect_deadline = if renewed { 0 } else { 5_350_000 };
+        (sim.ses[sc].vruntime, sim.ses[sc].deadline) = (10_000_000, 10_350_000);
+        sim.threads[b].cpu_ns = 1;
+        sim.ses[sim.threads[b].se].vlag = 2_100_000;
+        sim.now = 100_000;
+        sim.try_to_wake_up(b);
+        let sb = sim.threads[b].se;
+        assert_eq!((sim.ses[sb].vruntime, sim.ses[sb].deadline), (4_400_000, 5_100_000));
+        sim.rqs[0].need_resched
+    }
+
+    #[test]
+    fn a_protected_slice_is_not_preempted_by_a_wake_up() {
+        assert!(!protected_slice_preempted(false));
+        assert!(protected_slice_preempted(true));
+    }
+
     /// Two CPUs, one group of three threads on `profile`: `a` runs on CPU 0
     /// with `b` waiting behind it, `c` runs on CPU 1. The simulator, and the
     /// threads `[a, b, c]`.
     fn a_b_on_cpu0_c_on_cpu1(profile: &str) -> (Sim<'static>, [usize; 3]) {
-        let text = format!(
-            "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\n[kernel]\nprofile = \"{profile}\"\n\
-             [[cgroup]]\nname = \"app\"\n[[task]]\nname = \"rs\"\ncgroup = \"app\"\nthreads = 3\n\
-             phases = [{{ run_us = 100000 }}]\n"
-        );
-        let s: &'static _ = Box::leak(Box::new(load(&text, &[]).unwrap()));
-        let mut sim: Sim = Sim::build(s, SimOptions::default());
+        let mut sim = one_group(2, profile, 3);
         // The task's threads follow the machine's background threads.
         let [a, b, c] = [0, 1, 2].map(|k| sim.task_threads[0] + k);
         for (t, cpu) in [(a, 0), (b, 0), (c, 1)] {
@@ -1014,6 +1098,35 @@ mod tests {
             assert!(!se.sched_delayed && !se.on_rq);
         }
         assert!(sim.rqs[0].runnable.is_empty());
+    }
+
+    /// `PLACE_LAG` (EEVDF, 6.6 on): a thread that sleeps eligible keeps its
+    /// lag. `a` sleeps at 0.5 ms on CPU 0 beside `b` (2 ms of virtual time
+    /// ahead), 0.75 ms behind their average: not delayed, a full dequeue
+    /// with that lag. Woken at 1 ms behind `b` (both CPUs busy), it is
+    /// placed 1.5 ms before `b` (the lag inflated by the weight it adds), so
+    /// that it is 0.75 ms behind the new average: the lag it slept with.
+    /// Traced on 6.12 (docs/fidelity.md, ddq12): about half the workers'
+    /// wake-ups carried a positive lag, 1.3-1.7 ms at the median.
+    #[test]
+    fn a_thread_asleep_eligible_keeps_its_lag() {
+        for profile in ["6.6", "6.12", "6.18"] {
+            let (mut sim, [a, b, _]) = a_b_on_cpu0_c_on_cpu1(profile);
+            let (sa, sb) = (sim.threads[a].se, sim.threads[b].se);
+            sim.ses[sb].vruntime = 2_000_000;
+            sim.now = 500_000;
+            sim.threads[a].state = ThreadState::Sleeping;
+            sim.block(a);
+            sim.schedule(0);
+            assert!(!sim.ses[sa].on_rq, "{profile}: a eligible, not delayed");
+            assert_eq!(sim.ses[sa].vlag, 750_000, "{profile}");
+            sim.now = 1_000_000;
+            sim.try_to_wake_up(a);
+            assert_eq!(sim.threads[a].cpu, 0, "{profile}");
+            assert_eq!(sim.ses[sa].vruntime, 1_000_000, "{profile}: 2.5 ms less 2 x 0.75 ms");
+            let rq = sim.ses[sa].cfs_rq;
+            assert_eq!(sim.avg_vruntime(rq) - sim.ses[sa].vruntime, 750_000, "{profile}");
+        }
     }
 
     /// An idle CPU's `util_avg` halves every 32 PELT periods of 1024 us.
