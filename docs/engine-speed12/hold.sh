@@ -3,13 +3,13 @@
 # built-ins, main before speed12 (e41f8fa's engine: /tmp/final11-site) against main with it
 # (/tmp/m12-site), both `pip install --target` sites of `git archive` trees (the same kind of
 # install), alternately, 3 rounds of `bench --json --runs 5`; then docs/engine-issue36/measure.sh
-# with /tmp/m12-site (advise and reproduce --all against the code the issue was filed on).
+# with /tmp/m12-site (AFTER= another site; advise and reproduce --all against the code the issue was filed on).
 set -u
 out=/tmp/speed12-hold; mkdir -p $out; cd /tmp
 py=/work/venvs/main/bin/python
 for round in 1 2 3; do
   for v in before after; do
-    site=/tmp/final11-site; [ $v = after ] && site=/tmp/m12-site
+    site=/tmp/final11-site; [ $v = after ] && site=${AFTER:-/tmp/m12-site}
     PYTHONPATH=$site $py -m throttlelab bench --json --runs 5 bench-busy-8cpu bench-busy-64cpu bench-busy-256cpu > $out/bench-$v-$round.json
     echo "== round $round $v: $(PYTHONPATH=$site $py -c "
 import json; d=json.load(open('$out/bench-$v-$round.json'))
@@ -17,4 +17,4 @@ rows=d if isinstance(d,list) else d.get('results',d)
 print(' '.join(f\"{r['scenario']}: {r['events_per_s']/1e6:.2f} M/s {r['sim_s_per_wall_s']:.1f}x\" for r in rows))")"
   done
 done
-bash /work/main/docs/engine-issue36/measure.sh /work/venvs/main /tmp/m12-site
+bash /work/main/docs/engine-issue36/measure.sh /work/venvs/main ${AFTER:-/tmp/m12-site}
