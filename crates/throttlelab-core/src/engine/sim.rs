@@ -119,6 +119,11 @@ pub struct Sim<'s, Q = HeapQueue> {
     /// its thread runs on or blocks, and the next one's is armed), until it
     /// does: a stall on it meanwhile need not arm one that is replaced.
     pub(crate) rearm_run_done: Option<CpuId>,
+    /// The CPUs below this one have had their tick at `now` (an event at an
+    /// instant runs after every other event, then the ticks and the timers
+    /// of their interrupts by CPU: `event::key`), so a catch-up applies a
+    /// skipped tick at `now` only on those (`tick_due_by`).
+    pub(crate) ticks_run_at_now: CpuId,
 }
 
 /// A run with the event queue its machine takes (`event::wheel_pays`).
@@ -246,6 +251,7 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             stop: None,
             stopped_at: None,
             rearm_run_done: None,
+            ticks_run_at_now: 0,
         };
         // Simulated time 0 is some minutes after boot. The jiffy grid sits on
         // multiples of TICK_NSEC since boot (6.5+) or wherever boot left it.
@@ -312,7 +318,13 @@ impl<'s, Q: Queue> Sim<'s, Q> {
         let until_done = self.scenario.duration_s.is_none();
         while !(until_done && self.finite_left == 0) {
             let Some((t, ev)) = self.events.pop_until(self.end) else { break };
+            if t != self.now {
+                self.ticks_run_at_now = 0;
+            }
             self.now = t;
+            if let Event::Tick { cpu, .. } | Event::PeriodTimer { irq: Irq::Tick(cpu), .. } = ev {
+                self.ticks_run_at_now = self.ticks_run_at_now.max(cpu + 1);
+            }
             self.dispatch(ev);
             self.finish_event();
         }
