@@ -298,13 +298,21 @@ impl<Q: Queue> Sim<'_, Q> {
 
     /// The ticks of `cpu` that have run by the current event are those
     /// before this time: those before `now`, and the one at `now` if its CPU
-    /// comes before the event's (`ticks_run_at_now`). A period timer whose
+    /// comes before the event's (`ticks_run_at`). A period timer whose
     /// own interrupt would come after its CPU's next tick runs at that
     /// tick's instant, before it (`arm_period_timer`): a catch-up there that
     /// charged the tick first gave `hard_limits`' refill (which clips the
     /// runtime to a period's) a different runtime than every tick gave it.
     fn tick_due_by(&self, cpu: CpuId) -> Time {
-        self.now + (cpu < self.ticks_run_at_now) as Time
+        let (t, n) = self.ticks_run_at;
+        self.now + (t == self.now && cpu < n) as Time
+    }
+
+    /// A class-1 event of `cpu` (its tick, or a period timer in its
+    /// interrupt) runs: the ticks at `now` of the CPUs up to it have run.
+    pub(crate) fn tick_runs(&mut self, cpu: CpuId) {
+        let (t, n) = self.ticks_run_at;
+        self.ticks_run_at = (self.now, if t == self.now { n.max(cpu + 1) } else { cpu + 1 });
     }
 
     /// The next tick on `cpu` that can change something: every tick while
