@@ -52,6 +52,13 @@ pub struct CfsRq {
     /// Sum of the weights of the entities on this runqueue.
     pub load: u64,
     pub min_vruntime: u64,
+    /// The kernel's `avg_vruntime` and `avg_load` (af4cf40470c2): the sums
+    /// of `vruntime * weight` and of `weight` over `queue` (`curr` is added
+    /// when read), kept by `__enqueue_entity` / `__dequeue_entity`. Of
+    /// absolute vruntimes, not keyed to a zero point: in u128 the sum is
+    /// exact, the walk's to the bit.
+    pub avg_vruntime: u128,
+    pub avg_load: u64,
     // Bandwidth control state (see bandwidth.rs).
     pub runtime_enabled: bool,
     pub runtime_remaining: i64,
@@ -301,6 +308,60 @@ impl<Q: Queue> Sim<'_, Q> {
         c.min_vruntime = c.min_vruntime.max(v);
     }
 
+    /// `avg_vruntime_add`: a queued entity's terms into the kept sums.
+    fn avg_vruntime_add(&mut self, rq: CfsRqId, se: SeId) {
+        let s = &self.ses[se];
+        let c = &mut self.cfs_rqs[rq];
+        c.avg_vruntime += s.vruntime as u128 * s.weight as u128;
+        c.avg_load += s.weight;
+    }
+
+    /// `avg_vruntime_sub`: the same terms out.
+    fn avg_vruntime_sub(&mut self, rq: CfsRqId, se: SeId) {
+        let s = &self.ses[se];
+        let c = &mut self.cfs_rqs[rq];
+        c.avg_vruntime -= s.vruntime as u128 * s.weight as u128;
+        c.avg_load -= s.weight;
+    }
+
+    /// `__enqueue_entity`: into the queue (the kernel's tree) and its sums.
+    fn __enqueue_entity(&mut self, rq: CfsRqId, se: SeId) {
+        self.avg_vruntime_add(rq, se);
+        self.cfs_rqs[rq].queue.push(se);
+    }
+
+    /// `__dequeue_entity`: out of the queue and its sums.
+    fn __dequeue_entity(&mut self, rq: CfsRqId, se: SeId) {
+        let q = &mut self.cfs_rqs[rq].queue;
+        q.swap_remove(q.iter().position(|&s| s == se).expect("queued entity"));
+        self.avg_vruntime_sub(rq, se);
+    }
+
+    /// The sums `avg_vruntime` reads: the kept ones plus `curr`'s terms
+    /// when it is queued (`curr` is out of the tree, and its vruntime
+    /// moves with every `update_curr`).
+    fn avg_vruntime_sums(&self, rq: CfsRqId) -> (u128, u64) {
+        let c = &self.cfs_rqs[rq];
+        let (mut sum, mut load) = (c.avg_vruntime, c.avg_load);
+        if let Some(s) = c.curr.map(|s| &self.ses[s]).filter(|s| s.on_rq) {
+            sum += s.vruntime as u128 * s.weight as u128;
+            load += s.weight;
+        }
+        debug_assert_eq!((sum, load), self.avg_vruntime_walk(rq), "kept sums of cfs_rq {rq}");
+        (sum, load)
+    }
+
+    /// The sums by a walk over the queue and `curr`: what the kept sums
+    /// must equal (checked in debug builds).
+    fn avg_vruntime_walk(&self, rq: CfsRqId) -> (u128, u64) {
+        let c = &self.cfs_rqs[rq];
+        let on_rq = c.curr.filter(|&s| self.ses[s].on_rq);
+        c.queue.iter().chain(on_rq.as_ref()).fold((0, 0), |(sum, load), &s| {
+            let s = &self.ses[s];
+            (sum + s.vruntime as u128 * s.weight as u128, load + s.weight)
+        })
+    }
+
     /// Weighted average vruntime of the entities on `rq` (EEVDF's zero-lag point).
     fn avg_vruntime(&self, rq: CfsRqId) -> u64 {
         self.avg_vruntime_load(rq).0
@@ -309,14 +370,9 @@ impl<Q: Queue> Sim<'_, Q> {
     /// `avg_vruntime` and the weight it averages over (`avg_load`, with
     /// `curr` when queued).
     fn avg_vruntime_load(&self, rq: CfsRqId) -> (u64, u64) {
-        let c = &self.cfs_rqs[rq];
-        let (mut sum, mut w) = (0u128, 0u64);
-        for s in c.queue.iter().copied().chain(c.curr.filter(|&s| self.ses[s].on_rq)) {
-            sum += self.ses[s].vruntime as u128 * self.ses[s].weight as u128;
-            w += self.ses[s].weight;
-        }
+        let (sum, w) = self.avg_vruntime_sums(rq);
         // The weights' sum fits in 64 bits; the quotient's bits as the u128 division's.
-        (if w == 0 { c.min_vruntime } else { div_rem(sum, w).0 as u64 }, w)
+        (if w == 0 { self.cfs_rqs[rq].min_vruntime } else { div_rem(sum, w).0 as u64 }, w)
     }
 
     /// `update_entity_lag` (EEVDF): the entity's virtual lag on `rq`, where it
@@ -373,10 +429,9 @@ impl<Q: Queue> Sim<'_, Q> {
         }
         let w = self.ses[se].weight;
         self.add_load(rq, w, true);
-        let c = &mut self.cfs_rqs[rq];
-        c.nr_running += 1;
-        if c.curr != Some(se) {
-            c.queue.push(se);
+        self.cfs_rqs[rq].nr_running += 1;
+        if self.cfs_rqs[rq].curr != Some(se) {
+            self.__enqueue_entity(rq, se);
         }
         self.ses[se].on_rq = true;
         if self.cfs_rqs[rq].nr_running == 1 {
@@ -387,10 +442,16 @@ impl<Q: Queue> Sim<'_, Q> {
         }
     }
 
-    /// `entity_eligible`: no virtual time owed (vruntime at or before the
-    /// average of the runqueue's entities, `curr` included).
+    /// `entity_eligible` / `vruntime_eligible`: no virtual time owed
+    /// (vruntime at or before the average of the runqueue's entities, `curr`
+    /// included). Compared as the kernel does, against the sums without the
+    /// division: `v * load <= sum` is `v <= floor(sum / load)`.
     fn entity_eligible(&self, rq: CfsRqId, se: SeId) -> bool {
-        self.ses[se].vruntime <= self.avg_vruntime(rq)
+        let v = self.ses[se].vruntime;
+        match self.avg_vruntime_sums(rq) {
+            (_, 0) => v <= self.cfs_rqs[rq].min_vruntime,
+            (sum, load) => v as u128 * load as u128 <= sum,
+        }
     }
 
     /// `dequeue_entity`. With `DELAY_DEQUEUE` (6.12) an entity going to
@@ -410,12 +471,10 @@ impl<Q: Queue> Sim<'_, Q> {
         if self.profile.has_eevdf() {
             self.update_entity_lag(rq, se);
         }
-        let c = &mut self.cfs_rqs[rq];
-        if c.curr != Some(se) {
-            let pos = c.queue.iter().position(|&s| s == se).expect("queued entity");
-            c.queue.swap_remove(pos);
+        if self.cfs_rqs[rq].curr != Some(se) {
+            self.__dequeue_entity(rq, se);
         }
-        c.nr_running -= 1;
+        self.cfs_rqs[rq].nr_running -= 1;
         self.ses[se].on_rq = false;
         let w = self.ses[se].weight;
         self.add_load(rq, w, false);
@@ -441,13 +500,12 @@ impl<Q: Queue> Sim<'_, Q> {
         if self.ses[se].vlag > 0 {
             let queued = self.cfs_rqs[rq].curr != Some(se);
             if queued {
-                let q = &mut self.cfs_rqs[rq].queue;
-                q.swap_remove(q.iter().position(|&s| s == se).expect("queued entity"));
+                self.__dequeue_entity(rq, se);
             }
             self.ses[se].vlag = 0;
             self.place_entity(rq, se, false);
             if queued {
-                self.cfs_rqs[rq].queue.push(se);
+                self.__enqueue_entity(rq, se);
             }
         }
         self.ses[se].sched_delayed = false;
@@ -469,12 +527,21 @@ impl<Q: Queue> Sim<'_, Q> {
         let shares = shares.clamp(MIN_SHARES, tg_shares);
         let old = self.ses[se].weight;
         if shares != old {
+            // `reweight_entity`: a queued entity's terms leave the sums at the
+            // old weight and come back at the new.
+            let parent = self.ses[se].cfs_rq;
+            let queued = self.ses[se].on_rq && self.cfs_rqs[parent].curr != Some(se);
+            if queued {
+                self.avg_vruntime_sub(parent, se);
+            }
             if self.ses[se].on_rq {
-                let parent = self.ses[se].cfs_rq;
                 self.add_load(parent, old, false);
                 self.add_load(parent, shares, true);
             }
             self.ses[se].weight = shares;
+            if queued {
+                self.avg_vruntime_add(parent, se);
+            }
         }
     }
 
@@ -602,10 +669,10 @@ impl<Q: Queue> Sim<'_, Q> {
     }
 
     fn set_next_entity(&mut self, rq: CfsRqId, se: SeId) {
-        let c = &mut self.cfs_rqs[rq];
-        if let Some(pos) = c.queue.iter().position(|&s| s == se) {
-            c.queue.swap_remove(pos);
+        if self.cfs_rqs[rq].queue.contains(&se) {
+            self.__dequeue_entity(rq, se);
         }
+        let c = &mut self.cfs_rqs[rq];
         c.curr = Some(se);
         let s = &mut self.ses[se];
         s.exec_start = self.now;
@@ -624,11 +691,10 @@ impl<Q: Queue> Sim<'_, Q> {
                 self.update_curr(rq, self.now);
             }
             self.check_cfs_rq_runtime(rq);
-            let c = &mut self.cfs_rqs[rq];
             if self.ses[se].on_rq {
-                c.queue.push(se);
+                self.__enqueue_entity(rq, se);
             }
-            c.curr = None;
+            self.cfs_rqs[rq].curr = None;
         }
     }
 
@@ -928,6 +994,20 @@ mod tests {
         Sim::build(s, SimOptions::default())
     }
 
+    /// Move an entity's vruntime by hand; a queued one (not `curr`) leaves
+    /// the queue and its kept sums and comes back, as a kernel reweight does.
+    fn set_vruntime(sim: &mut Sim<'static>, se: usize, v: u64) {
+        let rq = sim.ses[se].cfs_rq;
+        let queued = sim.cfs_rqs[rq].queue.contains(&se);
+        if queued {
+            sim.__dequeue_entity(rq, se);
+        }
+        sim.ses[se].vruntime = v;
+        if queued {
+            sim.__enqueue_entity(rq, se);
+        }
+    }
+
     /// Two threads of one group on one CPU: `a` runs alone from 0, `b` (which
     /// ran before, so no initial placement) wakes at `wake_ns`. No tick runs
     /// in between, so the enqueue's `update_curr` is `a`'s first since it
@@ -977,7 +1057,8 @@ mod tests {
         let (sa, sc) = (sim.threads[a].se, sim.threads[c].se);
         (sim.ses[sa].vruntime, sim.ses[sa].deadline) = (5_000_000, 5_350_000);
         sim.ses[sa].protect_deadline = if renewed { 0 } else { 5_350_000 };
-        (sim.ses[sc].vruntime, sim.ses[sc].deadline) = (10_000_000, 10_350_000);
+        set_vruntime(&mut sim, sc, 10_000_000);
+        sim.ses[sc].deadline = 10_350_000;
         sim.threads[b].cpu_ns = 1;
         sim.ses[sim.threads[b].se].vlag = 2_100_000;
         sim.now = 100_000;
@@ -1113,7 +1194,7 @@ mod tests {
         for profile in ["6.6", "6.12", "6.18"] {
             let (mut sim, [a, b, _]) = a_b_on_cpu0_c_on_cpu1(profile);
             let (sa, sb) = (sim.threads[a].se, sim.threads[b].se);
-            sim.ses[sb].vruntime = 2_000_000;
+            set_vruntime(&mut sim, sb, 2_000_000);
             sim.now = 500_000;
             sim.threads[a].state = ThreadState::Sleeping;
             sim.block(a);

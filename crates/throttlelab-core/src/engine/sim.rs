@@ -119,6 +119,12 @@ pub struct Sim<'s, Q = HeapQueue> {
     /// its thread runs on or blocks, and the next one's is armed), until it
     /// does: a stall on it meanwhile need not arm one that is replaced.
     pub(crate) rearm_run_done: Option<CpuId>,
+    /// `(t, n)`: the CPUs below `n` have had their tick at `t` (at an
+    /// instant every other event runs first, then the ticks and the timers
+    /// of their interrupts by CPU: `event::key`), so a catch-up at `t`
+    /// applies a skipped tick at `t` only on those (`tick_due_by`). Set by
+    /// the class-1 events only, so that other events pay nothing.
+    pub(crate) ticks_run_at: (Time, CpuId),
 }
 
 /// A run with the event queue its machine takes (`event::wheel_pays`).
@@ -246,6 +252,7 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             stop: None,
             stopped_at: None,
             rearm_run_done: None,
+            ticks_run_at: (0, 0),
         };
         // Simulated time 0 is some minutes after boot. The jiffy grid sits on
         // multiples of TICK_NSEC since boot (6.5+) or wherever boot left it.
@@ -362,6 +369,7 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             }
             Event::Tick { cpu, index, gen } => {
                 debug_assert_eq!(self.rqs[cpu].tick_gen, gen, "a replaced Tick was popped");
+                self.tick_runs(cpu);
                 (self.rqs[cpu].tick_armed, self.rqs[cpu].tick_queued) = (None, false);
                 self.sched_tick(cpu, index);
                 // Its interrupt lasts until the period timers expiring
@@ -372,7 +380,10 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             }
             Event::PeriodTimer { tg, irq } => {
                 let in_tick_irq = match irq {
-                    Irq::Tick(cpu) => self.run_in_tick_irq(cpu, tg),
+                    Irq::Tick(cpu) => {
+                        self.tick_runs(cpu);
+                        self.run_in_tick_irq(cpu, tg)
+                    }
                     _ => false,
                 };
                 let b = &self.tgs[tg].cfs_b;

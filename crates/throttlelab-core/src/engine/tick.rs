@@ -250,20 +250,21 @@ impl<Q: Queue> Sim<'_, Q> {
         let rq = &self.rqs[cpu];
         let limit = rq.tick_armed.unwrap_or(u64::MAX);
         let first = rq.next_tick;
-        if first >= limit || self.next_tick_time(cpu) > self.now {
+        let due_by = self.tick_due_by(cpu);
+        if first >= limit || self.next_tick_time(cpu) >= due_by {
             return;
         }
-        // The last tick before `limit` that is due by now, and when it ran:
+        // The last tick before `limit` that is due, and when it ran:
         // `first`'s time is the memo just read (most catch-ups skipped one
         // tick), a later one's is computed once.
-        let (after, after_at) = self.first_tick_at_or_after_timed(cpu, self.now + 1);
+        let (after, after_at) = self.first_tick_at_or_after_timed(cpu, due_by);
         let mut k = after.min(limit) - 1;
         let at = loop {
             if k == first {
                 break self.rqs[cpu].next_tick_at;
             }
             let at = self.ticks.tick_time(cpu, k);
-            if at <= self.now {
+            if at < due_by {
                 break at;
             }
             k -= 1;
@@ -293,6 +294,25 @@ impl<Q: Queue> Sim<'_, Q> {
         let rq = &mut self.rqs[cpu];
         rq.next_tick = k + 1;
         rq.next_tick_at = if k + 1 == after { after_at } else { 0 };
+    }
+
+    /// The ticks of `cpu` that have run by the current event are those
+    /// before this time: those before `now`, and the one at `now` if its CPU
+    /// comes before the event's (`ticks_run_at`). A period timer whose
+    /// own interrupt would come after its CPU's next tick runs at that
+    /// tick's instant, before it (`arm_period_timer`): a catch-up there that
+    /// charged the tick first gave `hard_limits`' refill (which clips the
+    /// runtime to a period's) a different runtime than every tick gave it.
+    fn tick_due_by(&self, cpu: CpuId) -> Time {
+        let (t, n) = self.ticks_run_at;
+        self.now + (t == self.now && cpu < n) as Time
+    }
+
+    /// A class-1 event of `cpu` (its tick, or a period timer in its
+    /// interrupt) runs: the ticks at `now` of the CPUs up to it have run.
+    pub(crate) fn tick_runs(&mut self, cpu: CpuId) {
+        let (t, n) = self.ticks_run_at;
+        self.ticks_run_at = (self.now, if t == self.now { n.max(cpu + 1) } else { cpu + 1 });
     }
 
     /// The next tick on `cpu` that can change something: every tick while
