@@ -10,6 +10,7 @@
 #   cd /tmp/s13-src && CARGO_TARGET_DIR=/tmp/s13-target /work/venvs/speed13/bin/pip install \
 #     --no-deps --target /tmp/s13-site -c constraints.txt --no-build-isolation .
 set -u
+here=$(cd "$(dirname "$0")" && pwd)  # before the cd below
 before=/tmp/m13-site after=${AFTER:-/tmp/s13-site}
 for site in $before $after; do
   test -f $site/throttlelab/__init__.py || { echo "missing site: $site (see this script's head)"; exit 1; }
@@ -26,4 +27,4 @@ rows=d if isinstance(d,list) else d.get('results',d)
 print(' '.join(f\"{r['scenario']}: {r['events']} events {r['events_per_s']/1e6:.2f} M/s {r['sim_s_per_wall_s']:.1f}x\" for r in rows))")"
   done
 done
-bash "$(dirname "$0")/../engine-issue36/measure.sh" /work/venvs/main $after
+bash "$here/../engine-issue36/measure.sh" /work/venvs/main $after
