@@ -5,16 +5,19 @@
 # install), alternately, 3 rounds of `bench --json --runs 5`; then docs/engine-issue36/measure.sh
 # with /tmp/m12-site (AFTER= another site; advise and reproduce --all against the code the issue was filed on).
 set -u
-out=/tmp/speed12-hold; mkdir -p $out; cd /tmp
+# BEFORE, AFTER and OUT (env) reuse this hold for a later stop (speed13's hold.sh does).
+here=$(cd "$(dirname "$0")" && pwd)
+before=${BEFORE:-/tmp/final11-site} after=${AFTER:-/tmp/m12-site}
+out=${OUT:-/tmp/speed12-hold}; mkdir -p $out; cd /tmp
 py=/work/venvs/main/bin/python
 for round in 1 2 3; do
   for v in before after; do
-    site=/tmp/final11-site; [ $v = after ] && site=${AFTER:-/tmp/m12-site}
+    site=$before; [ $v = after ] && site=$after
     PYTHONPATH=$site $py -m throttlelab bench --json --runs 5 bench-busy-8cpu bench-busy-64cpu bench-busy-256cpu > $out/bench-$v-$round.json
     echo "== round $round $v: $(PYTHONPATH=$site $py -c "
 import json; d=json.load(open('$out/bench-$v-$round.json'))
 rows=d if isinstance(d,list) else d.get('results',d)
-print(' '.join(f\"{r['scenario']}: {r['events_per_s']/1e6:.2f} M/s {r['sim_s_per_wall_s']:.1f}x\" for r in rows))")"
+print(' '.join(f\"{r['scenario']}: {r['events']} events {r['events_per_s']/1e6:.2f} M/s {r['sim_s_per_wall_s']:.1f}x\" for r in rows))")"
   done
 done
-bash /work/main/docs/engine-issue36/measure.sh /work/venvs/main ${AFTER:-/tmp/m12-site}
+bash "$here/../engine-issue36/measure.sh" /work/venvs/main $after
