@@ -120,7 +120,9 @@ def probe_host(cpus: int) -> str:
     held meanwhile), on its first ``cpus`` online CPUs: the ``host`` block as
     JSON (release, hz, background, work speed, tick lateness)."""
 
-def measured_background_lengths(lengths_us: list[float]) -> list[float]: ...
+def measured_background_lengths(lengths_us: list[float]) -> list[float]:
+    """``machine.background_lengths_us`` from measured lengths in any order (``compare``
+    pools its runs' probes): the sample sorted, or at most 64 of its even quantiles."""
 def like_host_overrides(host: str) -> list[str]:
     """The ``key=value`` overrides that set a scenario up like ``host`` (a
     ``host`` block as JSON), unpaired: the core's one rule, which ``compare``

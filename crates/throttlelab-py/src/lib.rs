@@ -108,9 +108,6 @@ fn read_host(host: &str) -> PyResult<throttlelab_core::output::Host> {
     serde_json::from_str(host).map_err(|e| ScenarioError::new_err(format!("host: {e}")))
 }
 
-/// The `key=value` overrides that set a scenario up like `host` (a real run's
-/// `host` block, or `probe_host`'s, as JSON), unpaired: the core's one rule,
-/// `Host::scenario_overrides`.
 /// `machine.background_lengths_us` from measured lengths (compare pools its
 /// runs' probes): the core's rule.
 #[pyfunction]
@@ -118,6 +115,9 @@ fn measured_background_lengths(lengths_us: Vec<f64>) -> Vec<f64> {
     throttlelab_core::scenario::measured_background_lengths(lengths_us)
 }
 
+/// The `key=value` overrides that set a scenario up like `host` (a real run's
+/// `host` block, or `probe_host`'s, as JSON), unpaired: the core's one rule,
+/// `Host::scenario_overrides`.
 #[pyfunction]
 fn like_host_overrides(host: &str) -> PyResult<Vec<String>> {
     read_host(host)?.scenario_overrides(None).map_err(scenario_err)

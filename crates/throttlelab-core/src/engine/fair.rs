@@ -330,11 +330,14 @@ impl<Q: Queue> Sim<'_, Q> {
         self.cfs_rqs[rq].queue.push(se);
     }
 
-    /// `__dequeue_entity`: out of the queue and its sums.
-    fn __dequeue_entity(&mut self, rq: CfsRqId, se: SeId) {
+    /// `__dequeue_entity`: out of the queue and its sums; false (nothing
+    /// done) where `se` was not in the queue.
+    fn __dequeue_entity(&mut self, rq: CfsRqId, se: SeId) -> bool {
         let q = &mut self.cfs_rqs[rq].queue;
-        q.swap_remove(q.iter().position(|&s| s == se).expect("queued entity"));
+        let Some(pos) = q.iter().position(|&s| s == se) else { return false };
+        q.swap_remove(pos);
         self.avg_vruntime_sub(rq, se);
+        true
     }
 
     /// The sums `avg_vruntime` reads: the kept ones plus `curr`'s terms
@@ -472,7 +475,7 @@ impl<Q: Queue> Sim<'_, Q> {
             self.update_entity_lag(rq, se);
         }
         if self.cfs_rqs[rq].curr != Some(se) {
-            self.__dequeue_entity(rq, se);
+            assert!(self.__dequeue_entity(rq, se), "queued entity");
         }
         self.cfs_rqs[rq].nr_running -= 1;
         self.ses[se].on_rq = false;
@@ -500,7 +503,7 @@ impl<Q: Queue> Sim<'_, Q> {
         if self.ses[se].vlag > 0 {
             let queued = self.cfs_rqs[rq].curr != Some(se);
             if queued {
-                self.__dequeue_entity(rq, se);
+                assert!(self.__dequeue_entity(rq, se), "queued entity");
             }
             self.ses[se].vlag = 0;
             self.place_entity(rq, se, false);
@@ -669,9 +672,8 @@ impl<Q: Queue> Sim<'_, Q> {
     }
 
     fn set_next_entity(&mut self, rq: CfsRqId, se: SeId) {
-        if self.cfs_rqs[rq].queue.contains(&se) {
-            self.__dequeue_entity(rq, se);
-        }
+        // Out of the queue where it waited (`curr` already, it is not in it).
+        self.__dequeue_entity(rq, se);
         let c = &mut self.cfs_rqs[rq];
         c.curr = Some(se);
         let s = &mut self.ses[se];
@@ -998,10 +1000,7 @@ mod tests {
     /// the queue and its kept sums and comes back, as a kernel reweight does.
     fn set_vruntime(sim: &mut Sim<'static>, se: usize, v: u64) {
         let rq = sim.ses[se].cfs_rq;
-        let queued = sim.cfs_rqs[rq].queue.contains(&se);
-        if queued {
-            sim.__dequeue_entity(rq, se);
-        }
+        let queued = sim.__dequeue_entity(rq, se);
         sim.ses[se].vruntime = v;
         if queued {
             sim.__enqueue_entity(rq, se);
