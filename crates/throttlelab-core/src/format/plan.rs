@@ -15,11 +15,16 @@ impl Plan {
     /// `Stream::CyclePhase(task)`.
     pub fn of(s: &Scenario) -> Plan {
         // Threads start round-robin over the CPUs each may use, across tasks
-        // and services; a pinned thread where it is pinned.
+        // and services, a core's first siblings before its second (as fork
+        // balancing, `sched_balance_find_dst_group`, fills idle cores first);
+        // a pinned thread where it is pinned.
         let mut next_start = 0;
+        let smt = s.machine.smt;
         let mut start_cpu = |allowed: &[usize]| {
             next_start += 1;
-            allowed[(next_start - 1) % allowed.len()]
+            let mut by_core = allowed.to_vec();
+            by_core.sort_by_key(|&cpu| (cpu % smt, cpu / smt));
+            by_core[(next_start - 1) % by_core.len()]
         };
         let mut first_thread = 0;
         let mut tasks = Vec::with_capacity(s.tasks.len());
@@ -168,5 +173,15 @@ quota_us = 5000
         let back: Plan = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
         assert_eq!(back.tasks[0].threads, a.tasks[0].threads);
         assert_eq!(back.tasks[0].phases.get(0), a.tasks[0].phases.get(0));
+    }
+
+    #[test]
+    fn threads_start_on_idle_cores_before_siblings() {
+        // 2 cores of 4 siblings (CPUs 0-3, 4-7): one thread a core, then the
+        // cores' second siblings; within a cpuset of one core, its siblings.
+        let s = load(&SCENARIO.replace("cpus = 4\n", "cpus = 8\nsmt = 4\n").replace("threads = 2", "threads = 5"), &[]).unwrap();
+        let plan = Plan::of(&s);
+        assert_eq!(plan.tasks[0].threads.iter().map(|t| t.start_cpu).collect::<Vec<_>>(), [0, 4, 1, 5, 2]);
+        assert_eq!(plan.services[0].workers[0].start_cpu, 3, "sixth in the round-robin over 2-3 (core 0)");
     }
 }
