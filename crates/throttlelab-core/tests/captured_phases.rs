@@ -49,15 +49,18 @@ fn wake_ups_replay_by_their_kind() {
     assert!(near(finished_ms(&free, "a"), 40.0), "{}", finished_ms(&free, "a"));
     assert!(near(finished_ms(&free, "b"), 20.0), "{}", finished_ms(&free, "b"));
     assert!(near(finished_ms(&free, "c"), 40.0), "{}", finished_ms(&free, "c"));
-    // 15 ms of quota per 100 ms: the group throttles, everything ends later,
-    // and the order of a wake-up and its waiter holds.
+    // 15 ms of quota per 100 ms: the group throttles, the wake-up chain ends
+    // later, and the order of a wake-up and its waiter holds. c, alone on its
+    // CPU from 30 ms, ends late only if no refill falls in its 10 ms: with the
+    // period timer's random offset (6.6+) one can (traced: a refill at 32.8 ms).
     let tight = run(15_000);
     let app = &tight["cgroups"]["app"];
     assert!(app["nr_throttled"].as_u64().unwrap() > 0);
     assert_eq!(app["usage_usec"].as_u64().unwrap() / 1000, 40);
-    for (task, free_ms) in [("a", 40.0), ("b", 20.0), ("c", 40.0)] {
+    for (task, free_ms) in [("a", 40.0), ("b", 20.0)] {
         assert!(finished_ms(&tight, task) > free_ms + 1.0, "{task}: {tight}");
     }
+    assert!(finished_ms(&tight, "c") >= 40.0 - 0.5, "{tight}");
 }
 
 #[test]

@@ -54,9 +54,9 @@ impl<Q: Queue> Sim<'_, Q> {
         }
     }
 
-    fn add_thread(&mut self, driver: Driver, tg: usize, allowed: Rc<[CpuId]>) -> ThreadId {
+    /// A thread that last ran on `cpu`: where its first wake-up looks first.
+    fn add_thread(&mut self, driver: Driver, tg: usize, allowed: Rc<[CpuId]>, cpu: CpuId) -> ThreadId {
         let tid = self.threads.len();
-        let cpu = allowed[0];
         let se = self.new_task_se(tid, tg, cpu);
         self.threads.push(Thread {
             driver,
@@ -92,8 +92,11 @@ impl<Q: Queue> Sim<'_, Q> {
             self.task_threads.push(self.threads.len());
             let tg = t.cgroup.map_or(0, |i| i + 1);
             for th in &t.threads {
+                // The real worker sleeps on `start_cpu` until the start and
+                // wakes there (`start_on`), so its first `select_task_rq`
+                // starts from that CPU.
                 let cpus = self.plan_cpus(&th.cpus);
-                let tid = self.add_thread(Driver::Task(t.index), tg, cpus);
+                let tid = self.add_thread(Driver::Task(t.index), tg, cpus, th.start_cpu);
                 self.threads[tid].program = Some(Program::new(t.phases.clone(), t.loops, t.timers));
                 if let Some(dl) = &t.dl {
                     let p = dl.params;
@@ -112,7 +115,7 @@ impl<Q: Queue> Sim<'_, Q> {
             // CPUs 20 times a second per CPU). The home CPU comes first.
             let n = self.nr_cpus();
             for cpu in 0..n {
-                let tid = self.add_thread(Driver::Background, 0, (0..n).map(|i| (cpu + i) % n).collect());
+                let tid = self.add_thread(Driver::Background, 0, (0..n).map(|i| (cpu + i) % n).collect(), cpu);
                 self.threads[tid].state = ThreadState::Sleeping;
                 let at = self.background_gap(tid);
                 self.events.push(at, Event::Wake(tid));
@@ -123,7 +126,7 @@ impl<Q: Queue> Sim<'_, Q> {
             let mut idle = Vec::new();
             for w in &svc.workers {
                 let cpus = self.plan_cpus(&w.cpus);
-                let tid = self.add_thread(Driver::Worker(svc.index), tg, cpus);
+                let tid = self.add_thread(Driver::Worker(svc.index), tg, cpus, w.start_cpu);
                 self.threads[tid].state = ThreadState::Sleeping;
                 idle.push(tid);
             }
