@@ -65,5 +65,5 @@ if __name__ == "__main__":
             nc = re.search(r"next_comm=(\S+)", f)[1]
             if prev in workers or nxt in workers or "throttlelab-rea" in (pc, nc):
                 print(f"{ms(t):8.3f} CPU {cpu} {pc}-{prev} ({state}) -> {nc}-{nxt}")
-        elif ev in ("sched_waking", "sched_wakeup", "sched_migrate_task", "str", "str_ret") and re.search(r"pid=(\d+)", f) and int(re.search(r"pid=(\d+)", f)[1]) in workers:
+        elif ev in ("sched_waking", "sched_wakeup", "sched_migrate_task", "str", "str_ret", "wake", "wake_ret") and re.search(r"pid=(\d+)", f) and int(re.search(r"pid=(\d+)", f)[1]) in workers:
             print(f"{ms(t):8.3f} CPU {cpu} {ev} {f}")

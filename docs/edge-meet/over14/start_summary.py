@@ -1,6 +1,6 @@
 """over14: one line per guest run: how the four workers' start went, from ddq12
 guest_trace.py traces (OUT/trace-N.txt.gz, OUT/run-N.json; with the `str`/`str_ret`
-probes on select_task_rq_fair) or `throttlelab diff -o DIR` ones (DIR/run-N.bw.txt,
+probes on select_task_rq_fair, or sisutil9's `wake`/`wake_ret`) or `throttlelab diff -o DIR` ones (DIR/run-N.bw.txt,
 DIR/diff.json):
 - the controller (SCHED_FIFO, `throttlelab-rea`) at the start: its CPU, when it ran (ms
   after the common start) and for how long;
@@ -40,7 +40,7 @@ def summary(trace, meta):
         pid = int(pid[1]) if pid else None
         if ev == "sched_waking" and pid in workers and pid not in woke and t >= t0:
             woke[pid], slept[pid] = ms(t), int(re.search(r"target_cpu=(\d+)", f)[1])
-        elif ev == "str_ret" and pid in workers and pid not in chose and t >= t0:
+        elif ev in ("str_ret", "wake_ret") and pid in workers and pid not in chose and t >= t0:
             chose[pid] = int(re.search(r"cpu=(\d+)", f)[1])
         elif ev == "sched_switch":
             nxt = int(re.search(r"next_pid=(\d+)", f)[1])

@@ -16,12 +16,12 @@ for path in sys.argv[1:]:
         if ev == "sched_switch":
             workers |= {int(p) for c, p in re.findall(r"(?:prev|next)_comm=(\S+) (?:prev|next)_pid=(\d+)", f) if c == "throttlelab-wor"}
     for _, cpu, ev, f, _, _ in evs:
-        if ev not in ("str", "str_ret"):
+        if ev not in ("str", "str_ret", "wake", "wake_ret"):
             continue
         pid = int(re.search(r"pid=(\d+)", f)[1])
         if pid not in workers:
             continue
-        if ev == "str":
+        if ev in ("str", "wake"):
             prev = int(re.search(r"prev=(\d+)", f)[1])
             prev_of[pid] = prev
             at_prev += cpu == prev
