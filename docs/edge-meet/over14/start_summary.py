@@ -4,9 +4,9 @@ probes on select_task_rq_fair, or sisutil9's `wake`/`wake_ret`) or `throttlelab 
 DIR/diff.json):
 - the controller (SCHED_FIFO, `throttlelab-rea`) at the start: its CPU, when it ran (ms
   after the common start) and for how long;
-- per worker: when its start wake-up came (its `hrtimer_wakeup`: sched_waking, or the
-  first switch in where the trace has no sched_waking), the CPU it slept on, the CPU
-  `select_task_rq_fair` chose (str_ret), and the CPU it first ran on;
+- per worker: when its start wake-up came (`sched_waking`; a diff trace has none, so there
+  only the first runs: kernel_start.py shows its hrtimers), the CPU it slept on, the CPU
+  `select_task_rq_fair` chose (str_ret / wake_ret), and the CPU it first ran on;
 - the spread of the wake-ups (last minus first, ms) and the split of first CPUs.
 
   python start_summary.py OUT/trace-1.txt.gz OUT/run-1.json [more pairs...]
