@@ -87,7 +87,7 @@ def test_run_like_host_is_what_compare_simulates(probed, write_scenario):
     like = json.loads(result.stdout)
     assert _without_engine(like) == _without_engine(simulate(text, [], like_host=json.dumps(HOST)))
     plain = json.loads(cli("run", path, "--json").stdout)
-    assert like["profile"] == "5.14" and plain["profile"] == "6.18"
+    assert like["profile"] == "6.1" and plain["profile"] == "6.18"
     assert like["cgroups"]["app"] != plain["cgroups"]["app"]
     assert "background" not in like, "the run document is the simulator's, unchanged"
 
@@ -99,7 +99,7 @@ def test_run_says_which_background_it_assumed(probed, write_scenario):
     last = cli("run", path, "--like-host").stdout.rstrip().splitlines()[-1]
     assert re.fullmatch(
         r"background: 37\.5/s x 201 us per CPU \(like this host, probed \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: "
-        r"profile 5\.14, HZ=1000, ticks 8 us late, work speed 0\.975\)", last), last
+        r"profile 6\.1, HZ=1000, ticks 8 us late, work speed 0\.975\)", last), last
     # An explicit --set wins over the host, and says so.
     last = cli("run", path, "--like-host", "--set", "machine.background_per_s=10").stdout.rstrip().splitlines()[-1]
     assert last.startswith("background: 10.0/s x 201 us per CPU (--set; the rest like this host, probed "), last

@@ -14,7 +14,7 @@ from helpers import scenario_text
 @st.composite
 def bandwidth(draw):
     """Valid settings for the test scenario: a profile, period, quota, burst, threads."""
-    profile = draw(st.sampled_from(["4.18", "5.4", "5.14", "6.6", "6.12", "6.18"]))
+    profile = draw(st.sampled_from(["4.18", "5.4", "5.14", "6.1", "6.6", "6.12", "6.18"]))
     period = draw(st.integers(1_000, 100_000))
     quota = draw(st.integers(1_000, 4 * period))
     # cpu.max.burst exists since 5.14.

@@ -278,7 +278,7 @@ def test_a_kernel_without_what_the_run_needs_is_refused_before_booting(tmp_path)
 @needs_vm
 def test_compare_holds_the_simulator_against_a_vm_kernel(write_scenario):
     """compare --kernel: the kernel runs boot Debian's 6.1 (once for both), and
-    the simulator is set up like it (its release's profile, 5.14; its CONFIG_HZ)."""
+    the simulator is set up like it (its release's profile, 6.1; its CONFIG_HZ)."""
     path = write_scenario(quota_us="5000")
     result = cli("compare", "--json", path, "--set", "duration_s=1", "--runs", "2", "--kernel", "6.1")
     assert result.exit_code == 0, result.stderr
@@ -287,7 +287,7 @@ def test_compare_holds_the_simulator_against_a_vm_kernel(write_scenario):
     # Both runs in one boot, each in fresh cgroups after a settle.
     assert [run["host"]["vm"]["run_in_boot"] for run in doc["kernel_runs"]] == [1, 2]
     assert doc["kernel_runs"][1]["host"]["uptime_s"] - doc["kernel_runs"][0]["host"]["uptime_s"] >= 2.0
-    assert [run["profile"] for run in doc["sim_runs"]] == ["5.14", "5.14"]
+    assert [run["profile"] for run in doc["sim_runs"]] == ["6.1", "6.1"]
     throttled = doc["cgroups"]["app"]["throttled_ratio"]
     assert throttled["kernel"]["lo"] >= 0.9 and throttled["sim"]["lo"] >= 0.9, throttled
 

@@ -47,8 +47,8 @@ DEFAULT_RUNS = 5
 SMALL_SLICE_US = 1000
 #: The tick of the "overrun" counterfactual: the highest CONFIG_HZ.
 FAST_HZ = 1000
-#: Releases the "release" counterfactuals run the scenario under.
-PROFILES = ("4.18", "5.4", "5.14", "6.6", "6.12", "6.18")
+#: Releases the "release" counterfactuals run the scenario under: every profile.
+PROFILES = tuple(_native.profiles())
 MAX_PERIOD_US = 1_000_000  # cpu.max's longest period
 #: A change of the throttled ratio smaller than this (in ratio, 1 point) is "little".
 NOTABLE = 0.01

@@ -181,7 +181,7 @@ fn plausible(kind: Kind) -> BoxedStrategy<String> {
         Bool => any::<bool>().prop_map(|v| v.to_string()).boxed(),
         Name => word(&["app", "b", "c"]),
         CpuList => word(&["0", "1", "0-1", "1-3", "0,2", "2-4"]),
-        Profile => word(&["4.18", "5.4", "5.14", "6.6", "6.12", "6.18"]),
+        Profile => word(&["4.18", "5.4", "5.14", "6.1", "6.6", "6.12", "6.18"]),
         Features => subsequence(&["slush_fund", "noop_update", "atomic_pool", "interleave_timers"][..], 0..=2)
             .prop_map(|f| toml::Value::from(f).to_string())
             .boxed(),

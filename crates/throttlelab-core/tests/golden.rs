@@ -82,7 +82,7 @@ fn cases() -> Vec<(String, String, Vec<String>)> {
             (n, text, vec![])
         })
         .collect();
-    for profile in ["4.18", "5.4", "5.14", "6.6", "6.12", "6.18"] {
+    for profile in ["4.18", "5.4", "5.14", "6.1", "6.6", "6.12", "6.18"] {
         cases.push((format!("run-sleep-{profile}"), RUN_SLEEP.into(), vec![format!("kernel.profile=\"{profile}\"")]));
     }
     for feature in ["interleave_timers", "atomic_pool", "hard_limits"] {

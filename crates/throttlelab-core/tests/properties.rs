@@ -29,7 +29,7 @@ struct Params {
 fn params() -> impl Strategy<Value = Params> {
     (
         (1usize..=4, prop::sample::select(vec![100u32, 250, 300, 1000])),
-        prop::sample::select(vec!["4.18", "5.4", "5.14", "6.6", "6.12", "6.18"]),
+        prop::sample::select(vec!["4.18", "5.4", "5.14", "6.1", "6.6", "6.12", "6.18"]),
         prop::sample::select(vec![1000u64, 3000, 5000]),
         (1_000u64..=120_000, 10u64..=300, 0u64..=100),
         (

@@ -1110,19 +1110,20 @@ mod tests {
     /// `task_hot`: a newly idle CPU leaves a task that ran less than
     /// `sysctl_sched_migration_cost` (0.5 ms) ago where it is, on every
     /// profile (traced on 6.18: 9-18 times a run a CPU went idle beside such
-    /// a worker and did not pull it). The proportional newidle balance of
-    /// 6.12 on (33cf66d88306) balances with probability (1 + ratio) / 1024:
-    /// always at 1023; at 0 not on this seed's first draw (above 1). 5.14
-    /// balances whatever the ratio.
+    /// a worker and did not pull it). The proportional newidle balance
+    /// (33cf66d88306) of 6.1 (its stable line) and 6.12 on balances with
+    /// probability (1 + ratio) / 1024: always at 1023; at 0 not on this
+    /// seed's first draw (above 1). 5.14 and 6.6 balance whatever the ratio.
     #[test]
     fn a_newly_idle_cpu_pulls_only_a_cold_task_and_in_proportion() {
-        for profile in ["5.14", "6.18"] {
+        for profile in ["5.14", "6.1", "6.6", "6.18"] {
             assert!(!newidle_pulls(profile, 800_000, 1023), "{profile}: b ran 0.2 ms ago");
             assert!(newidle_pulls(profile, 400_000, 1023), "{profile}: b ran 0.6 ms ago");
         }
         assert!(noise::uniform(1, Stream::NewIdle(1), 0, 1024) > 1);
-        assert!(!newidle_pulls("6.18", 0, 0));
-        assert!(newidle_pulls("5.14", 0, 0));
+        for (profile, pulls) in [("5.14", true), ("6.1", false), ("6.6", true), ("6.12", false), ("6.18", false)] {
+            assert_eq!(newidle_pulls(profile, 0, 0), pulls, "{profile}");
+        }
     }
 
     /// Two CPUs, one group of three threads: `c` runs on CPU 1, `a` on CPU 0

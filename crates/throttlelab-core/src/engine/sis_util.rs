@@ -120,20 +120,17 @@ mod tests {
         assert_eq!(idle_scan_of(1240, 2), 0); // x = 620: y = 511
     }
 
-    /// Two CPUs at HZ=250, fully used since 0: `a` runs on CPU 0, `c` on CPU
-    /// 1; `b` and `d` last ran on CPU 0 and sleep. `c` sleeps at 1 ms. At
-    /// CPU 1's first idle tick (by 5 ms) the LLC is at about 95 %: no scan.
-    /// `b`'s wake-up at 100 ms reads that hint and stays behind busy CPU 0,
-    /// though CPU 1's utilization has decayed to about 12 % by then (the depth
-    /// of that instant is one). `a` sleeps, `c` runs on CPU 1 again and sleeps at once;
-    /// the first tick of that idle interval writes one, and `d`'s wake-up
-    /// after it moves `d` to CPU 1.
-    #[test]
-    fn a_wake_up_reads_the_hint_of_the_last_idle_tick() {
-        let text = "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\nhz = 250\n[kernel]\nprofile = \"6.18\"\n\
-                    [[task]]\nname = \"rs\"\nthreads = 4\nphases = [{ run_us = 100000 }]\n";
-        let s = load(text, &[]).unwrap();
-        let mut sim: Sim = Sim::build(&s, SimOptions::default());
+    /// Two CPUs at HZ=250 on `profile`, fully used since 0: `a` runs on CPU 0,
+    /// `c` on CPU 1; `b` and `d` last ran on CPU 0 and sleep. `c` sleeps at
+    /// 1 ms; the clock is at 100 ms, CPU 1 idle since. The simulator, and the
+    /// threads `[a, b, c, d]`.
+    fn cpu1_idle_after_a_full_llc(profile: &str) -> (Sim<'static>, [usize; 4]) {
+        let text = format!(
+            "name = \"t\"\nduration_s = 1\n[machine]\ncpus = 2\nhz = 250\n[kernel]\nprofile = \"{profile}\"\n\
+             [[task]]\nname = \"rs\"\nthreads = 4\nphases = [{{ run_us = 100000 }}]\n"
+        );
+        let s: &'static _ = Box::leak(Box::new(load(&text, &[]).unwrap()));
+        let mut sim = Sim::build(s, SimOptions::default());
         let [a, b, c, d] = [0, 1, 2, 3].map(|k| sim.task_threads[0] + k);
         for (t, cpu) in [(a, 0), (b, 0), (c, 1), (d, 0)] {
             sim.set_task_cpu(t, cpu, true);
@@ -149,6 +146,18 @@ mod tests {
         sim.block(c);
         sim.schedule(1);
         sim.now = 100_000_000;
+        (sim, [a, b, c, d])
+    }
+
+    /// `cpu1_idle_after_a_full_llc`: at CPU 1's first idle tick (by 5 ms) the
+    /// LLC is at about 95 %: no scan. `b`'s wake-up at 100 ms reads that hint
+    /// and stays behind busy CPU 0, though CPU 1's utilization has decayed to
+    /// about 12 % by then (the depth of that instant is one). `a` sleeps, `c`
+    /// runs on CPU 1 again and sleeps at once; the first tick of that idle
+    /// interval writes one, and `d`'s wake-up after it moves `d` to CPU 1.
+    #[test]
+    fn a_wake_up_reads_the_hint_of_the_last_idle_tick() {
+        let (mut sim, [a, b, c, d]) = cpu1_idle_after_a_full_llc("6.18");
         assert_eq!(sim.nr_idle_scan_at(sim.now), 1, "the depth at the wake-up's instant");
         sim.try_to_wake_up(b);
         assert_eq!((sim.sis_util.nr_idle_scan, sim.threads[b].cpu), (0, 0), "the hint of CPU 1's first idle tick");
@@ -163,5 +172,19 @@ mod tests {
         sim.now = 105_000_000;
         sim.try_to_wake_up(d);
         assert_eq!((sim.sis_util.nr_idle_scan, sim.threads[d].cpu), (1, 1), "the hint of the next idle interval's first tick");
+    }
+
+    /// The same wake-up on each profile: 5.14 scans the LLC whatever its
+    /// utilization and moves `b` to idle CPU 1; 6.1 on (SIS_UTIL, 5.19: the
+    /// 6.1 guest's `sched/features` lists it, and its traced wake-ups stayed
+    /// behind a busy previous CPU, the other idle, 57 times and moved 10)
+    /// leave it on CPU 0.
+    #[test]
+    fn a_full_llc_is_not_scanned_from_6_1_on() {
+        for (profile, cpu) in [("5.14", 1), ("6.1", 0), ("6.6", 0), ("6.18", 0)] {
+            let (mut sim, [_, b, _, _]) = cpu1_idle_after_a_full_llc(profile);
+            sim.try_to_wake_up(b);
+            assert_eq!(sim.threads[b].cpu, cpu, "{profile}");
+        }
     }
 }

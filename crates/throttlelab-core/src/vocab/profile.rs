@@ -12,6 +12,11 @@ pub enum Profile {
     V5_4,
     /// `cpu.max.burst` (f4183717b370).
     V5_14,
+    /// SIS_UTIL (70fb5ccf2ebb, 5.19) and, from its stable line, the
+    /// proportional newidle balance (33cf66d88306, taken into 6.1.160): what
+    /// Debian's 6.1.0-56 (6.1.192), the VM's 6.1, runs (its
+    /// `sched/features` lists SIS_UTIL and NI_RANDOM).
+    V6_1,
     /// EEVDF pick; period timer starts at a random offset (41abdba93747).
     V6_6,
     /// A fair deadline server per CPU, counted in SCHED_DEADLINE admission
@@ -23,13 +28,14 @@ pub enum Profile {
 }
 
 impl Profile {
-    pub const ALL: [Profile; 6] = [Profile::V4_18, Profile::V5_4, Profile::V5_14, Profile::V6_6, Profile::V6_12, Profile::V6_18];
+    pub const ALL: [Profile; 7] = [Profile::V4_18, Profile::V5_4, Profile::V5_14, Profile::V6_1, Profile::V6_6, Profile::V6_12, Profile::V6_18];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Profile::V4_18 => "4.18",
             Profile::V5_4 => "5.4",
             Profile::V5_14 => "5.14",
+            Profile::V6_1 => "6.1",
             Profile::V6_6 => "6.6",
             Profile::V6_12 => "6.12",
             Profile::V6_18 => "6.18",
@@ -83,9 +89,10 @@ impl Profile {
 
     /// SIS_UTIL (70fb5ccf2ebb, 5.19): a waking task scans its LLC for an idle
     /// CPU only as far as the LLC's utilization allows, and not at all above
-    /// about 60 % on two CPUs; before, it always scanned a small LLC.
+    /// about 60 % on two CPUs; before, it always scanned a small LLC. From
+    /// profile 6.1 on (5.19 and 6.0 map to 5.14 and are not told apart).
     pub fn has_sis_util(self) -> bool {
-        self >= Profile::V6_6
+        self >= Profile::V6_1
     }
 
     /// Ticks sit on multiples of TICK_NSEC of CLOCK_MONOTONIC ("tick/common:
@@ -110,12 +117,14 @@ impl Profile {
 
     /// Proportional newidle balance (33cf66d88306, v6.19; taken into 6.12.65,
     /// so the VM's 6.12.117 has it, and the host's 6.18.44 pulls as it does,
-    /// docs/fidelity.md): a CPU going idle balances only with the probability that its
+    /// docs/fidelity.md; and into 6.1.160, so the VM's 6.1.192 has it): a CPU
+    /// going idle balances only with the probability that its
     /// domain's newly idle balances have been pulling a task (`NI_RANDOM`,
     /// `sd->newidle_ratio`). Before, it balanced whenever the root domain
-    /// was marked overloaded.
+    /// was marked overloaded. Profile 6.6 keeps mainline 6.6's balance (its
+    /// stable line was not checked).
     pub fn has_proportional_newidle(self) -> bool {
-        self >= Profile::V6_12
+        self == Profile::V6_1 || self >= Profile::V6_12
     }
 
     /// `DELAY_DEQUEUE` ("sched/fair: Implement delayed dequeue", 152e11f6df29,
@@ -233,7 +242,9 @@ mod tests {
             ("5.4.0-150-generic", "5.4"),
             ("5.13.19", "5.4"),
             ("5.15.0-91-generic", "5.14"),
-            ("6.5.0", "5.14"),
+            ("6.0.19", "5.14"),
+            ("6.1.0-56-amd64", "6.1"),
+            ("6.5.0", "6.1"),
             ("6.6.32", "6.6"),
             ("6.11.9", "6.6"),
             ("6.12.48+deb13-amd64", "6.12"),
