@@ -394,7 +394,7 @@ impl<Q: Queue> Sim<'_, Q> {
         let (at, irq) = match before {
             Some((index, tick)) if expires <= tick + self.tick_irq_ns => {
                 self.rqs[cpu].tick_timers.push((index, tg));
-                (expires.max(tick), Irq::Tick(cpu as u32))
+                (expires.max(tick), Irq::Tick(cpu))
             }
             _ => {
                 let own = expires + self.timer_jitter(Stream::PeriodTimer(tg), b.period_fired);

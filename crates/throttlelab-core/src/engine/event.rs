@@ -41,10 +41,8 @@ pub enum Event {
     RuntimeEnd { tid: usize, gen: u64 },
     /// The running thread on a CPU completes its run phase (armed at `gen`).
     RunDone { cpu: usize, gen: u64 },
-    /// Scheduler tick `index` on a CPU (armed at `gen`). The CPU as `u32`
-    /// (`machine.cpus` is at most 4096), here and in `Irq::Tick`, so that an
-    /// event is 24 bytes, not 32: a wheel's entry 48, not 64 (`wheel`).
-    Tick { cpu: u32, index: u64, gen: u64 },
+    /// Scheduler tick `index` on a CPU (armed at `gen`).
+    Tick { cpu: usize, index: u64, gen: u64 },
     /// `sched_cfs_period_timer` of a group, run by `irq`.
     PeriodTimer { tg: usize, irq: Irq },
     /// `sched_cfs_slack_timer` of a group.
@@ -73,7 +71,7 @@ pub enum Irq {
     /// Its own, with its latency.
     Own,
     /// The tick interrupt of this CPU, right after the tick.
-    Tick(u32),
+    Tick(usize),
     /// Its own, once its CPU has left the idle state.
     AfterIdle,
 }
@@ -296,7 +294,7 @@ impl Queue for HeapQueue {
         };
         let leaf = match ev {
             Event::RunDone { cpu, .. } => Slot::RunDone(cpu).leaf(),
-            Event::Tick { cpu, .. } => Slot::Tick(cpu as usize).leaf(),
+            Event::Tick { cpu, .. } => Slot::Tick(cpu).leaf(),
             _ => return self.heap.push(Reverse((at, class, order, ev))),
         };
         let k = self.slots.pack(key(at, class as u64, order), leaf);
@@ -475,13 +473,13 @@ mod tests {
                     tick_gen[cpu] += 1;
                     // Ticks on a grid, so they tie with one another and with timers.
                     let at = at / grid * grid;
-                    let ev = Event::Tick { cpu: cpu as u32, index: at / grid, gen: tick_gen[cpu] };
+                    let ev = Event::Tick { cpu, index: at / grid, gen: tick_gen[cpu] };
                     q.push(at, ev);
                     reference.push(Reverse((at, 1, cpu as u64, ev)));
                 }
                 2 => {
                     let at = at / grid * grid;
-                    let ev = Event::PeriodTimer { tg: rand(3) as usize, irq: Irq::Tick(cpu as u32) };
+                    let ev = Event::PeriodTimer { tg: rand(3) as usize, irq: Irq::Tick(cpu) };
                     q.push(at, ev);
                     reference.push(Reverse((at, 1, cpu as u64, ev)));
                 }
@@ -508,7 +506,7 @@ mod tests {
                 let want = loop {
                     match reference.peek() {
                         Some(Reverse((_, _, _, Event::RunDone { cpu, gen }))) if *gen != run_gen[*cpu] => {}
-                        Some(Reverse((_, _, _, Event::Tick { cpu, gen, .. }))) if *gen != tick_gen[*cpu as usize] => {}
+                        Some(Reverse((_, _, _, Event::Tick { cpu, gen, .. }))) if *gen != tick_gen[*cpu] => {}
                         Some(Reverse((t, _, _, ev))) => break (*t <= end).then_some((*t, *ev)),
                         None => break None,
                     }

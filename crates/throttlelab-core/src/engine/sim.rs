@@ -368,7 +368,6 @@ impl<'s, Q: Queue> Sim<'s, Q> {
                 self.run_done(cpu);
             }
             Event::Tick { cpu, index, gen } => {
-                let cpu = cpu as CpuId;
                 debug_assert_eq!(self.rqs[cpu].tick_gen, gen, "a replaced Tick was popped");
                 self.tick_runs(cpu);
                 (self.rqs[cpu].tick_armed, self.rqs[cpu].tick_queued) = (None, false);
@@ -382,7 +381,6 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             Event::PeriodTimer { tg, irq } => {
                 let in_tick_irq = match irq {
                     Irq::Tick(cpu) => {
-                        let cpu = cpu as CpuId;
                         self.tick_runs(cpu);
                         self.run_in_tick_irq(cpu, tg)
                     }

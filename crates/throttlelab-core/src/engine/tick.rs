@@ -390,7 +390,7 @@ impl<Q: Queue> Sim<'_, Q> {
         rq.tick_queued = true;
         let gen = rq.tick_gen;
         let at = self.ticks.tick_time(cpu, index);
-        self.events.push(at, Event::Tick { cpu: cpu as u32, index, gen });
+        self.events.push(at, Event::Tick { cpu, index, gen });
     }
 }
 
