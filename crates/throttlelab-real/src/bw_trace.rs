@@ -9,7 +9,10 @@
 //!   timer's, `sched_cfs_slack_timer`), and `sched_stat_runtime` (each
 //!   charge `update_curr` makes to a task, the same `delta_exec` that
 //!   `account_cfs_rq_runtime` takes from its cfs_rq: the host's only view of
-//!   the runtime a group's CPUs use between grants);
+//!   the runtime a group's CPUs use between grants), and `sched_waking`,
+//!   `sched_wakeup` and `sched_migrate_task` (where each wake-up was asked
+//!   for, where it was placed and when it was queued: how the workers'
+//!   start race went, docs/fidelity.md's start14 section);
 //! - where the kernel allows kprobes (`kprobe_events` exists: not on the
 //!   development host, yes in Debian's 6.12 guest), probes on the bandwidth
 //!   functions of `kernel/sched/fair.c` with the values they change, read by
@@ -27,8 +30,11 @@ use std::fs;
 use std::path::PathBuf;
 
 /// Tracepoints, enabled in the instance (group/name).
-pub const TRACEPOINTS: [&str; 5] = [
+pub const TRACEPOINTS: [&str; 8] = [
     "sched/sched_switch",
+    "sched/sched_waking",
+    "sched/sched_wakeup",
+    "sched/sched_migrate_task",
     "sched/sched_stat_runtime",
     "timer/hrtimer_start",
     "timer/hrtimer_expire_entry",

@@ -43,7 +43,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, SystemTime};
-use throttlelab_core::output::{CgroupStats, Output, Requests, TaskStats};
+use throttlelab_core::output::{CgroupStats, Limit, Output, Requests, TaskStats};
+use throttlelab_core::Quota;
 use throttlelab_core::plan::{Plan, WritePlan};
 use throttlelab_core::scenario::{Phase, Scenario};
 use throttlelab_core::TaskPhases;
@@ -60,6 +61,13 @@ pub const START_DELAY_ENV: &str = "THROTTLELAB_START_DELAY_MS";
 /// The workers' threads must sleep this long before the start, when the
 /// cgroups' bandwidth is reset.
 const START_MARGIN_NS: u64 = 5_000_000;
+/// How long before the start the controller reads the counters the run
+/// starts from, where no period timer can expire in between
+/// ([`baseline_read_ns`]); a read took 0.05-0.3 ms on the host (start14).
+const EARLY_READ_NS: u64 = 2_000_000;
+/// How late a period timer's expiry may be handled after its time (an
+/// interrupt held off, a busy CPU): the early read keeps this far from one.
+const EXPIRY_LATENESS_NS: u64 = 1_000_000;
 /// How often the controller looks whether they do.
 const ASLEEP_POLL_NS: u64 = 1_000_000;
 /// How long a worker may take to start and read its spec.
@@ -313,6 +321,37 @@ fn apply_write(tree: &mut Tree, w: &WritePlan) -> Result<()> {
     tree.set_bandwidth(w.cgroup, w.applied_to(tree.bandwidth(w.cgroup)))
 }
 
+/// When to read the counters the run starts from: [`EARLY_READ_NS`] before
+/// the start, while every worker sleeps, so that the controller does not
+/// wake on a worker's CPU at the start. There its SCHED_FIFO wake-up made the
+/// CPU busy as the workers woke, and `select_idle_sibling` moved one of that
+/// CPU's workers to the other (15 of 20 host runs started 1 + 3 or 3 + 1,
+/// docs/fidelity.md's start14 section). While the workers sleep only a
+/// period timer's expiry moves the counters (`nr_periods`), so the read
+/// stays at the start where a limited cgroup's timer (expiring at its traced
+/// `expiry_ns` plus whole periods: `start_cfs_bandwidth` forwards it) could
+/// expire between the read, less [`EXPIRY_LATENESS_NS`], and the start, or
+/// where its phase is unknown.
+fn baseline_read_ns(start: u64, timers: &[(Limit, Option<u64>)]) -> u64 {
+    let early = start.saturating_sub(EARLY_READ_NS);
+    let from = early.saturating_sub(EXPIRY_LATENESS_NS);
+    let clear = timers.iter().all(|&(limit, expiry_ns)| {
+        if limit.quota_us == Quota::Max {
+            return true;
+        }
+        let Some(expiry) = expiry_ns else { return false };
+        let period = limit.period_us as i128 * 1_000;
+        // The first expiry at or after `from`.
+        let next = from as i128 + (expiry as i128 - from as i128).rem_euclid(period);
+        next > start as i128
+    });
+    if clear {
+        early
+    } else {
+        start
+    }
+}
+
 /// What the run measured, before it is put into the output's shape.
 struct Measured {
     stats: Vec<CgroupStats>,
@@ -378,11 +417,15 @@ fn measure(
     }
     tree.reset_bandwidth()?;
     // The counters start when the workers do: periods that pass while they
-    // wait for `start` would count as unthrottled ones. At SCHED_FIFO until
-    // the last read, so that they are read at the start and the end whatever
-    // the kernel's fair class does with the workers woken at the same time.
+    // wait for `start` would count as unthrottled ones. So they are read
+    // just before the start where no period timer expires in between, else
+    // at the start (`baseline_read_ns`). At SCHED_FIFO until the last read,
+    // so that they are read then and at the end whatever the kernel's fair
+    // class does with the workers.
+    let timers: Vec<(Limit, Option<u64>)> =
+        (0..s.cgroups.len()).map(|i| (tree.bandwidth(i), tree.period_timer_expiry_ns[i])).collect();
     let fifo = thread_sched::FifoWhile::begin(1).ok();
-    nanosleep_until(start);
+    nanosleep_until(baseline_read_ns(start, &timers));
     let before: Vec<RawStats> = (0..s.cgroups.len())
         .map(|i| tree.stats(i))
         .collect::<Result<_>>()?;
@@ -779,6 +822,26 @@ pub fn run(s: &Scenario, worker: &Path) -> Result<Output> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_counters_are_read_before_the_start_unless_a_period_timer_may_expire_between() {
+        let ms = 1_000_000;
+        let start = 1_000 * ms;
+        let limited = Limit { quota_us: Quota::Us(50_000), period_us: 100_000, burst_us: 0 };
+        let max = Limit { quota_us: Quota::Max, period_us: 100_000, burst_us: 0 };
+        // The timer expires 50 ms after the start, modulo its period: read 2 ms early.
+        assert_eq!(baseline_read_ns(start, &[(limited, Some(start - 250 * ms))]), start - EARLY_READ_NS);
+        assert_eq!(baseline_read_ns(start, &[(limited, Some(start + 50 * ms)), (max, None)]), start - EARLY_READ_NS);
+        // An expiry 1, 2.5 ms before the start or at it: at the start.
+        for before in [ms, 5 * ms / 2, 0] {
+            assert_eq!(baseline_read_ns(start, &[(limited, Some(start - 100 * ms - before))]), start);
+        }
+        // 3.5 ms before, and just after the start, are clear.
+        assert_eq!(baseline_read_ns(start, &[(limited, Some(start - 7 * ms / 2))]), start - EARLY_READ_NS);
+        assert_eq!(baseline_read_ns(start, &[(limited, Some(start + 1))]), start - EARLY_READ_NS);
+        // A limited cgroup whose timer's phase is unknown: at the start.
+        assert_eq!(baseline_read_ns(start, &[(max, None), (limited, None)]), start);
+    }
 
     #[test]
     fn the_start_delay_is_milliseconds_from_the_environment() {
