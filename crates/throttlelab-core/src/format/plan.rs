@@ -19,18 +19,16 @@ impl Plan {
         // balancing, `sched_balance_find_dst_group`, fills idle cores first);
         // a pinned thread where it is pinned.
         let mut next_start = 0;
-        let smt = s.machine.smt;
-        let mut start_cpu = |allowed: &[usize]| {
+        let mut start_cpu = |fork_order: &[usize]| {
             next_start += 1;
-            let mut by_core = allowed.to_vec();
-            by_core.sort_by_key(|&cpu| (cpu % smt, cpu / smt));
-            by_core[(next_start - 1) % by_core.len()]
+            fork_order[(next_start - 1) % fork_order.len()]
         };
         let mut first_thread = 0;
         let mut tasks = Vec::with_capacity(s.tasks.len());
         for (index, t) in s.tasks.iter().enumerate() {
             let cgroup = s.group_of(&t.cgroup);
             let allowed = s.allowed_cpus(cgroup, &t.cpus);
+            let order = fork_order(&allowed, s.machine.smt);
             let n = TaskPhases::threads(t);
             let threads = (0..n)
                 .map(|i| {
@@ -38,7 +36,7 @@ impl Plan {
                     ThreadPlan {
                         start_ns: t.start_us * 1_000
                             + noise::uniform(s.seed, Stream::ThreadStart(first_thread + i), 0, t.start_spread_us * 1_000),
-                        start_cpu: pinned.unwrap_or_else(|| start_cpu(&allowed)),
+                        start_cpu: pinned.unwrap_or_else(|| start_cpu(&order)),
                         cpus: pinned.map_or_else(|| allowed.clone(), |cpu| vec![cpu]),
                         affinity: t.pin || t.cpus.is_some(),
                     }
@@ -69,6 +67,7 @@ impl Plan {
             .map(|(index, svc)| {
                 let cgroup = s.group_of(&svc.cgroup);
                 let allowed = s.allowed_cpus(cgroup, &svc.cpus);
+                let order = fork_order(&allowed, s.machine.smt);
                 ServicePlan {
                     name: svc.name.clone(),
                     index,
@@ -78,7 +77,7 @@ impl Plan {
                     cost_ns: svc.cost_us * 1_000,
                     cost_cv: svc.cost_cv.unwrap_or(0.0),
                     workers: (0..svc.workers)
-                        .map(|_| ThreadPlan { start_ns: 0, start_cpu: start_cpu(&allowed), cpus: allowed.clone(), affinity: svc.cpus.is_some() })
+                        .map(|_| ThreadPlan { start_ns: 0, start_cpu: start_cpu(&order), cpus: allowed.clone(), affinity: svc.cpus.is_some() })
                         .collect(),
                 }
             })
@@ -97,6 +96,14 @@ impl Plan {
             .collect();
         Plan { seed: s.seed, duration_ns: s.duration_ns(), sample_ns: s.sample_ms * 1_000_000, tasks, services, writes }
     }
+}
+
+/// `allowed` in the order threads start on them: each core's first sibling,
+/// then each core's second, ... (CPU k is on core k / `smt`).
+fn fork_order(allowed: &[usize], smt: usize) -> Vec<usize> {
+    let mut order = allowed.to_vec();
+    order.sort_by_key(|&cpu| (cpu % smt, cpu / smt));
+    order
 }
 
 #[cfg(test)]
