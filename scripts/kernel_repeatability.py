@@ -1,0 +1,79 @@
+"""The kernel against itself: how often one stored kernel sample of a grid is
+alike to the grid's other samples, beside how often the simulator is alike to it.
+
+Each argument is a regraded grid JSON of ``scripts/fidelity_grid.py`` (one
+sample of the same configurations, measured in its own holds). For each
+sample, a row's kernel runs are held against the other samples' runs of the
+same configuration, pooled, with the U test ``compare`` uses
+(``same_distribution``: two-sided, 5 %). That count is what a predictor that
+knows the kernel's distribution perfectly, but not the sample's hold, could
+expect at most; the simulator's count (the row's ``alike``, set up like the
+host) is printed beside it, with the simulator's misses that fall on rows
+where the kernel's own samples differ.
+
+    python scripts/kernel_repeatability.py docs/fidelity-edge.json docs/fidelity-edge-second.json docs/fidelity-edge-third.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+from throttlelab.compare import same_distribution
+
+
+def key(row: dict) -> tuple:
+    """A configuration's identity, as a stored row has it."""
+    return (row["workload"], row["threads"], row["period_us"], row["quota_us"], row["burst_us"])
+
+
+def load(path: Path) -> dict[tuple, dict]:
+    return {key(r): r for r in json.loads(path.read_text())["rows"]}
+
+
+def kernel_alike(sample: dict[tuple, dict], others: list[dict[tuple, dict]]) -> dict[tuple, bool]:
+    """Per row both have: whether ``sample``'s kernel runs are alike to the
+    ``others``' runs of the same configuration, pooled."""
+    shared = [k for k in sample if all(k in o for o in others)]
+    return {k: same_distribution(sample[k]["kernel_ratio"], [x for o in others for x in o[k]["kernel_ratio"]])
+            for k in shared}
+
+
+def report(paths: list[Path]) -> str:
+    samples = {p: load(p) for p in paths}
+    lines = [
+        "| sample | rows | kernel alike to the other samples' runs, pooled | simulator alike (like host) "
+        "| simulator misses on rows where the kernel's samples differ |",
+        "|---|---|---|---|---|",
+    ]
+    for path, sample in samples.items():
+        own = kernel_alike(sample, [s for p, s in samples.items() if p != path])
+        sim = {k: sample[k]["alike"] for k in own}
+        both = sum(1 for k in own if not sim[k] and not own[k])
+        lines.append(f"| {path.name} | {len(own)} | {sum(own.values())} ({sum(own.values()) / len(own):.0%}) "
+                     f"| {sum(sim.values())} ({sum(sim.values()) / len(own):.0%}) | {both} of {len(own) - sum(sim.values())} |")
+    lines += ["", "| sample | against | rows | kernel alike |", "|---|---|---|---|"]
+    for (pa, a), (pb, b) in itertools.combinations(samples.items(), 2):
+        own = kernel_alike(a, [b])
+        lines.append(f"| {pa.name} | {pb.name} | {len(own)} | {sum(own.values())} ({sum(own.values()) / len(own):.0%}) |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("grids", type=Path, nargs="+", metavar="GRID.json", help="Two or more samples of one grid, regraded.")
+    args = parser.parse_args()
+    if len(args.grids) < 2:
+        parser.error("needs at least two samples of the grid")
+    try:
+        print(report(args.grids), end="")
+    except (OSError, ValueError, KeyError) as e:
+        print(f"kernel_repeatability.py: error: {e!r}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
