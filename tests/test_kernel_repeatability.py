@@ -30,3 +30,11 @@ def test_a_sample_is_held_against_the_others_and_the_simulator_beside_it(tmp_pat
     assert "| a.json | 3 | 2 (67%) | 1 (33%) | 1 of 2 |" in text
     assert "| b.json | 3 | 2 (67%) | 3 (100%) | 0 of 0 |" in text
     assert "| a.json | b.json | 3 | 2 (67%) |" in text
+
+
+def test_a_kernel_that_repeats_itself_exactly_is_alike_in_every_draw(tmp_path):
+    a = {("spin", n, 10_000, 10_000, 0): row(n, [0.2] * 5, True) for n in (1, 2)}
+    assert repeat.stationary([a, a], trials=5) == [2] * 5
+    # Two holds that never overlap: pooled, a draw of 5 against 20 is mostly alike.
+    b = {k: {**r, "kernel_ratio": SHIFTED} for k, r in a.items()}
+    assert 0 < sum(repeat.stationary([a, b], trials=20)) < 2 * 20
