@@ -212,6 +212,8 @@ def measured(kernel: list[dict]) -> dict:
         "background_lengths_us": host.get("background_lengths_us"),
         "timer_offset_us": [r["host"].get("period_timer_offset_us", {}).get("app") for r in kernel],
         "uptime_s": [r["host"]["uptime_s"] for r in kernel],
+        # Each run's threads: the CPU each first ran on at the start, and how late (none before start14's step 3).
+        "thread_starts": [next(iter(r["host"].get("thread_starts", {}).values()), None) for r in kernel],
         # Periods between the controller's two cpu.stat reads: a spinner's group
         # counts every period, so fewer than duration / period says a read was late.
         "kernel_nr_periods": [r["cgroups"]["app"].get("nr_periods") for r in kernel],
@@ -332,7 +334,7 @@ def row(config: dict, kernel: dict, unpaired: list[dict], paired: list[dict]) ->
 KERNEL_KEYS = ("kernel_ratio", "kernel_throttled_ms", "kernel_usage_s", "background_per_s", "background_us", "background_p50_us",
                "background_lengths_us",
                "work_speed", "work_speed_cv", "tick_latency_us", "tick_late", "wakeup_cost_us", "run_sleep_work_speed",
-               "timer_offset_us", "uptime_s", "kernel_nr_periods", "run_hosts", "kernel_usage_s_runs")
+               "timer_offset_us", "uptime_s", "thread_starts", "kernel_nr_periods", "run_hosts", "kernel_usage_s_runs")
 
 
 def markdown(rows: list[dict], runs: int, seeds: int, duration_s: float, host: dict, regraded: Path | None,

@@ -107,6 +107,9 @@ def test_two_spinners_at_one_and_a_half_times_the_period(write_scenario):
     assert spinner["work_usec"] == pytest.approx(spinner["cpu_usec"], rel=0.15)
     assert doc["backend"] == "real" and doc["duration_s"] == 2.0
     assert doc["host"]["cgroup"] in ("v1", "v2") and doc["host"]["release"] == os.uname().release
+    # Each thread's start as the kernel placed it: a CPU of the machine, after its planned start.
+    starts = doc["host"]["thread_starts"]["spinner"]
+    assert len(starts) == 2 and all(s["cpu"] in os.sched_getaffinity(0) and 0 <= s["late_us"] < 2e6 for s in starts), starts
     # The start in CLOCK_MONOTONIC: seconds since boot, a few seconds ago.
     uptime_s = float(Path("/proc/uptime").read_text().split()[0])
     assert uptime_s - 10 < doc["host"]["uptime_s"] < uptime_s

@@ -97,10 +97,10 @@ def mean_host(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     and the median of its ticks' lateness and its late ticks (the share
     averaged; lateness the median and together-share the mean over the runs
     that had some), where every run measured them;
-    the start and the timer offsets, which differ per run, are left out."""
+    the start, the threads' starts and the timer offsets, which differ per run, are left out."""
     host = dict(hosts[0])
-    host.pop("period_timer_offset_us", None)
-    host.pop("uptime_s", None)
+    for per_run in ("period_timer_offset_us", "uptime_s", "thread_starts"):
+        host.pop(per_run, None)
     per_s = statistics.fmean(h["background_per_s"] for h in hosts)
     lost = sum(h["background_per_s"] * h["background_us"] for h in hosts)
     host["background_per_s"] = per_s

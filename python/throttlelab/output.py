@@ -76,4 +76,8 @@ def _host(host: dict[str, Any], with_cgroups: bool) -> list[RenderableType]:
         lines.append(f"period timers (expiries at this offset plus whole periods of CLOCK_MONOTONIC): {listed}")
     elif with_cgroups:
         lines.append("period timers: not traced")
+    for name, starts in sorted(host.get("thread_starts", {}).items(), key=lambda kv: natural(kv[0])):
+        late = sorted(s["late_us"] for s in starts)
+        lines.append(f"{name} started on CPUs {' '.join(str(s['cpu']) for s in starts)}, "
+                     f"{late[0]:,.0f}-{late[-1]:,.0f} us after their planned starts")
     return lines

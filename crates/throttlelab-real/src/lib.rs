@@ -549,7 +549,7 @@ fn task_stats(
     }
 }
 
-fn output(s: &Scenario, m: Measured, host: Host) -> Output {
+fn output(s: &Scenario, m: Measured, mut host: Host) -> Output {
     let cgroups = s
         .cgroups
         .iter()
@@ -563,6 +563,12 @@ fn output(s: &Scenario, m: Measured, host: Host) -> Output {
         .map(|d| (d.name.as_str(), d))
         .collect();
     let none = DriverReport::default();
+    host.thread_starts = s
+        .tasks
+        .iter()
+        .filter_map(|t| Some((t.name.clone(), by_name.get(t.name.as_str())?.starts.clone())))
+        .filter(|(_, starts)| !starts.is_empty())
+        .collect();
     let intervals = (s.sample_ms > 0).then(|| (m.duration_ns / (s.sample_ms * 1_000_000)) as usize);
     let mut tasks = BTreeMap::new();
     for t in &s.tasks {
@@ -735,6 +741,7 @@ impl Probed {
             wakeup_cost_us: self.wakeup.map(|w| w.cost_us),
             run_sleep_work_speed: self.wakeup.map(|w| w.work_speed),
             period_timer_offset_us,
+            thread_starts: BTreeMap::new(),
             uptime_s,
         }
     }

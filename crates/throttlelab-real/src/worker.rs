@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 use throttlelab_core::noise;
-use throttlelab_core::output::{Request, Requests};
+use throttlelab_core::output::{Request, Requests, ThreadStart};
 use throttlelab_core::dl::{DlParams, DlPlan, OnRefused};
 use throttlelab_core::plan::{Plan, ServicePlan, TaskPlan, ThreadPlan};
 use throttlelab_core::{Program, Step};
@@ -120,6 +120,9 @@ pub struct DriverReport {
     pub admission_refusals: Option<u64>,
     /// Tasks, with `sample_ns`: CPU time in each whole interval from the start.
     pub cpu_ns_series: Option<Vec<u64>>,
+    /// Tasks: each thread's start, in thread order.
+    #[serde(default)]
+    pub starts: Vec<ThreadStart>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -350,6 +353,8 @@ struct ThreadResult {
     iters: u64,
     /// Since the run's start, when the thread started its phases.
     started_ns: u64,
+    /// A task thread's CPU and lateness at that point.
+    start: Option<ThreadStart>,
     finished_ns: Option<u64>,
     requests: Requests,
     misses: u64,
@@ -409,6 +414,9 @@ fn task_thread(
     start_on(plan)?;
     let going = run.sleep_until(run.start_ns + plan.start_ns);
     let started_ns = now_ns().saturating_sub(run.start_ns);
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() };
+    let late_us = started_ns.saturating_sub(plan.start_ns) as f64 / 1e3;
     let mut r = match task.dl.as_ref().filter(|_| going) {
         None => run_phases(run, task, going)?,
         Some(dl) => match sched_setattr_dl(0, dl.admission()) {
@@ -438,6 +446,7 @@ fn task_thread(
         },
     };
     r.started_ns = started_ns;
+    r.start = u32::try_from(cpu).ok().map(|cpu| ThreadStart { cpu, late_us });
     r.cpu_ns = clock.end(); // read again, after every live reading of the sampler
     Ok(r)
 }
@@ -798,6 +807,7 @@ fn summarise(
         deadline_misses: deadline.then(|| results.iter().map(|r| r.misses).sum()),
         admission_refusals: deadline.then(|| results.iter().map(|r| r.refusals).sum()),
         cpu_ns_series: None,
+        starts: results.iter().filter_map(|r| r.start).collect(),
     }
 }
 

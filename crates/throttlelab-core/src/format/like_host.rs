@@ -106,6 +106,7 @@ mod tests {
             run_sleep_work_speed: Some(0.96),
             // "web": a group of another scenario, left out.
             period_timer_offset_us: BTreeMap::from([("app".into(), 4321.5), ("web".into(), 0.25)]),
+            thread_starts: BTreeMap::new(),
             uptime_s: 1234.5,
         }
     }

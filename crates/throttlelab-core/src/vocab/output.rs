@@ -92,10 +92,25 @@ pub struct Host {
     /// simulator's `period_timer_offset_us`). Empty without tracefs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub period_timer_offset_us: BTreeMap<String, f64>,
+    /// Per task, each thread's start as the kernel placed it, in thread order.
+    /// The simulator starts every thread on its plan's CPU, on time. Empty in
+    /// documents from before it was kept.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub thread_starts: BTreeMap<String, Vec<ThreadStart>>,
     /// CLOCK_MONOTONIC when the workers started, which places the run
     /// against the tick and period timer grids (the simulator's
     /// `machine.uptime_s`); the probe alone: when it started.
     pub uptime_s: f64,
+}
+
+/// Where and when a thread of a real run started: its wake-up at the start
+/// can move it off the CPU it slept on (`select_task_rq_fair`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct ThreadStart {
+    /// The CPU it first ran on after its start wake-up (`sched_getcpu`).
+    pub cpu: u32,
+    /// How long after its planned start it ran, in microseconds.
+    pub late_us: f64,
 }
 
 /// Ticks that ran late beyond the usual jitter, as the probe found them
