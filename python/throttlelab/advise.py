@@ -26,16 +26,16 @@ import json
 import textwrap
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
-from typing import Any, Callable, Generator, Iterable, NamedTuple, Optional, Sequence
-
-from rich.console import RenderableType
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable, NamedTuple, Optional, Sequence
 
 from throttlelab import _native, captured
 from throttlelab.platforms import PLATFORMS, Platform, for_cgroup
 from throttlelab.runner import Run, Runner
 from throttlelab.scenarios import PathArg
 from throttlelab.terminal import table
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 CANDIDATE_PERIODS_US = (10_000, 20_000, 50_000, 100_000, 200_000)
 #: Bursts tried, as fractions of the quota (cpu.max.burst <= quota).
@@ -455,6 +455,8 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
     """The recommendation in a sentence and what to apply, then the current
     limit (and what the kernel measured at it over a capture), the best
     candidates, the recommendation with its margin, and the unlimited cgroup."""
+    from rich.text import Text
+
     where = _where(result)
     with_p99 = "p99_ms" in result["unlimited"]
     holdout = result["holdout_seeds"]

@@ -12,14 +12,15 @@ import resource
 import subprocess
 import sys
 import time
-from typing import Any
-
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from throttlelab._native import run as _native_run
 from throttlelab.runner import RunFailed
 from throttlelab.scenarios import load_scenario_text
 from throttlelab.terminal import table
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def measure(name: str, repeat: int = 1) -> dict[str, Any]:

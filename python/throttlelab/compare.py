@@ -34,16 +34,16 @@ import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
-
-from rich.console import RenderableType
-from rich.markup import escape
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from throttlelab import _native
 from throttlelab.metrics import BY_KEY, CGROUP_METRICS, limit
 from throttlelab.runner import Run, Runner
 from throttlelab.terminal import table
 from throttlelab.worker import WORKER
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 #: cpu.stat metrics compared, in table order.
 METRICS = tuple(m.key for m in CGROUP_METRICS)
@@ -263,6 +263,8 @@ def compare(
 
 def render(result: dict[str, Any]) -> list[RenderableType]:
     """The comparison as one table per cgroup: mean (sd) [range] on each side, and the verdict."""
+    from rich.markup import escape
+
     host = result["host"]
     parts: list[RenderableType] = [
         f"[bold]{result['scenario']}[/bold]  {result['runs']} runs  host {host['release']}"

@@ -27,16 +27,16 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
-
-from rich.console import RenderableType
-from rich.markup import escape
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 from throttlelab import _native, vm
 from throttlelab.compare import SETTLE_S
 from throttlelab.perfetto import write_json
 from throttlelab.terminal import table
 from throttlelab.worker import CONTROLLER
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 #: The kinds of events compared, in the order a period shows them.
 KINDS = ("refill", "assign", "return", "throttle", "unthrottle", "distribute", "slack_timer")
@@ -687,6 +687,8 @@ def diff(text: str, overrides: Sequence[str] = (), runs: int = 1, on: Optional[T
 def render(result: dict[str, Any]) -> list[RenderableType]:
     """Per run: both sides' cpu.stat, the first divergence with both sides'
     events around it, and per kind the periods alike."""
+    from rich.markup import escape
+
     parts: list[RenderableType] = [
         f"[bold]{escape(result['scenario'])}[/bold]  cgroup {escape(result['cgroup'])}  tolerance {result['tolerance_us']:g} us"
     ]
@@ -729,6 +731,8 @@ def render(result: dict[str, Any]) -> list[RenderableType]:
 
 
 def _side_by_side(d: dict[str, Any], kinds: Sequence[str]) -> list[tuple[str, str]]:
+    from rich.markup import escape
+
     def lines(events: list[dict[str, Any]], start: int) -> list[str]:
         # Times from the divergent period's start: the period before shows
         # negative. Kinds not compared (the kernel's source cannot see them) dimmed.

@@ -29,9 +29,7 @@ import contextlib
 import json
 import statistics
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
-
-from rich.console import RenderableType
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from throttlelab import _native, captured
 from throttlelab.metrics import limit
@@ -39,6 +37,9 @@ from throttlelab.runner import Runner
 from throttlelab.scenarios import PathArg
 from throttlelab.terminal import did_you_mean, table
 from throttlelab.timeline import TracedRun, end_ns, subtree
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 #: Seeds (1..N) unless --runs says otherwise.
 DEFAULT_RUNS = 5

@@ -4,12 +4,13 @@ or the host."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import RenderableType
+from typing import TYPE_CHECKING, Any
 
 from throttlelab.metrics import CGROUP_METRICS, limit
 from throttlelab.terminal import millis, natural, seconds, table
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 
 def render(doc: dict[str, Any]) -> list[RenderableType]:

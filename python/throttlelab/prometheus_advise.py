@@ -18,9 +18,7 @@ import io
 import json
 import math
 import time
-from typing import Any, Callable, Optional, Sequence
-
-from rich.console import RenderableType
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from throttlelab.kubelet_cgroups import capture_command
 from throttlelab.metrics import millicores, percentile
@@ -30,6 +28,9 @@ from throttlelab.prometheus_latency import Observed, observed
 from throttlelab.prometheus_model import MIN_WINDOWS, NEAR_LIMIT, Fit, Plan, recommended
 from throttlelab.runner import Run, Runner, document, simulate
 from throttlelab.terminal import table
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 COLUMNS = (
     "workload", "namespace", "pod", "container", "id", "limit_m", "period_us", "usage_p50_m", "usage_p95_m", "usage_max_m",

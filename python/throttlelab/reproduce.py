@@ -11,17 +11,15 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from statistics import mean, quantiles, stdev
-from typing import Any, Callable, Iterator, Optional, Sequence
-
-from rich import box
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 from throttlelab.runner import Runner
 from throttlelab.scenarios import load_scenario_text
 from throttlelab.synth import HCU_TASKS
 from throttlelab.terminal import did_you_mean
+
+if TYPE_CHECKING:
+    from rich.console import Group
 
 Output = dict[str, Any]
 #: Column key -> value, computed from the outputs of one case: ``outputs[seed][variant]``.
@@ -867,6 +865,11 @@ def caption(doc: dict[str, Any]) -> str:
 def render(doc: dict[str, Any]) -> Group:
     """One experiment as a rich table (see :func:`cells`) between its title and
     caption, which are not wrapped to the table's width."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     header, rows = cells(doc)
     for i, h in enumerate(header):

@@ -27,8 +27,6 @@ import stat
 import tomllib
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
-from rich.table import Table
-
 from throttlelab import _native
 from throttlelab.metrics import BY_KEY
 from throttlelab.runner import Run, Runner, Step, held
@@ -37,6 +35,7 @@ from throttlelab.terminal import millis, table
 
 if TYPE_CHECKING:
     import pandas
+    from rich.table import Table
 
 Row = dict[str, Any]
 
