@@ -255,7 +255,7 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             ticks_run_at: (0, 0),
         };
         // Simulated time 0 is some minutes after boot. The jiffy grid sits on
-        // multiples of TICK_NSEC since boot (6.5+) or wherever boot left it.
+        // multiples of TICK_NSEC since boot (`has_aligned_tick`) or wherever boot left it.
         let m = &scenario.machine;
         sim.uptime_ns = match m.uptime_s {
             Some(u) => secs_to_ns(u),

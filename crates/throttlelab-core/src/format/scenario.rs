@@ -262,7 +262,7 @@ pub struct Machine {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uptime_s: Option<f64>,
     /// Offset of the jiffy grid from multiples of the tick since boot.
-    /// Absent: 0 on profiles >= 6.6 (ticks aligned since 6.5), seeded before.
+    /// Absent: 0 on profiles >= 6.1 (`Profile::has_aligned_tick`), seeded before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tick_phase_us: Option<f64>,
 }

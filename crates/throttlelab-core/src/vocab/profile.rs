@@ -12,7 +12,8 @@ pub enum Profile {
     V5_4,
     /// `cpu.max.burst` (f4183717b370).
     V5_14,
-    /// SIS_UTIL (70fb5ccf2ebb, 5.19) and, from its stable line, the
+    /// SIS_UTIL (70fb5ccf2ebb, 5.19) and, from its stable line, the aligned
+    /// tick (e9523a0d8189, 13bb06f8dd42) and the
     /// proportional newidle balance (33cf66d88306, taken into 6.1.160): what
     /// Debian's 6.1.0-56 (6.1.192), the VM's 6.1, runs (its
     /// `sched/features` lists SIS_UTIL and NI_RANDOM).
@@ -96,10 +97,13 @@ impl Profile {
     }
 
     /// Ticks sit on multiples of TICK_NSEC of CLOCK_MONOTONIC ("tick/common:
-    /// Align tick period with the HZ tick", 6.5); before, the grid's phase
-    /// was wherever boot left it.
+    /// Align tick period with the HZ tick", e9523a0d8189, 6.4, and its fix
+    /// 13bb06f8dd42, 6.5, which aligns in `tick_init_jiffy_update`; both taken
+    /// into the stable lines in 2023: the VM's 6.1.192 ticks on multiples of
+    /// 4 ms, traced, docs/fidelity.md spin61); before, the grid's phase was
+    /// wherever boot left it.
     pub fn has_aligned_tick(self) -> bool {
-        self >= Profile::V6_6
+        self >= Profile::V6_1
     }
 
     /// Task-based throttling (6.18): throttled tasks leave at their return to
