@@ -254,10 +254,15 @@ impl<Q: Queue> Sim<'_, Q> {
         if first >= limit || self.next_tick_time(cpu) >= due_by {
             return;
         }
+        // The first tick not due: most catch-ups skipped `first` alone, so
+        // it is `first + 1` when that one runs at or after `due_by` (the
+        // search's answer: no tick before it is a candidate, and `first` is
+        // due), found with its one draw and no search; else the search goes
+        // on from `first + 2`.
+        let next_at = self.ticks.tick_time(cpu, first + 1);
+        let (after, after_at) = if next_at >= due_by { (first + 1, next_at) } else { self.ticks.first_at_or_after(cpu, due_by, first + 2) };
         // The last tick before `limit` that is due, and when it ran:
-        // `first`'s time is the memo just read (most catch-ups skipped one
-        // tick), a later one's is computed once.
-        let (after, after_at) = self.first_tick_at_or_after_timed(cpu, due_by);
+        // `first`'s time is the memo just read, a later one's is computed once.
         let mut k = after.min(limit) - 1;
         let at = loop {
             if k == first {
