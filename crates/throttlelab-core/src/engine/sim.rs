@@ -509,7 +509,10 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             if let Some(dl) = th.dl.as_ref().filter(|d| d.admitted) {
                 self.events.push(self.now + dl.runtime.max(0) as u64, Event::DlRuntimeEnd { cpu, gen });
             }
-        } else {
+        } else if rq.run_done_at != Time::MAX {
+            // One is queued (`run_done_at` is `Time::MAX` once it ran or
+            // was cancelled): most CPUs go idle at their `RunDone`, which
+            // left none to cancel.
             rq.run_done_at = Time::MAX;
             self.events.cancel(Slot::RunDone(cpu));
         }
