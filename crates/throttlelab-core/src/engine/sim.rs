@@ -436,7 +436,13 @@ impl<'s, Q: Queue> Sim<'s, Q> {
     }
 
     /// Account the running thread's CPU time and work up to now.
+    /// Nothing to do when it was accounted up to now already (a switch
+    /// after the event's own account): every term would add 0.
     pub(crate) fn account_thread_time(&mut self, cpu: CpuId) {
+        let rq = &self.rqs[cpu];
+        if rq.since == self.now {
+            return;
+        }
         let speed = self.hw.speed_ppm(cpu);
         let rq = &mut self.rqs[cpu];
         if let Some(tid) = rq.curr {
