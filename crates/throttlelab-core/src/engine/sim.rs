@@ -436,7 +436,13 @@ impl<'s, Q: Queue> Sim<'s, Q> {
     }
 
     /// Account the running thread's CPU time and work up to now.
+    /// Nothing to do when it was accounted up to now already (a switch
+    /// after the event's own account): every term would add 0.
     pub(crate) fn account_thread_time(&mut self, cpu: CpuId) {
+        let rq = &self.rqs[cpu];
+        if rq.since == self.now {
+            return;
+        }
         let speed = self.hw.speed_ppm(cpu);
         let rq = &mut self.rqs[cpu];
         if let Some(tid) = rq.curr {
@@ -509,7 +515,10 @@ impl<'s, Q: Queue> Sim<'s, Q> {
             if let Some(dl) = th.dl.as_ref().filter(|d| d.admitted) {
                 self.events.push(self.now + dl.runtime.max(0) as u64, Event::DlRuntimeEnd { cpu, gen });
             }
-        } else {
+        } else if rq.run_done_at != Time::MAX {
+            // One is queued (`run_done_at` is `Time::MAX` once it ran or
+            // was cancelled): most CPUs go idle at their `RunDone`, which
+            // left none to cancel.
             rq.run_done_at = Time::MAX;
             self.events.cancel(Slot::RunDone(cpu));
         }

@@ -117,12 +117,22 @@ impl TickGrid {
     /// `from`, and when it runs.
     #[inline]
     pub fn first_at_or_after(&self, cpu: CpuId, t: Time, from: u64) -> (u64, Time) {
+        self.first_at_or_after_and_before(cpu, t, from, None).0
+    }
+
+    /// The same, and when the tick before the one found runs, where the
+    /// search drew it (it runs before `t`), or `before` (the time of tick
+    /// `from - 1`, known to run before `t`) where the search starts at `from`.
+    #[inline]
+    pub fn first_at_or_after_and_before(&self, cpu: CpuId, t: Time, from: u64, before: Option<Time>) -> ((u64, Time), Option<Time>) {
         let mut k = self.first_candidate(cpu, t, from);
+        let mut before = before.filter(|_| k == from);
         loop {
             let at = self.tick_time(cpu, k);
             if at >= t {
-                return (k, at);
+                return ((k, at), before);
             }
+            before = Some(at);
             k += 1;
         }
     }
@@ -254,21 +264,30 @@ impl<Q: Queue> Sim<'_, Q> {
         if first >= limit || self.next_tick_time(cpu) >= due_by {
             return;
         }
-        // The last tick before `limit` that is due, and when it ran:
-        // `first`'s time is the memo just read (most catch-ups skipped one
-        // tick), a later one's is computed once.
-        let (after, after_at) = self.first_tick_at_or_after_timed(cpu, due_by);
-        let mut k = after.min(limit) - 1;
-        let at = loop {
-            if k == first {
-                break self.rqs[cpu].next_tick_at;
-            }
-            let at = self.ticks.tick_time(cpu, k);
-            if at < due_by {
-                break at;
-            }
-            k -= 1;
+        // The first tick not due: most catch-ups skipped `first` alone, so
+        // it is `first + 1` when that one runs at or after `due_by` (the
+        // search's answer: no tick before it is a candidate, and `first` is
+        // due), found with its one draw and no search; else the search goes
+        // on from `first + 2`.
+        let next_at = self.ticks.tick_time(cpu, first + 1);
+        let ((after, after_at), before_at) = if next_at >= due_by {
+            ((first + 1, next_at), None)
+        } else {
+            self.ticks.first_at_or_after_and_before(cpu, due_by, first + 2, Some(next_at))
         };
+        // The last tick before `limit` that is due, and when it ran. Every
+        // tick from `first` to `after` is due (`first` by the memo, the
+        // search's by their draws or their expiry's bound), so that is tick
+        // `min(after, limit) - 1`: `first`'s time is the memo, the one
+        // before `after` the search's draw where it made one, another's
+        // is drawn once.
+        let k = after.min(limit) - 1;
+        let at = match before_at {
+            _ if k == first => self.rqs[cpu].next_tick_at,
+            Some(at) if k + 1 == after => at,
+            _ => self.ticks.tick_time(cpu, k),
+        };
+        debug_assert!(at < due_by, "tick {k} of CPU {cpu} is due");
         // Ticks before `k` to replay only if one was skipped before it (most
         // catch-ups skipped `k` alone: the search would start at `first`).
         let replay = self.profile.has_eevdf() && k > first;
