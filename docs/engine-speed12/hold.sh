@@ -20,4 +20,5 @@ rows=d if isinstance(d,list) else d.get('results',d)
 print(' '.join(f\"{r['scenario']}: {r['events']} events {r['events_per_s']/1e6:.2f} M/s {r['sim_s_per_wall_s']:.1f}x\" for r in rows))")"
   done
 done
-bash "$here/../engine-issue36/measure.sh" /work/venvs/main $after
+# measure.sh takes BEFORE and OUT too (rich15): its "before" here is the code the issue was filed on.
+env -u BEFORE -u OUT bash "$here/../engine-issue36/measure.sh" /work/venvs/main $after
