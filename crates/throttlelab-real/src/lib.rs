@@ -563,19 +563,17 @@ fn output(s: &Scenario, m: Measured, mut host: Host) -> Output {
         .map(|d| (d.name.as_str(), d))
         .collect();
     let none = DriverReport::default();
-    host.thread_starts = s
-        .tasks
-        .iter()
-        .filter_map(|t| Some((t.name.clone(), by_name.get(t.name.as_str())?.starts.clone())))
-        .filter(|(_, starts)| !starts.is_empty())
-        .collect();
     let intervals = (s.sample_ms > 0).then(|| (m.duration_ns / (s.sample_ms * 1_000_000)) as usize);
     let mut tasks = BTreeMap::new();
     for t in &s.tasks {
+        let d = by_name.get(t.name.as_str()).copied().unwrap_or(&none);
+        if !d.starts.is_empty() {
+            host.thread_starts.insert(t.name.clone(), d.starts.clone());
+        }
         tasks.insert(
             t.name.clone(),
             task_stats(
-                by_name.get(t.name.as_str()).copied().unwrap_or(&none),
+                d,
                 t.class.clone(),
                 TaskPhases::trace_ns(t),
                 intervals,
