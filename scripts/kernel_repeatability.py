@@ -26,12 +26,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from fidelity_grid import key  # this directory's: a row's configuration, as the grids store it
 from throttlelab.compare import same_distribution
-
-
-def key(row: dict) -> tuple:
-    """A configuration's identity, as a stored row has it."""
-    return (row["workload"], row["threads"], row["period_us"], row["quota_us"], row["burst_us"])
 
 
 def load(path: Path) -> dict[tuple, dict]:

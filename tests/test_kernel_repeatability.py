@@ -7,6 +7,7 @@ import json
 
 from helpers import script
 
+script("fidelity_grid")  # kernel_repeatability imports it, as its directory's neighbour
 repeat = script("kernel_repeatability")
 
 SAME = [0.10, 0.11, 0.12, 0.13, 0.14]
@@ -38,3 +39,16 @@ def test_a_kernel_that_repeats_itself_exactly_is_alike_in_every_draw(tmp_path):
     # Two holds that never overlap: pooled, a draw of 5 against 20 is mostly alike.
     b = {k: {**r, "kernel_ratio": SHIFTED} for k, r in a.items()}
     assert 0 < sum(repeat.stationary([a, b], trials=20)) < 2 * 20
+
+
+def test_a_file_that_is_not_a_grid_is_refused_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps({"host": {}, "rows": [row(1, SAME, True)]}))
+    bad.write_text('{"rows": [{"workload": "spin"}]}')
+    done = subprocess.run([sys.executable, repeat.__file__, str(good), str(bad)], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("kernel_repeatability.py: error: KeyError('threads')"), done.stderr
+    done = subprocess.run([sys.executable, repeat.__file__, str(good)], capture_output=True, text=True)
+    assert done.returncode == 2 and "needs at least two samples" in done.stderr
