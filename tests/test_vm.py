@@ -256,6 +256,16 @@ def test_a_kernels_run_is_headed_by_the_kernel_it_ran_on():
     assert "backend real  kernel 6.12.48+deb12-amd64  seed 1" in head and "profile" not in head
 
 
+def test_a_real_runs_thread_starts_are_printed_under_its_host():
+    from throttlelab import output
+
+    doc = json.loads(_native.run(throttlelab.scenario_text("two-spinners"), []))
+    host = {"release": "6.18.44", "hz": 250, "cgroup": "v1", "background_per_s": 1.0, "background_us": 5.0,
+            "thread_starts": {"spinner": [{"cpu": 1, "late_us": 1649.4}, {"cpu": 0, "late_us": 39.2}]}}
+    text = "\n".join(str(r) for r in output.render({**doc, "backend": "real", "host": host}))
+    assert "spinner started on CPUs 1 0, 39-1,649 us after their planned starts" in text
+
+
 def resolved(cpus: int = 2, features: list[str] = []) -> dict:
     """The parts of a resolved scenario that vm.run reads (a capture: its cgroups and duration_s too)."""
     return {"machine": {"cpus": cpus}, "kernel": {"features": features}, "tasks": [], "cgroups": [], "duration_s": 1.0}
